@@ -1,0 +1,116 @@
+"""The `advisor` command line: a thin layer that parses options, calls the library, prints."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import orjson
+
+from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_ingest import ingest
+from advisor.render import event_json, event_line, safe_text
+from advisor.store import EventFilter, audit, migrate
+from advisor.timefmt import format_us, parse_time_us
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="advisor")
+def cli() -> None:
+    """Crash analytics and recovery advisor for GPU LLM inference servers.
+
+    Exit codes: 0 ok, 1 error, 2 bad usage or a missing prerequisite (no GPU, no
+    journalctl), 3 the store's hash chain does not verify, 4 unusable input.
+    """
+
+
+@cli.group()
+def db() -> None:
+    """Manage the event store's schema."""
+
+
+@db.command("upgrade")
+@db_option
+@handle_errors
+def db_upgrade(db_url: str | None) -> None:
+    """Create the store or bring its schema up to date."""
+    store = store_for(db_url)
+    with store.engine.connect() as conn:
+        revision = migrate.current_revision(conn)
+    click.echo(f"{store.display_url}: schema at revision {revision}")
+
+
+@cli.command()
+@click.option("--stream", help="Only this stream (HOST/UNIT or HOST/gpuN).")
+@click.option("--type", "type_", help="Only this event type (log.recorded, gpu.sampled).")
+@click.option("--since", help="Only events at or after this time (ISO 8601, @EPOCH, -2h).")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the last N matching events.")
+@json_option
+@db_option
+@handle_errors
+def events(stream: str | None, type_: str | None, since: str | None, limit: int | None,
+           as_json: bool, db_url: str | None) -> None:
+    """List stored events, oldest first (with --json: one JSON object per line)."""
+    flt = EventFilter(stream=stream, type=type_, limit=limit,
+                      since_us=None if since is None else parse_time_us(since))
+    store = store_for(db_url)
+    for event in store.read(flt):
+        if as_json:
+            click.echo(orjson.dumps(event_json(event)).decode())
+        else:
+            click.echo(event_line(event))
+
+
+@cli.command()
+@json_option
+@db_option
+@handle_errors
+def status(as_json: bool, db_url: str | None) -> None:
+    """Store URL, schema revision, counts per type and stream, last position per source."""
+    st = audit.status(store_for(db_url))
+    if as_json:
+        echo_json(st.__dict__)
+        return
+    click.echo(f"store:     {st.url}")
+    click.echo(f"schema:    {st.revision} (head {st.head_revision})")
+    click.echo(f"events:    {st.events} (last seq {st.last_seq})")
+    for title, counts in (("by type", st.by_type), ("by stream", st.by_stream)):
+        click.echo(f"{title}:")
+        for name, count in counts.items():
+            click.echo(f"  {safe_text(name):<48} {count:>10}")
+    click.echo("checkpoints:")
+    for name, pos in st.checkpoints.items():
+        shown = {k: v for k, v in pos.items() if k not in ("updated_time_us", "header")}
+        click.echo(f"  {safe_text(name)}  {safe_text(str(shown))}  "
+                   f"(at {format_us(pos['updated_time_us'])})")
+
+
+@cli.command()
+@json_option
+@db_option
+@handle_errors
+def verify(as_json: bool, db_url: str | None) -> None:
+    """Walk the hash chain; name the first event that does not match (exit 3)."""
+    report = audit.verify(store_for(db_url))
+    if as_json:
+        echo_json({"ok": report.ok, "checked": report.checked, "last_seq": report.last_seq,
+                   "first_bad_seq": report.first_bad_seq, "reason": report.reason})
+    elif report.ok:
+        click.echo(f"verified {report.checked} events: hash chain intact "
+                   f"(last seq {report.last_seq})")
+    if not report.ok:
+        if not as_json:
+            click.echo(f"Error: hash chain broken at seq {report.first_bad_seq}: "
+                       f"{report.reason}", err=True)
+        sys.exit(3)
+
+
+cli.add_command(ingest)
+
+
+def main() -> None:
+    cli(prog_name="advisor")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Pieces every command shares: store options, JSON output, errors turned into exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from advisor.errors import AdvisorError
+from advisor.render import safe_text
+from advisor.settings import default_db_url
+from advisor.store import EventStore, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def db_option(f: F) -> F:
+    return click.option("--db", "db_url", envvar="ADVISOR_DB", default=None, metavar="URL",
+                        help="Store URL (sqlite:///PATH or postgresql+psycopg://...). "
+                             "Default: $ADVISOR_DB, else a SQLite file under "
+                             "$XDG_DATA_HOME/advisor/.")(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+
+
+def handle_errors(f: F) -> F:
+    """Turn the library's errors into one `Error: ...` line and the error's exit code."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except AdvisorError as e:
+            click.echo(f"Error: {safe_text(str(e))}", err=True)
+            sys.exit(e.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def store_for(db_url: str | None) -> EventStore:
+    return open_store(db_url or default_db_url())
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())

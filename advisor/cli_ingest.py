@@ -1,0 +1,128 @@
+"""`advisor ingest ...`: journald, text logs, nvidia-smi logs, NVML, a watched folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.errors import InputError
+from advisor.progress import byte_progress
+from advisor.render import safe_text
+from advisor.settings import this_host
+from ingest.filejob import remaining_bytes
+from ingest.pipeline import IngestReport
+
+strict_option = click.option("--strict", is_flag=True,
+                             help="A line that cannot be parsed is an error; nothing is written.")
+host_option = click.option("--host", default=None,
+                           help="Host name for entries that lack one (default: this host).")
+
+
+def print_report(report: IngestReport, as_json: bool) -> None:
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    click.echo(f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
+               f"new events, {report.duplicates} already stored, "
+               f"{report.malformed_count} malformed")
+    for m in report.malformed:
+        click.echo(f"  line {m.line_no}: {safe_text(m.reason)}", err=True)
+    if report.malformed_count > len(report.malformed):
+        click.echo(f"  ... and {report.malformed_count - len(report.malformed)} more", err=True)
+
+
+@click.group()
+def ingest() -> None:
+    """Bring observations into the event store."""
+
+
+@ingest.command("journal")
+@click.option("--file", "file_", metavar="F",
+              help="journalctl -o json output (one JSON object per line); '-' for stdin.")
+@click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
+              help="A binary .journal file, read through journalctl --file (repeatable).")
+@click.option("--follow", is_flag=True, help="Follow the live journal until interrupted.")
+@click.option("--unit", "units", multiple=True, help="Only these units (globs allowed).")
+@click.option("--since", help="Without a saved cursor, start here (journalctl --since).")
+@strict_option
+@host_option
+@json_option
+@db_option
+@handle_errors
+def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: bool,
+                   units: tuple[str, ...], since: str | None, strict: bool, host: str | None,
+                   as_json: bool, db_url: str | None) -> None:
+    """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
+    from ingest import journal_sources as js
+
+    chosen = sum((file_ is not None, bool(journal_files), follow and not journal_files))
+    if chosen != 1:
+        raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
+    if units and file_ is not None:
+        raise click.UsageError("--unit filters journalctl; it does not apply to --file")
+    store = store_for(db_url)
+    if file_ == "-":
+        report = js.ingest_json_stream(store, click.get_binary_stream("stdin"), strict=strict,
+                                       default_host=host)
+    elif file_ is not None:
+        path = Path(file_)
+        with byte_progress(f"ingesting {path.name}",
+                           remaining_bytes(path, store, js.JSON_KIND)) as progress:
+            report = js.ingest_json_file(store, path, strict=strict, default_host=host,
+                                         progress=progress)
+    else:
+        for jf in journal_files:
+            if not jf.exists():
+                raise InputError(f"--journal-file {jf}: no such file")
+        try:
+            report = js.ingest_journalctl(store, files=journal_files, units=units, follow=follow,
+                                          since=since, strict=strict, default_host=host)
+        except KeyboardInterrupt:
+            return
+    print_report(report, as_json)
+
+
+@ingest.command("text")
+@click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
+@click.option("--service", required=True, help="The service (unit) the log belongs to.")
+@strict_option
+@host_option
+@json_option
+@db_option
+@handle_errors
+def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_json: bool,
+                db_url: str | None) -> None:
+    """A plain text log (docker logs, a server's log file, pasted terminal output)."""
+    from ingest.text import KIND, ingest_text_file
+
+    store = store_for(db_url)
+    with byte_progress(f"ingesting {file_.name}",
+                       remaining_bytes(file_, store, KIND, service)) as progress:
+        report = ingest_text_file(store, file_, service, host or this_host(), strict=strict,
+                                  progress=progress)
+    print_report(report, as_json)
+
+
+@ingest.command("nvidia-smi")
+@click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
+@click.option("--timezone", "tz", default="UTC", show_default=True,
+              help="Time zone the log's timestamps were written in.")
+@strict_option
+@host_option
+@json_option
+@db_option
+@handle_errors
+def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_json: bool,
+                      db_url: str | None) -> None:
+    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
+    from ingest.nvidia_smi import KIND, ingest_nvidia_smi_file
+
+    store = store_for(db_url)
+    host = host or this_host()
+    with byte_progress(f"ingesting {file_.name}",
+                       remaining_bytes(file_, store, KIND, host)) as progress:
+        report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
+                                        progress=progress)
+    print_report(report, as_json)

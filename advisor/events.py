@@ -1,0 +1,164 @@
+"""Event payloads: immutable, versioned facts, validated before they reach the store.
+
+A payload type is never edited once shipped: a change is a new version plus an upcaster in
+``UPCASTERS`` that turns the stored older payload into the current shape on read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from advisor.errors import InvalidEventError
+
+MAX_KEY = 2**63 - 1
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    version: ClassVar[int] = 1
+
+
+class LogRecorded(Payload):
+    """One log line, from journald or from a plain text log."""
+
+    type: Literal["log.recorded"] = "log.recorded"
+    origin: Literal["journald", "text"]
+    # None when journald printed the value as null (>= 4 KiB in `-o json`) or the entry had none.
+    message: str | None = None
+    message_truncated: bool | None = None
+    # The raw bytes, base64, only when `message` had to be decoded lossily (invalid UTF-8, NUL).
+    message_b64: str | None = None
+    priority: int | None = None
+    pid: int | None = None
+    comm: str | None = None
+    identifier: str | None = None
+    unit: str | None = None
+    host: str | None = None
+    boot_id: str | None = None
+    invocation_id: str | None = None
+    cursor: str | None = None
+    monotonic_us: int | None = None
+    message_id: str | None = None
+    transport: str | None = None
+    # Lifecycle fields systemd attaches (EXIT_CODE, EXIT_STATUS, UNIT_RESULT, N_RESTARTS, ...).
+    fields: dict[str, str] | None = None
+    # Text logs: where the line came from.
+    path: str | None = None
+    line_no: int | None = None
+
+
+class GpuProcess(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    pid: int
+    used_bytes: int | None = None
+    unit: str | None = None
+    name: str | None = None
+
+
+class GpuSampled(Payload):
+    """One GPU at one instant, from live NVML, a recording of it, or an nvidia-smi CSV log."""
+
+    type: Literal["gpu.sampled"] = "gpu.sampled"
+    origin: Literal["nvml", "nvidia-smi"]
+    host: str
+    index: int = Field(ge=0)
+    uuid: str | None = None
+    name: str | None = None
+    memory_total_bytes: int = Field(ge=0)
+    memory_used_bytes: int = Field(ge=0)
+    memory_free_bytes: int = Field(ge=0)
+    utilization_gpu_pct: int | None = None
+    utilization_memory_pct: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    # None: the source did not list processes (an nvidia-smi --query-gpu log).
+    processes: tuple[GpuProcess, ...] | None = None
+
+
+AnyPayload = Annotated[LogRecorded | GpuSampled, Field(discriminator="type")]
+PAYLOAD_TYPES: dict[str, type[Payload]] = {"log.recorded": LogRecorded, "gpu.sampled": GpuSampled}
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+class NewEvent(BaseModel):
+    """An event on its way into the store: the envelope fields the ingester decides."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    stream: str = Field(min_length=1, max_length=512)
+    time_us: int = Field(ge=0, le=MAX_KEY)
+    source: str = Field(min_length=1, max_length=1024)
+    key: int = Field(ge=0, le=MAX_KEY)
+    payload: AnyPayload
+
+    @property
+    def type(self) -> str:
+        return self.payload.type
+
+    @property
+    def version(self) -> int:
+        return self.payload.version
+
+
+class StoredEvent(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    seq: int
+    stream: str
+    type: str
+    version: int
+    time_us: int
+    recorded_us: int
+    source: str
+    key: int
+    payload: AnyPayload
+
+
+_BATCH = TypeAdapter(list[NewEvent])
+_PAYLOAD = TypeAdapter(AnyPayload)
+_PAYLOADS = TypeAdapter(list[AnyPayload])
+
+
+def validate_batch(raw: Sequence[dict[str, Any]]) -> list[NewEvent]:
+    """Validate many events in one call; raise InvalidEventError naming the first bad one."""
+    try:
+        return _BATCH.validate_python(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidEventError(f"invalid event at {where}: {first['msg']}") from e
+
+
+def validate_one(raw: dict[str, Any]) -> NewEvent:
+    try:
+        return NewEvent.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidEventError(f"invalid event ({where}: {first['msg']})") from e
+
+
+def payload_json(events: Sequence[NewEvent]) -> list[bytes]:
+    """Canonical payload text: sorted keys, no nulls, without `type` (a column of its own)."""
+    dumped = _PAYLOADS.dump_python([e.payload for e in events], mode="json", exclude_none=True)
+    out = []
+    for d in dumped:
+        del d["type"]
+        out.append(orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+    return out
+
+
+def load_payload(type_: str, version: int, text: str | bytes) -> Payload:
+    data: dict[str, Any] = orjson.loads(text)
+    current = PAYLOAD_TYPES.get(type_)
+    if current is None:
+        raise InvalidEventError(f"unknown event type {type_!r}")
+    while version < current.version:
+        data = UPCASTERS[(type_, version)](data)
+        version += 1
+    data["type"] = type_
+    result: Payload = _PAYLOAD.validate_python(data)
+    return result

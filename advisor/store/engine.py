@@ -1,0 +1,74 @@
+"""Engines for the two supported databases, configured for many concurrent appenders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
+
+from advisor.errors import StoreError
+
+# Waiting writers queue on SQLite's busy handler for this long before the store retries.
+SQLITE_BUSY_TIMEOUT_S = 60.0
+WRITE_OPTION = "advisor_write"
+
+
+def parse_url(url: str) -> URL:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as e:
+        raise StoreError(f"--db {url!r} is not a database URL (sqlite:///PATH or "
+                         "postgresql+psycopg://USER@HOST/DB)") from e
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"--db {redact(url)}: unsupported database "
+                         f"{parsed.get_backend_name()!r}; use SQLite or PostgreSQL")
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "psycopg":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def redact(url: str | URL) -> str:
+    parsed = url if isinstance(url, URL) else make_url(url)
+    return parsed.render_as_string(hide_password=True)
+
+
+def make_engine(url: str) -> Engine:
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed)
+    return create_engine(parsed, pool_pre_ping=True)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database or ""
+    in_memory = database in ("", ":memory:")
+    if not in_memory:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    if in_memory:
+        kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+    engine = create_engine(url, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN itself (see below).
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # A writer takes the lock up front: a deferred transaction that later wants to
+        # write can fail with SQLITE_BUSY without waiting, which is what users would see.
+        immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine

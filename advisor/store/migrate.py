@@ -1,0 +1,56 @@
+"""Create or upgrade the store schema with Alembic, safely when several processes start at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+import advisor.migrations
+from advisor.errors import StoreError
+from advisor.store.engine import WRITE_OPTION
+
+MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes
+
+
+def _config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(advisor.migrations.__file__).parent))
+    return cfg
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def current_revision(conn: Connection) -> str | None:
+    try:
+        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    except SQLAlchemyError:
+        conn.rollback()
+        return None
+    return None if row is None else str(row[0])
+
+
+def upgrade(engine: Engine) -> str | None:
+    """Bring the schema to the head revision; return the revision now in place."""
+    head = head_revision()
+    with engine.connect() as conn:
+        if current_revision(conn) == head:
+            return head
+    try:
+        with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
+            with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_ID})
+                cfg = _config()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            return current_revision(conn)
+    except SQLAlchemyError as e:
+        raise StoreError(f"cannot create or upgrade the store schema: {e.__class__.__name__}: "
+                         f"{str(e).splitlines()[0]}") from e

@@ -1,0 +1,256 @@
+"""EventStore: append batches of events (hash-chained, idempotent) and read them back.
+
+The store can only append and read. Each append is one transaction that holds the
+database's write lock (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock), so the
+global sequence and the hash chain stay linear with any number of writers; a reader's
+checkpoint is saved in the same transaction as the events it covers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine, bindparam, select, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from advisor.errors import StoreError
+from advisor.events import NewEvent, StoredEvent, load_payload, payload_json
+from advisor.store import migrate
+from advisor.store.engine import WRITE_OPTION, make_engine, redact
+from advisor.store.schema import checkpoints, events, sources
+
+GENESIS_HASH = bytes(32)
+APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
+_IN_CHUNK = 500
+_RETRIES = 8
+
+
+def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, time_us: int,
+               recorded_us: int, source: str, key: int, payload: bytes) -> bytes:
+    """SHA-256 over the previous hash and the event's canonical content."""
+    header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
+    return hashlib.sha256(prev + header + b"\n" + payload).digest()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    position: dict[str, Any]
+
+
+@dataclass
+class AppendResult:
+    appended: int = 0
+    duplicates: int = 0
+    last_seq: int | None = None
+
+    def add(self, other: AppendResult) -> None:
+        self.appended += other.appended
+        self.duplicates += other.duplicates
+        self.last_seq = other.last_seq if other.last_seq is not None else self.last_seq
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    stream: str | None = None
+    type: str | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+    after_seq: int | None = None
+    limit: int | None = None
+
+
+@dataclass
+class _SourceCache:
+    ids: dict[str, int] = field(default_factory=dict)
+
+
+class EventStore:
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self._sources = _SourceCache()
+
+    @property
+    def display_url(self) -> str:
+        return redact(self.url)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, batch: Sequence[NewEvent],
+               checkpoint: Checkpoint | None = None) -> AppendResult:
+        """Append a batch in one transaction (all or nothing), skipping events already stored."""
+        if not batch and checkpoint is None:
+            return AppendResult()
+        payloads = payload_json(batch)
+        delay = 0.05
+        for attempt in range(_RETRIES):
+            try:
+                return self._append_once(batch, payloads, checkpoint)
+            except OperationalError as e:
+                if not _is_busy(e) or attempt == _RETRIES - 1:
+                    raise StoreError(f"cannot append to {self.display_url}: "
+                                     f"{str(e.orig).splitlines()[0]}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except SQLAlchemyError as e:
+                raise StoreError(f"cannot append to {self.display_url}: "
+                                 f"{e.__class__.__name__}: {str(e).splitlines()[0]}") from e
+        raise AssertionError("unreachable")
+
+    def _append_once(self, batch: Sequence[NewEvent], payloads: list[bytes],
+                     checkpoint: Checkpoint | None) -> AppendResult:
+        result = AppendResult()
+        with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
+            with conn.begin():
+                if self.dialect == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": APPEND_LOCK_ID})
+                source_ids, new_sources = self._intern_sources(conn, {e.source for e in batch})
+                seen = self._existing_keys(conn, batch, source_ids, new_sources)
+                row = conn.execute(select(events.c.seq, events.c.hash)
+                                   .order_by(events.c.seq.desc()).limit(1)).first()
+                last_seq, last_hash = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
+                recorded = time.time_ns() // 1000
+                rows = []
+                for ev, pj in zip(batch, payloads, strict=True):
+                    sid = source_ids[ev.source]
+                    if (sid, ev.key) in seen:
+                        result.duplicates += 1
+                        continue
+                    seen.add((sid, ev.key))
+                    seq = last_seq + 1
+                    type_, version = ev.payload.type, ev.payload.version
+                    h = event_hash(last_hash, seq, ev.stream, type_, version, ev.time_us, recorded,
+                                   ev.source, ev.key, pj)
+                    rows.append((seq, ev.stream, type_, version, ev.time_us, recorded, sid, ev.key,
+                                 pj.decode(), h))
+                    last_seq, last_hash = seq, h
+                if rows:
+                    conn.exec_driver_sql(self._insert_sql(), rows)
+                if checkpoint is not None:
+                    self._save_checkpoint(conn, checkpoint)
+            self._sources.ids.update(source_ids)
+        result.appended = len(rows)
+        result.last_seq = last_seq
+        return result
+
+    def _insert_sql(self) -> str:
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        cols = ("seq, stream, type, schema_version, event_time_us, recorded_time_us, "
+                "source_id, idem_key, payload, hash")
+        return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 10)})"
+
+    def _intern_sources(self, conn: Connection, names: set[str]) -> tuple[dict[str, int], set[str]]:
+        ids = {n: self._sources.ids[n] for n in names if n in self._sources.ids}
+        missing = names - ids.keys()
+        if missing:
+            for name, sid in conn.execute(select(sources.c.name, sources.c.id)
+                                          .where(sources.c.name.in_(sorted(missing)))):
+                ids[name] = sid
+        new = names - ids.keys()
+        if new:
+            top = conn.execute(text("SELECT COALESCE(MAX(id), 0) FROM sources")).scalar_one()
+            for offset, name in enumerate(sorted(new), start=1):
+                ids[name] = top + offset
+            conn.execute(sources.insert(), [{"id": ids[n], "name": n} for n in sorted(new)])
+        return ids, new
+
+    def _existing_keys(self, conn: Connection, batch: Sequence[NewEvent],
+                       source_ids: dict[str, int], new_sources: set[str]) -> set[tuple[int, int]]:
+        by_source: dict[int, list[int]] = {}
+        for ev in batch:
+            if ev.source not in new_sources:  # a source interned just now has no events yet
+                by_source.setdefault(source_ids[ev.source], []).append(ev.key)
+        found: set[tuple[int, int]] = set()
+        query = (select(events.c.idem_key)
+                 .where(events.c.source_id == bindparam("sid"))
+                 .where(events.c.idem_key.in_(bindparam("keys", expanding=True))))
+        for sid, keys in by_source.items():
+            unique = sorted(set(keys))
+            for i in range(0, len(unique), _IN_CHUNK):
+                chunk = unique[i:i + _IN_CHUNK]
+                found.update((sid, k) for (k,) in conn.execute(query, {"sid": sid, "keys": chunk}))
+        return found
+
+    def _save_checkpoint(self, conn: Connection, cp: Checkpoint) -> None:
+        position = orjson.dumps(cp.position, option=orjson.OPT_SORT_KEYS).decode()
+        now = time.time_ns() // 1000
+        updated = conn.execute(checkpoints.update().where(checkpoints.c.name == cp.name)
+                               .values(position=position, updated_time_us=now))
+        if updated.rowcount == 0:
+            conn.execute(checkpoints.insert().values(name=cp.name, position=position,
+                                                     updated_time_us=now))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def checkpoint(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            value = conn.execute(select(checkpoints.c.position)
+                                 .where(checkpoints.c.name == name)).scalar()
+        if value is None:
+            return None
+        position: dict[str, Any] = orjson.loads(value)
+        return position
+
+    def read(self, flt: EventFilter | None = None, *, chunk: int = 2000) -> Iterator[StoredEvent]:
+        """Events in sequence order; with a limit, the last `limit` that match."""
+        flt = flt or EventFilter()
+        query = (select(events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
+                        events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
+                        events.c.idem_key, events.c.payload)
+                 .join(sources, sources.c.id == events.c.source_id))
+        if flt.stream is not None:
+            query = query.where(events.c.stream == flt.stream)
+        if flt.type is not None:
+            query = query.where(events.c.type == flt.type)
+        if flt.since_us is not None:
+            query = query.where(events.c.event_time_us >= flt.since_us)
+        if flt.until_us is not None:
+            query = query.where(events.c.event_time_us < flt.until_us)
+        if flt.limit is not None:
+            tail = query.order_by(events.c.seq.desc()).limit(flt.limit).subquery()
+            query = select(tail).order_by(tail.c.seq)
+            after = None
+        else:
+            query = query.order_by(events.c.seq).limit(chunk)
+            after = flt.after_seq or 0
+        with self.engine.connect() as conn:
+            while True:
+                q = query if after is None else query.where(events.c.seq > after)
+                rows = conn.execute(q).all()
+                for r in rows:
+                    yield StoredEvent(seq=r[0], stream=r[1], type=r[2], version=r[3], time_us=r[4],
+                                      recorded_us=r[5], source=r[6], key=r[7],
+                                      payload=load_payload(r[2], r[3], r[8]))  # type: ignore[arg-type]
+                if after is None or len(rows) < chunk:
+                    return
+                after = rows[-1][0]
+
+
+def _is_busy(e: OperationalError) -> bool:
+    message = str(e.orig).lower()
+    return "locked" in message or "busy" in message
+
+
+def open_store(url: str, *, upgrade: bool = True) -> EventStore:
+    """Open (and on first use create or upgrade) the store at `url`."""
+    engine = make_engine(url)
+    try:
+        if upgrade:
+            migrate.upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return EventStore(engine, url)

@@ -1,0 +1,44 @@
+"""Times as people type them and as we print them."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+
+from advisor.errors import InputError
+
+_RELATIVE = re.compile(r"^-?(\d+)\s*(s|sec|m|min|h|hour|hours|d|day|days|w|week|weeks)(?:\s+ago)?$")
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "hours": 3600,
+           "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800,
+           "weeks": 604800}
+
+
+def parse_time_us(text: str, *, now_us: int | None = None) -> int:
+    """ISO 8601 (UTC unless it says), @EPOCH seconds, or relative ('-2h', '30m ago')."""
+    value = text.strip()
+    now = time.time_ns() // 1000 if now_us is None else now_us
+    m = _RELATIVE.match(value)
+    if m:
+        return now - int(m.group(1)) * _UNIT_S[m.group(2)] * 1_000_000
+    if value.startswith("@"):
+        try:
+            return int(float(value[1:]) * 1_000_000)
+        except ValueError:
+            pass
+    else:
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=UTC)
+            return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+    raise InputError(f"{text!r} is not a time (use 2026-02-21T00:32:55Z, @1771633975 or -2h)")
+
+
+def format_us(us: int) -> str:
+    seconds, micro = divmod(us, 1_000_000)
+    stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{micro // 1000:03d}Z"

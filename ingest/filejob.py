@@ -1,0 +1,60 @@
+"""Ingest one line-oriented file: resume from its checkpoint, --strict pre-check, batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from advisor.store import EventStore
+from ingest.files import FileCursor, checkpoint_name, iter_lines, resolve, start_cursor
+from ingest.pipeline import Ingester, IngestReport, check_strict
+from ingest.records import Record
+
+
+class LineParser(Protocol):
+    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
+                 consumed: int) -> Record | list[Record] | None: ...
+
+    def extra(self) -> dict[str, Any] | None: ...
+
+
+def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
+                 complete_only: bool = False) -> Iterator[Record]:
+    offset = cursor.offset
+    with open(path, "rb") as fh:
+        for line_no, line, end in iter_lines(fh, cursor.offset, cursor.line,
+                                             complete_only=complete_only):
+            position = cursor.position(end, line_no)
+            extra = parser.extra()
+            if extra:
+                position.update(extra)
+            record = parser(line_no, line, position, end - offset)
+            offset = end
+            if isinstance(record, Record):
+                yield record
+            elif record:
+                yield from record
+
+
+def ingest_file(store: EventStore, path: Path, kind: str,
+                make_parser: Callable[[Path, FileCursor], LineParser], *, qualifier: str = "",
+                strict: bool = False, progress: Callable[[int], None] | None = None,
+                complete_only: bool = False, batch_size: int | None = None) -> IngestReport:
+    path = resolve(path)
+    name = checkpoint_name(kind, path, qualifier)
+    cursor = start_cursor(path, store.checkpoint(name))
+    if strict:
+        check_strict(file_records(path, cursor, make_parser(path, cursor),
+                                  complete_only=complete_only), str(path))
+    ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=progress,
+                        **({"batch_size": batch_size} if batch_size else {}))
+    return ingester.feed(file_records(path, cursor, make_parser(path, cursor),
+                                      complete_only=complete_only))
+
+
+def remaining_bytes(path: Path, store: EventStore, kind: str, qualifier: str = "") -> int:
+    """Bytes left to read (for a progress bar's total)."""
+    resolved = resolve(path)
+    cursor = start_cursor(resolved, store.checkpoint(checkpoint_name(kind, resolved, qualifier)))
+    return max(0, resolved.stat().st_size - cursor.offset)

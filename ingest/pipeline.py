@@ -1,0 +1,133 @@
+"""Records → validated batches → the store, with checkpoints, malformed-line accounting and
+--strict. The one place where ingestion and the store meet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.errors import InvalidEventError, MalformedInputError
+from advisor.events import NewEvent, validate_batch, validate_one
+from advisor.store import AppendResult, Checkpoint, EventStore
+from ingest.records import Record
+
+DEFAULT_BATCH = 5000
+MAX_REPORTED = 20
+
+
+@dataclass(frozen=True)
+class Malformed:
+    line_no: int
+    reason: str
+
+
+@dataclass
+class IngestReport:
+    source: str
+    read: int = 0
+    appended: int = 0
+    duplicates: int = 0
+    malformed_count: int = 0
+    malformed: list[Malformed] = field(default_factory=list)
+
+    def note_malformed(self, line_no: int, reason: str) -> None:
+        self.malformed_count += 1
+        if len(self.malformed) < MAX_REPORTED:
+            self.malformed.append(Malformed(line_no, reason))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "read": self.read, "appended": self.appended,
+                "duplicates": self.duplicates, "malformed": self.malformed_count,
+                "malformed_lines": [{"line": m.line_no, "reason": m.reason}
+                                    for m in self.malformed]}
+
+
+def _validate(records: list[Record], report: IngestReport, strict: bool,
+              name: str) -> list[NewEvent]:
+    raw = [r.event for r in records if r.event is not None]
+    try:
+        return validate_batch(raw)  # type: ignore[arg-type]
+    except InvalidEventError:
+        pass
+    valid: list[NewEvent] = []
+    for r in records:
+        if r.event is None:
+            continue
+        try:
+            valid.append(validate_one(r.event))
+        except InvalidEventError as e:
+            if strict:
+                raise MalformedInputError(f"{name}: line {r.line_no}: {e}", r.line_no) from e
+            report.note_malformed(r.line_no, str(e))
+    return valid
+
+
+def check_strict(records: Iterable[Record], name: str, batch_size: int = DEFAULT_BATCH) -> None:
+    """Parse and validate everything without writing; raise on the first bad line."""
+    pending: list[Record] = []
+    scratch = IngestReport(name)
+    for r in records:
+        if r.event is None:
+            raise MalformedInputError(f"{name}: line {r.line_no}: {r.error}", r.line_no)
+        pending.append(r)
+        if len(pending) >= batch_size:
+            _validate(pending, scratch, True, name)
+            pending = []
+    _validate(pending, scratch, True, name)
+
+
+class Ingester:
+    """Feeds records into the store in batches; each batch and its checkpoint commit together."""
+
+    def __init__(self, store: EventStore, name: str, *, checkpoint: str | None = None,
+                 batch_size: int = DEFAULT_BATCH, strict: bool = False,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.checkpoint_name = checkpoint
+        self.batch_size = batch_size
+        self.strict = strict
+        self.progress = progress
+        self.report = IngestReport(name)
+        self._pending: list[Record] = []
+        self._position: dict[str, Any] | None = None
+        self._consumed = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def add(self, record: Record) -> None:
+        self.report.read += 1
+        self._consumed += record.consumed
+        if record.position is not None:
+            self._position = record.position
+        if record.event is None:
+            if self.strict:
+                raise MalformedInputError(f"{self.name}: line {record.line_no}: {record.error}",
+                                          record.line_no)
+            self.report.note_malformed(record.line_no, record.error or "malformed")
+        else:
+            self._pending.append(record)
+        if len(self._pending) >= self.batch_size:
+            self.flush()
+
+    def feed(self, records: Iterable[Record]) -> IngestReport:
+        for r in records:
+            self.add(r)
+        self.flush()
+        return self.report
+
+    def flush(self) -> AppendResult:
+        valid = _validate(self._pending, self.report, self.strict, self.name)
+        cp = None
+        if self.checkpoint_name is not None and self._position is not None:
+            cp = Checkpoint(self.checkpoint_name, self._position)
+        result = self.store.append(valid, cp) if (valid or cp) else AppendResult()
+        self.report.appended += result.appended
+        self.report.duplicates += result.duplicates
+        self._pending = []
+        if self.progress is not None:
+            self.progress(self._consumed)
+        return result

@@ -1,0 +1,106 @@
+"""Plain text logs (docker/kubectl logs, files a server writes, text pasted from a terminal).
+
+Each line becomes a `log.recorded` event keyed by its line number. The event time comes
+from a timestamp at the start of the line where there is one; lines without (traceback
+lines) take the time of the line before; before any timestamp, the file's mtime.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from advisor.store import EventStore
+from ingest.filejob import ingest_file
+from ingest.files import FileCursor
+from ingest.pipeline import IngestReport
+from ingest.records import Record, clean_name, decode_text
+
+KIND = "text"
+
+_ISO = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"
+                  rb"\s*(Z|[+-]\d\d:?\d\d)?")
+_EPOCH = re.compile(rb"^(\d{10})\.(\d{6})\s")
+_SYSLOG = re.compile(rb"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) "
+                     rb"(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s")
+_VLLM = re.compile(rb"^(?:\S+ pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                   rb"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\s")
+_MONTHS = {m.encode(): i for i, m in enumerate(
+    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
+
+
+def _us(dt: datetime) -> int:
+    return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+
+
+def line_time_us(line: bytes, year: int) -> int | None:
+    """The time at the start of a log line, in µs since the epoch (UTC unless it says)."""
+    m = _ISO.match(line)
+    try:
+        if m:
+            frac = (m.group(7) or b"0").decode()
+            micro = int((frac + "000000")[:6])
+            tz = m.group(8)
+            dt = datetime(*(int(g) for g in m.group(1, 2, 3, 4, 5, 6)), micro, tzinfo=UTC)
+            if tz and tz != b"Z":
+                sign = 1 if tz[:1] == b"+" else -1
+                digits = tz[1:].replace(b":", b"")
+                dt -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+            return _us(dt)
+        m = _EPOCH.match(line)
+        if m:
+            return int(m.group(1)) * 1_000_000 + int(m.group(2))
+        m = _SYSLOG.match(line)
+        if m:
+            micro = int(((m.group(6) or b"0").decode() + "000000")[:6])
+            return _us(datetime(year, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)),
+                                int(m.group(4)), int(m.group(5)), micro, tzinfo=UTC))
+        m = _VLLM.search(line[:80].lstrip(b"\x1b[0123456789;m()"))
+        if m:
+            return _us(datetime(year, *(int(g) for g in m.groups()), tzinfo=UTC))
+    except ValueError:  # 02-30, 25:00 and the like
+        return None
+    return None
+
+
+class TextLineParser:
+    def __init__(self, path: Path, cursor: FileCursor, service: str, host: str) -> None:
+        mtime = path.stat().st_mtime
+        self.year = datetime.fromtimestamp(mtime, UTC).year
+        self.last_time = int((cursor.extra or {}).get("last_time_us", int(mtime * 1_000_000)))
+        self.stream = f"{clean_name(host)}/{clean_name(service)}"
+        self.source = f"{KIND}:{service}:{path}@{cursor.inode}.{cursor.generation}"
+        self.path = str(path)
+        self.service = service
+        self.host = host
+
+    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
+                 consumed: int) -> Record | None:
+        if not line.strip():
+            return None
+        t = line_time_us(line, self.year)
+        if t is not None:
+            self.last_time = t
+        message, raw = decode_text(line)
+        payload = {"type": "log.recorded", "origin": "text", "message": message,
+                   "message_b64": raw, "unit": self.service, "host": self.host,
+                   "path": self.path, "line_no": line_no}
+        event = {"stream": self.stream, "time_us": self.last_time, "source": self.source,
+                 "key": line_no, "payload": payload}
+        return Record(line_no, event, None, position, consumed)
+
+    def extra(self) -> dict[str, Any] | None:
+        return {"last_time_us": self.last_time}
+
+
+def ingest_text_file(store: EventStore, path: Path, service: str, host: str, *,
+                     strict: bool = False, progress: Callable[[int], None] | None = None,
+                     complete_only: bool = False) -> IngestReport:
+    def parser(p: Path, cursor: FileCursor) -> TextLineParser:
+        return TextLineParser(p, cursor, service, host)
+
+    return ingest_file(store, path, KIND, parser, qualifier=service, strict=strict,
+                       progress=progress, complete_only=complete_only)
