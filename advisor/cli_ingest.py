@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -126,3 +129,89 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_j
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
                                         progress=progress)
     print_report(report, as_json)
+
+
+@ingest.command("gpu")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="Seconds between samples.")
+@click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
+@click.option("--duration", type=click.FloatRange(min=0), help="Stop after S seconds.")
+@click.option("--process-every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="List GPU processes every Nth sample (the costly NVML call).")
+@click.option("--record", "record_path", type=click.Path(path_type=Path),
+              help="Also append the samples as JSON lines to this file.")
+@click.option("--replay", "replay_path", type=click.Path(path_type=Path),
+              help="Ingest a recording made with --record instead of sampling.")
+@strict_option
+@host_option
+@json_option
+@db_option
+@handle_errors
+def ingest_gpu(interval: float, count: int | None, duration: float | None, process_every: int,
+               record_path: Path | None, replay_path: Path | None, strict: bool,
+               host: str | None, as_json: bool, db_url: str | None) -> None:
+    """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
+    from ingest.gpu import REPLAY_KIND, replay_recording, sample_live
+    from ingest.nvml import NvmlSampler
+
+    if replay_path is not None:
+        if record_path is not None:
+            raise click.UsageError("--record and --replay exclude each other")
+        store = store_for(db_url)
+        with byte_progress(f"replaying {replay_path.name}",
+                           remaining_bytes(replay_path, store, REPLAY_KIND)) as progress:
+            report = replay_recording(store, replay_path, strict=strict, progress=progress)
+        print_report(report, as_json)
+        return
+    # Open NVML before anything else: without a GPU nothing may be written.
+    with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
+        store = store_for(db_url)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            with ExitStack() as stack:
+                record = stack.enter_context(open(record_path, "ab")) if record_path else None
+                report = sample_live(store, sampler, interval_s=interval, count=count,
+                                     duration_s=duration, record=record, stop=stop)
+        except KeyboardInterrupt:
+            return
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    print_report(report, as_json)
+
+
+@ingest.command("watch")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--service", help="File every text log under this service "
+                                "(default: the file name without .log and rotation suffixes).")
+@click.option("--timezone", "tz", default="UTC", show_default=True,
+              help="Time zone of nvidia-smi CSV timestamps.")
+@host_option
+@db_option
+@handle_errors
+def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
+                 db_url: str | None) -> None:
+    """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
+    recording files until interrupted (SIGINT or SIGTERM)."""
+    from ingest.watch import FolderWatcher
+
+    store = store_for(db_url)
+
+    def reported(path: Path, report: IngestReport) -> None:
+        click.echo(f"{safe_text(str(path))}: stored {report.appended} new events, "
+                   f"{report.malformed_count} malformed")
+
+    def failed(path: Path, message: str) -> None:
+        click.echo(f"Error: {safe_text(message)}", err=True)
+
+    watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=service,
+                            tz=tz, on_report=reported, on_error=failed)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        watcher.run(stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(f"stopped: {watcher.stats.appended} events stored")

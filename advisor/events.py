@@ -89,9 +89,10 @@ class NewEvent(BaseModel):
     """An event on its way into the store: the envelope fields the ingester decides."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    stream: str = Field(min_length=1, max_length=512)
+    # Names, not text: no control characters (they are shown on terminals and used as keys).
+    stream: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")
     time_us: int = Field(ge=0, le=MAX_KEY)
-    source: str = Field(min_length=1, max_length=1024)
+    source: str = Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f\x7f]+$")
     key: int = Field(ge=0, le=MAX_KEY)
     payload: AnyPayload
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Any, BinaryIO
 
 from advisor.errors import InputError
 
+HEAD_BYTES = 256
+_CURSOR_KEYS = ("device", "inode", "generation", "offset", "line", "head")
 # A line longer than this is cut (the rest is read as further pieces of the same line).
 MAX_LINE_BYTES = 4 * 1024 * 1024
 
@@ -19,15 +22,23 @@ class FileCursor:
     """Where reading a file got to. `generation` counts truncations of the same inode, so
     that line numbers (idempotency keys of line-keyed sources) never repeat."""
 
+    device: int
     inode: int
     generation: int
     offset: int
     line: int
+    head: str
     extra: dict[str, Any] | None = None
 
+    @property
+    def identity(self) -> str:
+        """Names this file's content across renames (rotation) and truncations."""
+        return f"{self.device}:{self.inode}.{self.generation}"
+
     def position(self, offset: int, line: int) -> dict[str, Any]:
-        pos: dict[str, Any] = {"inode": self.inode, "generation": self.generation,
-                               "offset": offset, "line": line}
+        pos: dict[str, Any] = {"device": self.device, "inode": self.inode,
+                               "generation": self.generation, "offset": offset, "line": line,
+                               "head": self.head}
         if self.extra:
             pos.update(self.extra)
         return pos
@@ -47,20 +58,38 @@ def resolve(path: Path) -> Path:
     return resolved
 
 
+def _head(path: Path, size: int) -> str:
+    """A fingerprint of the file's first bytes ("LENGTH:HASH"): tells a reused inode from
+    the same file."""
+    with open(path, "rb") as fh:
+        data = fh.read(min(size, HEAD_BYTES))
+    return f"{len(data)}:{hashlib.blake2b(data, digest_size=8).hexdigest()}"
+
+
+def _same_head(path: Path, saved: str) -> bool:
+    length, _, _digest = saved.partition(":")
+    return length.isdigit() and _head(path, int(length)) == saved
+
+
 def start_cursor(path: Path, saved: dict[str, Any] | None) -> FileCursor:
     """Resume where the last run stopped, unless the file was replaced or truncated."""
     try:
         st = os.stat(path)
+        head = _head(path, st.st_size)
     except OSError as e:
         raise InputError(f"{path}: {e.strerror}") from e
-    if not saved or saved.get("inode") != st.st_ino:
-        return FileCursor(st.st_ino, 0, 0, 0)
-    extra = {k: v for k, v in saved.items() if k not in ("inode", "generation", "offset", "line")}
+    fresh = FileCursor(st.st_dev, st.st_ino, 0, 0, 0, head)
+    if not saved or (saved.get("device"), saved.get("inode")) != (st.st_dev, st.st_ino):
+        return fresh
+    extra = {k: v for k, v in saved.items() if k not in _CURSOR_KEYS}
     generation = int(saved.get("generation", 0))
-    if st.st_size < int(saved.get("offset", 0)):
-        return FileCursor(st.st_ino, generation + 1, 0, 0)  # truncated in place
-    return FileCursor(st.st_ino, generation, int(saved["offset"]), int(saved["line"]),
-                      extra or None)
+    offset = int(saved.get("offset", 0))
+    saved_head = saved.get("head")
+    if st.st_size < offset or not (isinstance(saved_head, str) and _same_head(path, saved_head)):
+        # truncated in place (copytruncate), or the inode now holds another file
+        return FileCursor(st.st_dev, st.st_ino, generation + 1, 0, 0, head)
+    return FileCursor(st.st_dev, st.st_ino, generation, offset, int(saved["line"]),
+                      saved_head or head, extra or None)
 
 
 def iter_lines(fh: BinaryIO, offset: int, line: int, *,

@@ -435,13 +435,29 @@ class _RecordingLine(BaseModel):
 
 
 def recording_line(time_us: int, host: str, samples: list[GpuSampled]) -> bytes:
-    """One recording line (JSON, ending with a newline) for one sampling tick."""
+    """One recording line (JSON, ending with a newline) for one sampling tick.
+
+    Raises ``ValueError`` for anything ``parse_recording_line`` would refuse to read back (a time
+    out of range, an empty host, a sample from another host, NUL characters, strings over
+    ``MAX_STRING_CHARS``, text that is not valid Unicode).
+    """
+    if isinstance(time_us, bool) or not isinstance(time_us, int) or not 0 <= time_us <= MAX_KEY:
+        raise ValueError("time_us must be an int in [0, 2**63 - 1]")
+    if not isinstance(host, str) or not host:
+        raise ValueError("host must be a non-empty string")
     gpus = []
-    for s in samples:
+    for i, s in enumerate(samples):
+        if s.host != host:
+            raise ValueError(f"gpus.{i}.host: differs from the line's host")
         d = s.model_dump(mode="json", exclude_none=True)
         d.pop("type", None)
         gpus.append(d)
-    return orjson.dumps({"time_us": time_us, "host": host, "gpus": gpus}) + b"\n"
+    data = {"time_us": time_us, "host": host, "gpus": gpus}
+    _check_shape(data)
+    try:
+        return orjson.dumps(data) + b"\n"
+    except orjson.JSONEncodeError as e:
+        raise ValueError(f"cannot encode recording line: {_one_line(_error_text(e))}") from e
 
 
 # A recording line nests 5 levels deep (line, gpus, gpu, processes, process).
@@ -455,7 +471,7 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 
 def _check_shape(data: Any) -> None:
-    """Reject over-deep nesting, over-long strings and NUL characters (iteratively: no recursion)."""
+    """Reject deep nesting, over-long strings and NUL characters (iteratively: no recursion)."""
     stack: list[tuple[Any, str, int]] = [(data, "line", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -559,8 +575,10 @@ def sampling_loop(
         if event.is_set():
             break
         delay = start + due - clock()
-        if delay > 0 and event.wait(delay):
-            break
+        if delay > 0:
+            if event.wait(delay):
+                break
+            continue  # re-check: a wait may end early, and count/duration/stop still apply
         time_us, samples = sampler.sample()
         on_tick(time_us, samples)
         ticks += 1

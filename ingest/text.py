@@ -72,7 +72,9 @@ class TextLineParser:
         self.year = datetime.fromtimestamp(mtime, UTC).year
         self.last_time = int((cursor.extra or {}).get("last_time_us", int(mtime * 1_000_000)))
         self.stream = f"{clean_name(host)}/{clean_name(service)}"
-        self.source = f"{KIND}:{service}:{path}@{cursor.inode}.{cursor.generation}"
+        # Keyed by the file's identity, not its name: a rotated file read again under its new
+        # name is recognised line by line.
+        self.source = f"{KIND}:{clean_name(host)}:{clean_name(service)}:{cursor.identity}"
         self.path = str(path)
         self.service = service
         self.host = host

@@ -587,7 +587,8 @@ def test_real_pynvml_with_gpu() -> None:
 # --------------------------------------------------------------------------------------------
 # Recordings
 
-_text = st.text(st.characters(exclude_characters="\x00"), max_size=40)
+_chars = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
+_text = st.text(_chars, max_size=40)
 _i64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 _u63 = st.integers(min_value=0, max_value=2**63 - 1)
 
@@ -602,7 +603,7 @@ _processes = st.builds(
 
 @st.composite
 def _tick(draw: st.DrawFn) -> tuple[int, str, list[GpuSampled]]:
-    host = draw(st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=40))
+    host = draw(st.text(_chars, min_size=1, max_size=40))
     samples = draw(
         st.lists(
             st.builds(
@@ -646,6 +647,41 @@ def test_recording_of_a_real_sample_round_trips(tmp_path: Path) -> None:
     line = recording_line(time_us, "gpu-node-1", samples)
     assert b"null" not in line
     assert parse_recording_line(line) == (time_us, samples)
+
+
+def _sample(**overrides: Any) -> GpuSampled:
+    fields: dict[str, Any] = {
+        "origin": "nvml",
+        "host": "h",
+        "index": 0,
+        "memory_total_bytes": 10,
+        "memory_used_bytes": 4,
+        "memory_free_bytes": 6,
+    }
+    fields.update(overrides)
+    return GpuSampled(**fields)
+
+
+@pytest.mark.parametrize(
+    ("time_us", "host", "samples"),
+    [
+        (-1, "h", []),
+        (2**63, "h", []),
+        (True, "h", []),
+        (1, "", []),
+        (1, "\ud800", []),  # not encodable as UTF-8
+        (1, "h", [_sample(host="other")]),
+        (1, "h", [_sample(name="a\x00b")]),
+        (1, "h", [_sample(uuid="u" * 5000)]),
+        (1, "h", [_sample(processes=(GpuProcess(pid=1, unit="\udcff.service"),))]),
+    ],
+)
+def test_recording_line_refuses_what_cannot_be_read_back(
+    time_us: int, host: str, samples: list[GpuSampled]
+) -> None:
+    with pytest.raises(ValueError) as info:
+        recording_line(time_us, host, samples)
+    assert str(info.value).isprintable()
 
 
 def test_recording_defaults_origin_host_and_accepts_type() -> None:

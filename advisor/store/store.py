@@ -87,6 +87,12 @@ class EventStore:
     def close(self) -> None:
         self.engine.dispose()
 
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     # -- writing ---------------------------------------------------------------------------
 
     def append(self, batch: Sequence[NewEvent],

@@ -1,0 +1,91 @@
+"""Fixtures shared by the suite: a store URL on each real engine, helpers to run the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from advisor.store import EventStore, open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT.parent / "shared" / "scenarios"
+PG_ENV = "ADVISOR_TEST_PG_URL"
+
+
+def _pg_base_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'events.db'}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh schema in the test PostgreSQL database, dropped afterwards."""
+    base = _pg_base_url()
+    if base is None:
+        pytest.skip(f"{PG_ENV} is not set: PostgreSQL tests need a server (.ci/run sets it)")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in base else "?"
+    try:
+        yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Run the test once on SQLite and once on PostgreSQL."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    url: str = request.getfixturevalue(name)
+    return url
+
+
+@pytest.fixture
+def opener() -> Iterator[Callable[[str], EventStore]]:
+    """open_store for tests: every store opened is closed at teardown."""
+    opened: list[EventStore] = []
+
+    def _open(url: str) -> EventStore:
+        store = open_store(url)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def seed_journal() -> Path:
+    return SCENARIOS / "seed-minimax-m25.journal.jsonl"
+
+
+@pytest.fixture
+def seed_csv() -> Path:
+    return SCENARIOS / "seed-minimax-m25.nvidia-smi.csv"
+
+
+def advisor_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "advisor", *args]
+
+
+def run_advisor(*args: str, input: bytes | None = None, timeout: float = 120,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The real CLI as a process."""
+    return subprocess.run(advisor_argv(*args), input=input, capture_output=True,
+                          timeout=timeout, env=env, check=False)

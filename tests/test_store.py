@@ -1,0 +1,148 @@
+"""The store's contract, run on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from advisor.errors import InvalidEventError, StoreError
+from advisor.events import LogRecorded, validate_batch
+from advisor.store import Checkpoint, EventFilter, EventStore
+from advisor.store.audit import status, verify
+
+Opener = Callable[[str], EventStore]
+
+
+def log_event(i: int, *, source: str = "test", stream: str = "h/u.service",
+              message: str | None = None) -> dict[str, Any]:
+    return {"stream": stream, "time_us": 1_700_000_000_000_000 + i, "source": source, "key": i,
+            "payload": {"type": "log.recorded", "origin": "text",
+                        "message": message if message is not None else f"line {i}"}}
+
+
+def test_append_and_read_back(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    result = store.append(validate_batch([log_event(i) for i in range(3000)]))
+    assert (result.appended, result.duplicates, result.last_seq) == (3000, 0, 3000)
+    got = list(store.read())
+    assert [e.seq for e in got] == list(range(1, 3001))
+    assert [e.payload.message for e in got] == [f"line {i}" for i in range(3000)]  # type: ignore[union-attr]
+    assert isinstance(got[0].payload, LogRecorded)
+    assert got[5].source == "test" and got[5].key == 5
+    assert [e.seq for e in store.read(EventFilter(limit=2))] == [2999, 3000]
+
+
+def test_appends_are_idempotent_per_source_and_key(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(i) for i in range(10)]))
+    again = store.append(validate_batch([log_event(i) for i in range(5, 15)]
+                                        + [log_event(14)]))
+    assert (again.appended, again.duplicates) == (5, 6)
+    other = store.append(validate_batch([log_event(1, source="elsewhere")]))
+    assert other.appended == 1
+    assert len(list(store.read())) == 16
+    assert verify(store).ok
+
+
+def test_filters(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(i, stream=f"h/u{i % 2}") for i in range(10)]))
+    assert [e.key for e in store.read(EventFilter(stream="h/u1"))] == [1, 3, 5, 7, 9]
+    assert [e.key for e in store.read(EventFilter(since_us=1_700_000_000_000_007))] == [7, 8, 9]
+    assert list(store.read(EventFilter(type="gpu.sampled"))) == []
+
+
+def test_invalid_event_is_refused_before_the_table(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    bad = log_event(2)
+    bad["payload"]["priority"] = "not a number"
+    with pytest.raises(InvalidEventError, match="priority"):
+        validate_batch([log_event(1), bad])
+    with pytest.raises(InvalidEventError, match="stream"):
+        validate_batch([log_event(1, stream="h/\nfake")])
+    assert list(store.read()) == []
+
+
+def test_a_batch_is_all_or_nothing(store_url: str, opener: Opener,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(0)]))
+    monkeypatch.setattr(store, "_insert_sql", lambda: "INSERT INTO no_such_table VALUES (1)")
+    with pytest.raises(StoreError):
+        store.append(validate_batch([log_event(i, source="new-source") for i in range(1, 50)]),
+                     Checkpoint("reader", {"offset": 99}))
+    monkeypatch.undo()
+    assert [e.key for e in store.read()] == [0]
+    assert store.checkpoint("reader") is None
+    result = store.append(validate_batch([log_event(i, source="new-source") for i in range(1, 50)]))
+    assert result.appended == 49
+
+
+def test_checkpoint_is_saved_with_its_events(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(1)]), Checkpoint("file:a", {"offset": 10}))
+    store.append(validate_batch([log_event(2)]), Checkpoint("file:a", {"offset": 20}))
+    assert store.checkpoint("file:a") == {"offset": 20}
+    assert status(store).checkpoints["file:a"]["offset"] == 20
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE events SET payload = '{}' WHERE seq = 1",
+    "DELETE FROM events WHERE seq = 1",
+    "UPDATE sources SET name = 'x'",
+    "DELETE FROM sources",
+])
+def test_update_and_delete_are_refused_by_the_database(store_url: str, opener: Opener,
+                                                        statement: str) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(1), log_event(2)]))
+    with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
+        conn.execute(text(statement))
+    assert len(list(store.read())) == 2
+    assert verify(store).ok
+
+
+def _drop_guards(conn: Any, dialect: str) -> None:
+    """What someone with raw database access could do: remove the append-only triggers."""
+    if dialect == "sqlite":
+        conn.execute(text("DROP TRIGGER events_no_update"))
+        conn.execute(text("DROP TRIGGER events_no_delete"))
+    else:
+        conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
+
+
+def test_verify_names_the_first_tampered_event(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(i) for i in range(100)]))
+    assert verify(store, chunk=7).ok
+    with store.engine.begin() as conn:
+        _drop_guards(conn, store.dialect)
+        conn.execute(text("UPDATE events SET payload = :p WHERE seq = 42"),
+                     {"p": '{"message":"nothing to see","origin":"text"}'})
+    report = verify(store, chunk=7)
+    assert not report.ok and report.first_bad_seq == 42 and report.checked == 41
+
+
+def test_verify_finds_a_deleted_event(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(i) for i in range(20)]))
+    with store.engine.begin() as conn:
+        _drop_guards(conn, store.dialect)
+        conn.execute(text("DELETE FROM events WHERE seq = 13"))
+    report = verify(store)
+    assert report.first_bad_seq == 13 and "missing" in (report.reason or "")
+
+
+def test_reopening_does_not_migrate_again_and_status_counts(store_url: str, opener: Opener) -> None:
+    store = opener(store_url)
+    store.append(validate_batch([log_event(i, stream=f"h/u{i % 3}") for i in range(9)]))
+    store.close()
+    again = opener(store_url)
+    st = status(again)
+    assert st.revision == st.head_revision == "0001"
+    assert st.events == 9 and st.by_type == {"log.recorded": 9}
+    assert st.by_stream == {"h/u0": 3, "h/u1": 3, "h/u2": 3}
