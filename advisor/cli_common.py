@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
@@ -49,3 +51,18 @@ def store_for(db_url: str | None) -> EventStore:
 
 def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Daemons stop on SIGTERM the way they stop on Ctrl-C: through KeyboardInterrupt, so
+    every `finally` runs and buffered events are committed."""
+
+    def _raise(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 from contextlib import ExitStack
 from pathlib import Path
 
 import click
 
-from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_common import (
+    db_option,
+    echo_json,
+    handle_errors,
+    json_option,
+    sigterm_as_interrupt,
+    store_for,
+)
 from advisor.errors import InputError
 from advisor.progress import byte_progress
 from advisor.render import safe_text
@@ -80,8 +86,10 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
             if not jf.exists():
                 raise InputError(f"--journal-file {jf}: no such file")
         try:
-            report = js.ingest_journalctl(store, files=journal_files, units=units, follow=follow,
-                                          since=since, strict=strict, default_host=host)
+            with sigterm_as_interrupt():
+                report = js.ingest_journalctl(store, files=journal_files, units=units,
+                                              follow=follow, since=since, strict=strict,
+                                              default_host=host)
         except KeyboardInterrupt:
             return
     print_report(report, as_json)
@@ -167,16 +175,14 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
     with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
         store = store_for(db_url)
         stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        try:
-            with ExitStack() as stack:
-                record = stack.enter_context(open(record_path, "ab")) if record_path else None
-                report = sample_live(store, sampler, interval_s=interval, count=count,
-                                     duration_s=duration, record=record, stop=stop)
-        except KeyboardInterrupt:
-            return
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        with ExitStack() as stack:
+            record = stack.enter_context(open(record_path, "ab")) if record_path else None
+            try:
+                with sigterm_as_interrupt():
+                    report = sample_live(store, sampler, interval_s=interval, count=count,
+                                         duration_s=duration, record=record, stop=stop)
+            except KeyboardInterrupt:
+                return
     print_report(report, as_json)
 
 
@@ -206,12 +212,9 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
 
     watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=service,
                             tz=tz, on_report=reported, on_error=failed)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        watcher.run(stop)
+        with sigterm_as_interrupt():
+            watcher.run(threading.Event())
     except KeyboardInterrupt:
         pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     click.echo(f"stopped: {watcher.stats.appended} events stored")

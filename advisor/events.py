@@ -7,7 +7,7 @@ A payload type is never edited once shipped: a change is a new version plus an u
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -118,9 +118,29 @@ class StoredEvent(BaseModel):
     payload: AnyPayload
 
 
+class Prepared(NamedTuple):
+    """A validated event in its stored form: envelope fields and the canonical payload JSON.
+    Made only by `prepare` / `prepare_events`, so nothing unvalidated reaches the store."""
+
+    stream: str
+    type: str
+    version: int
+    time_us: int
+    source: str
+    key: int
+    payload: bytes
+
+
 _BATCH = TypeAdapter(list[NewEvent])
+_STRICT_BATCH = TypeAdapter(list[NewEvent], config=ConfigDict(strict=True))
 _PAYLOAD = TypeAdapter(AnyPayload)
 _PAYLOADS = TypeAdapter(list[AnyPayload])
+
+
+def _invalid(e: ValidationError) -> InvalidEventError:
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return InvalidEventError(f"invalid event at {where}: {first['msg']}")
 
 
 def validate_batch(raw: Sequence[dict[str, Any]]) -> list[NewEvent]:
@@ -128,27 +148,45 @@ def validate_batch(raw: Sequence[dict[str, Any]]) -> list[NewEvent]:
     try:
         return _BATCH.validate_python(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidEventError(f"invalid event at {where}: {first['msg']}") from e
+        raise _invalid(e) from e
 
 
 def validate_one(raw: dict[str, Any]) -> NewEvent:
     try:
         return NewEvent.model_validate(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidEventError(f"invalid event ({where}: {first['msg']})") from e
+        raise _invalid(e) from e
 
 
-def payload_json(events: Sequence[NewEvent]) -> list[bytes]:
+def canonical_payload(payload: Payload) -> bytes:
     """Canonical payload text: sorted keys, no nulls, without `type` (a column of its own)."""
-    dumped = _PAYLOADS.dump_python([e.payload for e in events], mode="json", exclude_none=True)
+    data = payload.model_dump(mode="json", exclude_none=True, exclude={"type"})
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+
+def prepare_events(events: Sequence[NewEvent]) -> list[Prepared]:
+    return [Prepared(e.stream, e.payload.type, e.payload.version, e.time_us, e.source, e.key,
+                     canonical_payload(e.payload)) for e in events]
+
+
+def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
+    """Validate raw event dicts strictly (no coercion, so the validated model holds exactly
+    the dict's values) and serialise them without a model round trip: the fast path for
+    ingestion. A payload given as a model instance is serialised from the model."""
+    try:
+        models = _STRICT_BATCH.validate_python(raw)
+    except ValidationError as e:
+        raise _invalid(e) from e
     out = []
-    for d in dumped:
-        del d["type"]
-        out.append(orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+    for r, m in zip(raw, models, strict=True):
+        p = r["payload"]
+        if isinstance(p, dict):
+            body = orjson.dumps({k: v for k, v in p.items() if v is not None and k != "type"},
+                                option=orjson.OPT_SORT_KEYS)
+        else:
+            body = canonical_payload(m.payload)
+        out.append(Prepared(m.stream, m.payload.type, m.payload.version, m.time_us, m.source,
+                            m.key, body))
     return out
 
 

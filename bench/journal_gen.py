@@ -52,7 +52,7 @@ SYSTEMD_MESSAGES: dict[str, tuple[str, str | None, str, str, str, str]] = {
                  "src/core/job.c", "581", "job_emit_start_message"),
     "stopped": ("Stopped {status}.", "9d1aaa27d60140bd96365438aad20286", "6",
                 "src/core/job.c", "768", "job_emit_done_message"),
-    "exited": ("{unit}: Main process exited, code={code}, status={status}",
+    "exited": ("{unit}: Main process exited, code={code}, status={exit}",
                "98e322203f7a4ed290d09fe03c09fe15", "5", "src/core/unit.c", "5771",
                "unit_log_process_exit"),
     "failed": ("{unit}: Failed with result '{result}'.", "d9b373ed55a64feb8242e02dbe79a49c", "4",
@@ -187,11 +187,8 @@ def _key_orders(fields: dict[str, str], order: tuple[str, ...],
         for _ in range(2 + i):
             j = rng.randrange(len(keys) - 1)
             keys[j], keys[j + 1] = keys[j + 1], keys[j]
-        if i == 4:
-            keys = keys[:5] + list(ADDRESS_KEYS) + keys[5:]
-        else:
-            keys = list(ADDRESS_KEYS) + keys
-        orders.append(keys)
+        cut = 5 if i == 4 else 0  # the last variant puts the address fields in the middle
+        orders.append(keys[:cut] + list(ADDRESS_KEYS) + keys[cut:])
     return [{k: fields.get(k) for k in keys} for keys in orders]
 
 
@@ -278,7 +275,7 @@ SRC: dict[str, dict[str, str]] = {
         "format": "weight_utils.py:251", "loaded": "model_runner.py:1099",
         "profile": "worker.py:241", "blocks": "gpu_executor.py:76", "conc": "gpu_executor.py:80",
         "capture": "model_runner.py:1415", "captured": "model_runner.py:1535",
-        "engine_init": "llm_engine.py:431", "serve": "api_server.py:641",
+        "engine_init": "llm_engine.py:431",
         "routes": "launcher.py:19", "route": "launcher.py:27", "shutdown": "launcher.py:57",
         "engine_err": "engine.py:135", "client_err": "client.py:250",
     },
@@ -342,8 +339,8 @@ def _size(gib: float) -> str:
     return f"{gib:.2f} GiB" if gib >= 1 else f"{gib * 1024:.2f} MiB"
 
 
-def _cpu_time(rng: random.Random, hours: float) -> str:
-    total = rng.uniform(0.6, 1.4) * hours * 3600 * 1.7 + rng.uniform(30, 90)
+def _timespan(total: float) -> str:
+    """systemd's timespan text with ms accuracy: ``1h 2min 3.456s``."""
     h, rem = divmod(total, 3600)
     m, s = divmod(rem, 60)
     if h >= 1:
@@ -459,6 +456,7 @@ class Service:
         self.t = t0
         self.src = SRC[prof.style]
         self.n_restarts = 0
+        self.load_s = 0.0
         self.started_at = t0 - rng.randrange(2, 30) * 3600 * SEC
         self._new_invocation()
 
@@ -503,8 +501,8 @@ class Service:
         self.t += int(dt * SEC) + 1
         return (self.t, self.err, self.prefix[proc] + text, None)
 
-    def systemd(self, dt: float, kind: str, stream: Stream | None = None,
-                extra: dict[str, str] | None = None, **fmt: str) -> Item:
+    def systemd(self, dt: float, kind: str, extra: dict[str, str] | None = None,
+                **fmt: str) -> Item:
         self.t += int(dt * SEC) + 1
         text, mid, prio, cfile, cline, cfunc = SYSTEMD_MESSAGES[kind]
         fields = {"PRIORITY": prio, "CODE_FILE": cfile, "CODE_LINE": cline, "CODE_FUNC": cfunc,
@@ -512,7 +510,7 @@ class Service:
         if extra:
             fields |= extra
         msg = text.format(status=self.prof.status, unit=self.prof.unit, **fmt)
-        return (self.t, stream or self.pid1, msg, fields)  # type: ignore[return-value]
+        return (self.t, self.pid1, msg, fields)
 
     def kmsg(self, dt: float, prio: str, text: str) -> Item:
         self.t += int(dt * SEC) + 1
@@ -542,13 +540,13 @@ class Service:
             self.started_at = self.t
             if self.rng.random() < 0.15 and self.prof.style != "v0":
                 yield from self.startup(fail=True)
-                yield from self.exit_failed("exited", "1/FAILURE", "exit-code", 0.4)
+                yield from self.fail_sequence("exited", "1/FAILURE", "exit-code", 0.4)
                 continue
             yield from self.startup(fail=False)
             return
 
     def serve(self, n_requests: int) -> Iterator[Item]:
-        rng, prof, src = self.rng, self.prof, self.src
+        rng, prof = self.rng, self.prof
         gap = prof.mean_gap_us
         inflight: deque[tuple[str, str]] = deque()
         next_metrics = self.t + 10 * SEC
@@ -583,7 +581,6 @@ class Service:
             if self.t >= next_health:
                 next_health = self.t + 10 * SEC
                 yield self.access(0.001, "10.20.9.6", "GET", "/health", "200 OK")
-        del src
 
     def access(self, dt: float, client: str, method: str, path: str, status: str) -> Item:
         port = 30000 + self.rng.randrange(30000)
@@ -634,9 +631,10 @@ class Service:
         yield self.log(5.8, "core", "INFO", "platform", "Automatically detected platform cuda.")
         yield self.log(0.1, "core", "INFO", "init", self.engine_config_text())
         for r in range(prof.tp):
+            ep = "" if old else f", EP rank {r}"
             yield self.log(4.1, f"w{r}", "INFO", "rank",
                            f"rank {r} in world size {prof.tp} is assigned as DP rank 0, PP rank "
-                           f"0, TP rank {r}, EP rank {r}")
+                           f"0, TP rank {r}{ep}")
         for r in range(prof.tp):
             yield self.log(0.2, f"w{r}", "INFO", "load",
                            f"Starting to load model {prof.model}...")
@@ -645,7 +643,7 @@ class Service:
                            "V1 engine." if old else "Using Flash Attention backend.")
         yield from self.tqdm_shards("w0")
         for r in range(prof.tp):
-            took = rng.uniform(8, 40)
+            took = self.load_s + rng.uniform(0.1, 1.5)
             yield self.log(0.4, f"w{r}", "INFO", "weights", f"Loading weights took {took:.2f} "
                            "seconds")
             yield self.log(0.2, f"w{r}", "INFO", "loaded", f"Model loading took "
@@ -725,7 +723,6 @@ class Service:
                        f"{rng.randrange(8, 16)} secs, took 0.31 GiB")
         yield self.log(0.01, "api", "INFO", "engine_init", "init engine (profile, create kv "
                        f"cache, warmup model) took {rng.uniform(15, 25):.2f} seconds")
-        yield self.log(1.1, "api", "INFO", "serve", "Using supplied chat template:")
         yield from self.routes_and_uvicorn()
 
     def args_text(self, namespace: bool) -> str:
@@ -776,6 +773,7 @@ class Service:
             left = rate * (n - i)
             yield self.raw(step, proc, f"\r{desc}: {100 * i // n:3d}% Completed | {i}/{n} "
                                        f"[{_mmss(elapsed)}<{_mmss(left)}, {rate:5.2f}s/it]")
+        self.load_s = elapsed
 
     def cuda_graph_tqdm(self) -> str:
         desc = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
@@ -783,9 +781,12 @@ class Service:
         for done in (0, 9, 19, 29, 39, 49, 59, 67):
             filled = done * 10 // total
             bar = "\u2588" * filled + " " * (10 - filled)
-            rate = "?it/s" if done == 0 else "15.3it/s"
+            if done == 0:
+                timing = "00:00<?, ?it/s"
+            else:
+                timing = f"00:0{done * 4 // total}<00:0{(total - done) * 4 // total}, 15.3it/s"
             parts.append(f"\r{desc}: {100 * done // total:3d}%|{bar}| {done}/{total} "
-                         f"[00:0{done * 4 // total}<00:0{(total - done) * 4 // total}, {rate}]")
+                         f"[{timing}]")
         return "".join(parts)
 
     def compile_lines(self) -> Iterator[Item]:
@@ -849,11 +850,12 @@ class Service:
         yield from self.uvicorn_shutdown(0.2)
         if self.rng.random() < 0.3:
             yield self.systemd(0.6, "deactivated")
-            yield self.systemd(0, "consumed", cpu=self._cpu(), extra=self._cpu_fields())
+            yield self.consumed(0)
             self.t += self.rng.randrange(300, 1800) * SEC  # someone notices, starts it by hand
             yield from self.boot(manual=True)
             return
-        yield from self.exit_failed("exited", "1/FAILURE", "exit-code", 0.6)
+        yield from self.fail_sequence("exited", "1/FAILURE", "exit-code", 0.6)
+        yield from self.boot(manual=False)
 
     def v1_runtime_oom(self) -> Iterator[Item]:
         rng, src_pre = self.rng, "/opt/vllm/lib/python3.12/site-packages/vllm"
@@ -941,23 +943,23 @@ class Service:
                         f"{rng.randrange(1_000, 9_000_000)}kB, UID:998 pgtables:"
                         f"{rss // 500}kB oom_score_adj:0")
         yield self.systemd(0.05, "oom")
-        yield from self.exit_failed("killed", "9/KILL", "oom-kill", 0.4)
+        yield from self.fail_sequence("killed", "9/KILL", "oom-kill", 0.4)
+        yield from self.boot(manual=False)
 
-    def exit_failed(self, code: str, status: str, result: str, dt: float) -> Iterator[Item]:
-        """Main process died; Restart=on-failure brings it back (systemd 252 sequence)."""
+    def fail_sequence(self, code: str, status: str, result: str, dt: float) -> Iterator[Item]:
+        """Main process died, Restart=on-failure schedules a restart (systemd 252 wording)."""
         exit_status = status.split("/")[0]
         prio = "5" if code == "exited" else "4"
-        yield self.systemd(dt, "exited", code=code, status=status,
+        yield self.systemd(dt, "exited", code=code, exit=status,
                            extra={"PRIORITY": prio, "EXIT_CODE": code,
                                   "EXIT_STATUS": exit_status, "COMMAND": "ExecStart"})
         yield self.systemd(0, "failed", result=result, extra={"UNIT_RESULT": result})
-        yield self.systemd(0.01, "consumed", cpu=self._cpu(), extra=self._cpu_fields())
+        yield self.consumed(0.01)
         self.n_restarts += 1
         yield self.systemd(30, "restart", n=str(self.n_restarts),
                            extra={"N_RESTARTS": str(self.n_restarts)})
         yield self.systemd(0, "stopped", extra={"JOB_TYPE": "restart", "JOB_RESULT": "done",
                                                 "JOB_ID": str(self.rng.randrange(2000, 90000))})
-        yield from self.boot(manual=False)
 
     def planned_restart(self) -> Iterator[Item]:
         """``systemctl restart``: graceful stop, then a new run."""
@@ -967,7 +969,7 @@ class Service:
         yield from self.uvicorn_shutdown(0.05)
         yield self.systemd(2.5, "deactivated")
         yield self.systemd(0, "stopped", extra=job | {"JOB_RESULT": "done"})
-        yield self.systemd(0, "consumed", cpu=self._cpu(), extra=self._cpu_fields())
+        yield self.consumed(0)
         yield from self.boot(manual=True)
 
     def wedged_stop(self) -> Iterator[Item]:
@@ -985,25 +987,20 @@ class Service:
         yield from self.exit_killed_stop(job)
 
     def exit_killed_stop(self, job: dict[str, str]) -> Iterator[Item]:
-        yield self.systemd(0.1, "exited", code="killed", status="9/KILL",
+        yield self.systemd(0.1, "exited", code="killed", exit="9/KILL",
                            extra={"PRIORITY": "4", "EXIT_CODE": "killed", "EXIT_STATUS": "9",
                                   "COMMAND": "ExecStart"})
         yield self.systemd(0, "failed", result="timeout", extra={"UNIT_RESULT": "timeout"})
         yield self.systemd(0, "stopped", extra=job | {"JOB_RESULT": "done"})
-        yield self.systemd(0, "consumed", cpu=self._cpu(), extra=self._cpu_fields())
+        yield self.consumed(0)
         yield from self.boot(manual=True)
 
-    def _cpu(self) -> str:
+    def consumed(self, dt: float) -> Item:
+        """``Consumed … CPU time.`` for the run that just ended (about 1.7 cores busy)."""
         hours = max((self.t - self.started_at) / 3600 / SEC, 0.01)
-        self._last_cpu = _cpu_time(self.rng, hours)
-        return self._last_cpu
-
-    def _cpu_fields(self) -> dict[str, str]:
-        text = self._last_cpu.replace("h", "").replace("min", "").replace("s", "").split()
-        secs = 0.0
-        for part, mult in zip(reversed(text), (1, 60, 3600), strict=False):
-            secs += float(part) * mult
-        return {"CPU_USAGE_NSEC": str(int(secs * 1e9))}
+        secs = self.rng.uniform(0.6, 1.4) * hours * 3600 * 1.7 + self.rng.uniform(30, 90)
+        return self.systemd(dt, "consumed", cpu=_timespan(secs),
+                            extra={"CPU_USAGE_NSEC": str(int(secs * 1e9))})
 
 
 def _mmss(seconds: float) -> str:

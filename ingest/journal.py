@@ -30,9 +30,19 @@ class EntryError(ValueError):
     pass
 
 
+def _bytes_of(v: list[Any]) -> bytes | None:
+    """A JSON array of byte values as journald prints binary data; None if not one."""
+    try:
+        return bytes(v)
+    except TypeError:
+        return None  # not all ints: a field with several values
+    except ValueError as e:
+        raise EntryError("byte array has values outside 0-255") from e
+
+
 def _value(name: str, v: Any) -> tuple[str | None, str | None, bool]:
     """One field value → (text, base64 of raw bytes when lossy, is_null)."""
-    if isinstance(v, str):
+    if v.__class__ is str:
         return v, None, False
     if v is None:
         return None, None, True
@@ -40,14 +50,13 @@ def _value(name: str, v: Any) -> tuple[str | None, str | None, bool]:
         text, raw = decode_text(v)
         return text, raw, False
     if isinstance(v, list):
-        if all(type(b) is int for b in v):
-            try:
-                data = bytes(v)
-            except ValueError as e:
-                raise EntryError(f"field {name}: byte array has values outside 0-255") from e
+        try:
+            data = _bytes_of(v)
+        except EntryError as e:
+            raise EntryError(f"field {name}: {e}") from e
+        if data is not None:
             text, raw = decode_text(data)
             return text, raw, False
-        # a field with several values
         parts = [_value(name, item) for item in v]
         texts = [p[0] for p in parts if p[0] is not None]
         raws = [p[1] for p in parts if p[1] is not None]
@@ -58,40 +67,49 @@ def _value(name: str, v: Any) -> tuple[str | None, str | None, bool]:
 
 
 def _first(name: str, v: Any) -> str | None:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, list) and v and not all(type(b) is int for b in v):
-        return _first(name, v[0])
+    """The text of a field; the first value of a field with several."""
+    if v is None or v.__class__ is str:
+        return v  # type: ignore[no-any-return]
+    if isinstance(v, list) and v:
+        try:
+            data = _bytes_of(v)
+        except EntryError as e:
+            raise EntryError(f"field {name}: {e}") from e
+        if data is None:
+            return _first(name, v[0])
     return _value(name, v)[0]
 
 
 def _int(text: str | None) -> int | None:
-    if text is None:
+    if text is None or len(text) > 18:
         return None
-    text = text.strip()
-    if text.isascii() and text.isdigit() and len(text) <= 18:
-        return int(text)
-    return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
                 identity: bytes | None = None) -> dict[str, Any]:
     """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable."""
     get = fields.get
-    realtime = _int(_first("__REALTIME_TIMESTAMP", get("__REALTIME_TIMESTAMP")))
-    if realtime is None:
-        raise EntryError("no usable __REALTIME_TIMESTAMP")
-    message, message_b64, truncated = _value("MESSAGE", get("MESSAGE")) if "MESSAGE" in fields \
-        else (None, None, False)
 
     def text(name: str) -> str | None:
         v = get(name)
-        return None if v is None else _first(name, v)
+        return v if v is None or v.__class__ is str else _first(name, v)
 
+    realtime = _int(text("__REALTIME_TIMESTAMP"))
+    if realtime is None:
+        raise EntryError("no usable __REALTIME_TIMESTAMP")
+    message: str | None = None
+    message_b64 = None
+    truncated = False
+    if "MESSAGE" in fields:
+        message, message_b64, truncated = _value("MESSAGE", fields["MESSAGE"])
     host = text("_HOSTNAME") or default_host or "localhost"
     transport = text("_TRANSPORT")
     systemd_unit = text("_SYSTEMD_UNIT")
-    pid = _int(text("_PID"))
     if transport == "kernel":
         unit = None
         stream_unit = "kernel"
@@ -109,27 +127,30 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
     cursor = text("__CURSOR")
-    payload: dict[str, Any] = {
-        "type": "log.recorded",
-        "origin": "journald",
-        "message": message,
-        "message_truncated": True if truncated else None,
-        "message_b64": message_b64,
-        "priority": _int(text("PRIORITY")),
-        "pid": pid,
-        "comm": text("_COMM"),
-        "identifier": text("SYSLOG_IDENTIFIER"),
-        "unit": unit,
-        "host": host,
-        "boot_id": text("_BOOT_ID"),
-        "invocation_id": text("INVOCATION_ID") or text("_SYSTEMD_INVOCATION_ID")
-        or text("USER_INVOCATION_ID"),
-        "cursor": cursor,
-        "monotonic_us": _int(text("__MONOTONIC_TIMESTAMP")),
-        "message_id": text("MESSAGE_ID"),
-        "transport": transport,
-        "fields": kept or None,
-    }
+    # Keys in a fixed order and no nulls: this dict is also the stored canonical payload.
+    payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
+    optional = (
+        ("message", message),
+        ("message_truncated", True if truncated else None),
+        ("message_b64", message_b64),
+        ("priority", _int(text("PRIORITY"))),
+        ("pid", _int(text("_PID"))),
+        ("comm", text("_COMM")),
+        ("identifier", text("SYSLOG_IDENTIFIER")),
+        ("unit", unit),
+        ("host", host),
+        ("boot_id", text("_BOOT_ID")),
+        ("invocation_id", text("INVOCATION_ID") or text("_SYSTEMD_INVOCATION_ID")
+         or text("USER_INVOCATION_ID")),
+        ("cursor", cursor),
+        ("monotonic_us", _int(text("__MONOTONIC_TIMESTAMP"))),
+        ("message_id", text("MESSAGE_ID")),
+        ("transport", transport),
+        ("fields", kept or None),
+    )
+    for k, v in optional:
+        if v is not None:
+            payload[k] = v
     if cursor:
         source, key = JOURNALD_SOURCE, stable_key(cursor.encode("utf-8", "surrogatepass"))
     else:

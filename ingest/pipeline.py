@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.errors import InvalidEventError, MalformedInputError
-from advisor.events import NewEvent, validate_batch, validate_one
+from advisor.events import Prepared, prepare
 from advisor.store import AppendResult, Checkpoint, EventStore
 from ingest.records import Record
 
@@ -44,18 +44,18 @@ class IngestReport:
 
 
 def _validate(records: list[Record], report: IngestReport, strict: bool,
-              name: str) -> list[NewEvent]:
+              name: str) -> list[Prepared]:
     raw = [r.event for r in records if r.event is not None]
     try:
-        return validate_batch(raw)  # type: ignore[arg-type]
+        return prepare(raw)
     except InvalidEventError:
         pass
-    valid: list[NewEvent] = []
+    valid: list[Prepared] = []
     for r in records:
         if r.event is None:
             continue
         try:
-            valid.append(validate_one(r.event))
+            valid.extend(prepare([r.event]))
         except InvalidEventError as e:
             if strict:
                 raise MalformedInputError(f"{name}: line {r.line_no}: {e}", r.line_no) from e
@@ -124,7 +124,7 @@ class Ingester:
         cp = None
         if self.checkpoint_name is not None and self._position is not None:
             cp = Checkpoint(self.checkpoint_name, self._position)
-        result = self.store.append(valid, cp) if (valid or cp) else AppendResult()
+        result = self.store.append_prepared(valid, cp) if (valid or cp) else AppendResult()
         self.report.appended += result.appended
         self.report.duplicates += result.duplicates
         self._pending = []

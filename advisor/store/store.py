@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, bindparam, select, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from advisor.errors import StoreError
-from advisor.events import NewEvent, StoredEvent, load_payload, payload_json
+from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
 from advisor.store.engine import WRITE_OPTION, make_engine, redact
 from advisor.store.schema import checkpoints, events, sources
@@ -98,13 +98,17 @@ class EventStore:
     def append(self, batch: Sequence[NewEvent],
                checkpoint: Checkpoint | None = None) -> AppendResult:
         """Append a batch in one transaction (all or nothing), skipping events already stored."""
+        return self.append_prepared(prepare_events(batch), checkpoint)
+
+    def append_prepared(self, batch: Sequence[Prepared],
+                        checkpoint: Checkpoint | None = None) -> AppendResult:
+        """`append` for events already validated and serialised by `advisor.events.prepare`."""
         if not batch and checkpoint is None:
             return AppendResult()
-        payloads = payload_json(batch)
         delay = 0.05
         for attempt in range(_RETRIES):
             try:
-                return self._append_once(batch, payloads, checkpoint)
+                return self._append_once(batch, checkpoint)
             except OperationalError as e:
                 if not _is_busy(e) or attempt == _RETRIES - 1:
                     raise StoreError(f"cannot append to {self.display_url}: "
@@ -116,7 +120,7 @@ class EventStore:
                                  f"{e.__class__.__name__}: {str(e).splitlines()[0]}") from e
         raise AssertionError("unreachable")
 
-    def _append_once(self, batch: Sequence[NewEvent], payloads: list[bytes],
+    def _append_once(self, batch: Sequence[Prepared],
                      checkpoint: Checkpoint | None) -> AppendResult:
         result = AppendResult()
         with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
@@ -130,18 +134,17 @@ class EventStore:
                 last_seq, last_hash = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
                 recorded = time.time_ns() // 1000
                 rows = []
-                for ev, pj in zip(batch, payloads, strict=True):
-                    sid = source_ids[ev.source]
-                    if (sid, ev.key) in seen:
+                for stream, type_, version, time_us, source, key, body in batch:
+                    sid = source_ids[source]
+                    if (sid, key) in seen:
                         result.duplicates += 1
                         continue
-                    seen.add((sid, ev.key))
+                    seen.add((sid, key))
                     seq = last_seq + 1
-                    type_, version = ev.payload.type, ev.payload.version
-                    h = event_hash(last_hash, seq, ev.stream, type_, version, ev.time_us, recorded,
-                                   ev.source, ev.key, pj)
-                    rows.append((seq, ev.stream, type_, version, ev.time_us, recorded, sid, ev.key,
-                                 pj.decode(), h))
+                    h = event_hash(last_hash, seq, stream, type_, version, time_us, recorded,
+                                   source, key, body)
+                    rows.append((seq, stream, type_, version, time_us, recorded, sid, key,
+                                 body.decode(), h))
                     last_seq, last_hash = seq, h
                 if rows:
                     conn.exec_driver_sql(self._insert_sql(), rows)
@@ -173,7 +176,7 @@ class EventStore:
             conn.execute(sources.insert(), [{"id": ids[n], "name": n} for n in sorted(new)])
         return ids, new
 
-    def _existing_keys(self, conn: Connection, batch: Sequence[NewEvent],
+    def _existing_keys(self, conn: Connection, batch: Sequence[Prepared],
                        source_ids: dict[str, int], new_sources: set[str]) -> set[tuple[int, int]]:
         by_source: dict[int, list[int]] = {}
         for ev in batch:
