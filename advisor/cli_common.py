@@ -11,11 +11,13 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from sqlalchemy.exc import SQLAlchemyError
 
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, StoreError
 from advisor.render import safe_text
 from advisor.settings import default_db_url
 from advisor.store import EventStore, open_store
+from advisor.store.engine import first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,12 +43,17 @@ def handle_errors(f: F) -> F:
         except AdvisorError as e:
             click.echo(f"Error: {safe_text(str(e))}", err=True)
             sys.exit(e.exit_code)
+        except SQLAlchemyError as e:  # the store failed mid-command (connection lost, disk full)
+            click.echo(f"Error: event store: {safe_text(first_line(e))}", err=True)
+            sys.exit(StoreError.exit_code)
 
     return wrapper  # type: ignore[return-value]
 
 
 def store_for(db_url: str | None) -> EventStore:
-    return open_store(db_url or default_db_url())
+    """Open the store for this command; it is closed when the command ends."""
+    store = open_store(db_url or default_db_url())
+    return click.get_current_context().with_resource(store)
 
 
 def echo_json(obj: Any) -> None:

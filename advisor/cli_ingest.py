@@ -80,7 +80,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
         with byte_progress(f"ingesting {path.name}",
                            remaining_bytes(path, store, js.JSON_KIND)) as progress:
             report = js.ingest_json_file(store, path, strict=strict, default_host=host,
-                                         progress=progress)
+                                         progress=progress, parallel=True)
     else:
         for jf in journal_files:
             if not jf.exists():

@@ -30,7 +30,8 @@ class LogRecorded(Payload):
     # None when journald printed the value as null (>= 4 KiB in `-o json`) or the entry had none.
     message: str | None = None
     message_truncated: bool | None = None
-    # The raw bytes, base64, only when `message` had to be decoded lossily (invalid UTF-8, NUL).
+    # The raw bytes, base64, only when `message` had to be decoded lossily (invalid UTF-8).
+    # NUL and other control characters are kept in `message` itself (escaped in the JSON).
     message_b64: str | None = None
     priority: int | None = None
     pid: int | None = None

@@ -125,7 +125,8 @@ ROUTES_V1 = (
     ("/v1/completions", "POST"), ("/v1/embeddings", "POST"), ("/metrics", "GET"),
 )
 
-Item = tuple[int, "Stream", str | None, dict[str, str] | None]
+# (realtime µs, stream, MESSAGE, extra fields; a None value removes that key)
+Item = tuple[int, "Stream", str | None, dict[str, str | None] | None]
 
 
 def _hex(rng: random.Random, bits: int = 128) -> str:
@@ -178,7 +179,7 @@ class Stream:
 
 
 def _key_orders(fields: dict[str, str], order: tuple[str, ...],
-                rng: random.Random) -> list[dict[str, str | None]]:
+                rng: random.Random) -> list[dict[str, object]]:
     """Canonical order (address fields first) plus five slightly shuffled ones."""
     data_keys = [k for k in order if k in fields or k == "MESSAGE"]
     orders = [list(ADDRESS_KEYS) + data_keys]
@@ -204,7 +205,8 @@ def encode_message(msg: str | None) -> str | list[int] | None:
     return msg
 
 
-def render(t: int, stream: Stream, msg: str | None, extra: dict[str, str] | None) -> bytes:
+def render(t: int, stream: Stream, msg: str | None,
+           extra: dict[str, str | None] | None) -> bytes:
     host = stream.host
     host.seq += 1
     seq = host.seq
@@ -505,8 +507,10 @@ class Service:
                 **fmt: str) -> Item:
         self.t += int(dt * SEC) + 1
         text, mid, prio, cfile, cline, cfunc = SYSTEMD_MESSAGES[kind]
-        fields = {"PRIORITY": prio, "CODE_FILE": cfile, "CODE_LINE": cline, "CODE_FUNC": cfunc,
-                  "MESSAGE_ID": mid, "_SOURCE_REALTIME_TIMESTAMP": str(self.t - 37)}
+        fields: dict[str, str | None] = {
+            "PRIORITY": prio, "CODE_FILE": cfile, "CODE_LINE": cline, "CODE_FUNC": cfunc,
+            "MESSAGE_ID": mid, "_SOURCE_REALTIME_TIMESTAMP": str(self.t - 37),
+        }
         if extra:
             fields |= extra
         msg = text.format(status=self.prof.status, unit=self.prof.unit, **fmt)

@@ -8,7 +8,8 @@ from typing import Any, Protocol
 
 from advisor.store import EventStore
 from ingest.files import FileCursor, checkpoint_name, iter_lines, resolve, start_cursor
-from ingest.pipeline import Ingester, IngestReport, check_strict
+from ingest.parallel import can_fork, ingest_parallel
+from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.records import Record
 
 
@@ -26,10 +27,10 @@ def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
         for line_no, line, end in iter_lines(fh, cursor.offset, cursor.line,
                                              complete_only=complete_only):
             position = cursor.position(end, line_no)
-            extra = parser.extra()
+            record = parser(line_no, line, position, end - offset)
+            extra = parser.extra()  # the parser's state *after* this line, saved with it
             if extra:
                 position.update(extra)
-            record = parser(line_no, line, position, end - offset)
             offset = end
             if isinstance(record, Record):
                 yield record
@@ -40,17 +41,24 @@ def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
 def ingest_file(store: EventStore, path: Path, kind: str,
                 make_parser: Callable[[Path, FileCursor], LineParser], *, qualifier: str = "",
                 strict: bool = False, progress: Callable[[int], None] | None = None,
-                complete_only: bool = False, batch_size: int | None = None) -> IngestReport:
+                complete_only: bool = False, batch_size: int = DEFAULT_BATCH,
+                parallel: bool = False) -> IngestReport:
+    """With `parallel`, lines are parsed in a second process (see ingest.parallel)."""
     path = resolve(path)
     name = checkpoint_name(kind, path, qualifier)
     cursor = start_cursor(path, store.checkpoint(name))
+
+    def records() -> Iterator[Record]:
+        return file_records(path, cursor, make_parser(path, cursor), complete_only=complete_only)
+
     if strict:
-        check_strict(file_records(path, cursor, make_parser(path, cursor),
-                                  complete_only=complete_only), str(path))
+        check_strict(records(), str(path))
+    if parallel and can_fork():
+        return ingest_parallel(store, str(path), records, checkpoint=name, strict=strict,
+                               batch_size=batch_size, progress=progress)
     ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=progress,
-                        **({"batch_size": batch_size} if batch_size else {}))
-    return ingester.feed(file_records(path, cursor, make_parser(path, cursor),
-                                      complete_only=complete_only))
+                        batch_size=batch_size)
+    return ingester.feed(records())
 
 
 def remaining_bytes(path: Path, store: EventStore, kind: str, qualifier: str = "") -> int:

@@ -40,12 +40,12 @@ class JsonLineParser:
 def ingest_json_file(store: EventStore, path: Path, *, strict: bool = False,
                      default_host: str | None = None,
                      progress: Callable[[int], None] | None = None,
-                     complete_only: bool = False) -> IngestReport:
+                     complete_only: bool = False, parallel: bool = False) -> IngestReport:
     def parser(_path: Path, _cursor: FileCursor) -> JsonLineParser:
         return JsonLineParser(default_host)
 
     return ingest_file(store, path, JSON_KIND, parser, strict=strict, progress=progress,
-                       complete_only=complete_only)
+                       complete_only=complete_only, parallel=parallel)
 
 
 def ingest_json_stream(store: EventStore, stream: IO[bytes], *, strict: bool = False,

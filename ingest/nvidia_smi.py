@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,8 @@ MIB = 1024 * 1024
 REQUIRED = ("timestamp", "index", "memory.total", "memory.used")
 _MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
             "[insufficient permissions]", "[gpu is lost]", "[gpu requires reset]"}
+# Larger values (or inf/nan) are garbage; this bound keeps MiB × 2**20 within a 64-bit int.
+_MAX_VALUE = 2.0**42
 
 
 def timezone(name: str) -> ZoneInfo:
@@ -50,7 +53,10 @@ def _number(value: str) -> float | None:
         if text.endswith(suffix):
             text = text[: -len(suffix)].strip()
             break
-    return float(text)
+    number = float(text)
+    if not math.isfinite(number) or abs(number) >= _MAX_VALUE:
+        raise ValueError(f"{value.strip()!r} is out of range")
+    return number
 
 
 class CsvParser:

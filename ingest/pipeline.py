@@ -77,13 +77,21 @@ def check_strict(records: Iterable[Record], name: str, batch_size: int = DEFAULT
     _validate(pending, scratch, True, name)
 
 
-class Ingester:
-    """Feeds records into the store in batches; each batch and its checkpoint commit together."""
+Sink = Callable[[list[Prepared], Checkpoint | None], AppendResult]
 
-    def __init__(self, store: EventStore, name: str, *, checkpoint: str | None = None,
+
+class Ingester:
+    """Feeds records into the store in batches; each batch and its checkpoint commit together.
+
+    `sink` replaces the store's append (the parallel reader hands batches to another process)."""
+
+    def __init__(self, store: EventStore | None, name: str, *, checkpoint: str | None = None,
                  batch_size: int = DEFAULT_BATCH, strict: bool = False,
-                 progress: Callable[[int], None] | None = None) -> None:
-        self.store = store
+                 progress: Callable[[int], None] | None = None, sink: Sink | None = None) -> None:
+        if sink is None:
+            assert store is not None
+            sink = store.append_prepared
+        self._sink = sink
         self.name = name
         self.checkpoint_name = checkpoint
         self.batch_size = batch_size
@@ -93,6 +101,10 @@ class Ingester:
         self._pending: list[Record] = []
         self._position: dict[str, Any] | None = None
         self._consumed = 0
+
+    @property
+    def consumed(self) -> int:
+        return self._consumed
 
     @property
     def pending(self) -> int:
@@ -124,7 +136,7 @@ class Ingester:
         cp = None
         if self.checkpoint_name is not None and self._position is not None:
             cp = Checkpoint(self.checkpoint_name, self._position)
-        result = self.store.append_prepared(valid, cp) if (valid or cp) else AppendResult()
+        result = self._sink(valid, cp) if (valid or cp) else AppendResult()
         self.report.appended += result.appended
         self.report.duplicates += result.duplicates
         self._pending = []

@@ -1,12 +1,19 @@
 """Plain text logs (docker/kubectl logs, files a server writes, text pasted from a terminal).
 
-Each line becomes a `log.recorded` event keyed by its line number. The event time comes
-from a timestamp at the start of the line where there is one; lines without (traceback
-lines) take the time of the line before; before any timestamp, the file's mtime.
+Each line becomes a `log.recorded` event. Its key chains the file's content up to and
+including that line (key_n = H(key_n-1 + line_n)), so the same lines read again — the file
+renamed by rotation, the copy logrotate's copytruncate leaves, a second `ingest text` — are
+recognised, while a file truncated and rewritten, or a new file on a reused inode, is new
+content with new keys. (A consequence: a file that begins with exactly the lines an earlier
+file of the same service began with is taken for that file as far as the lines agree.)
+The event time comes from a timestamp at the start of the line where there is one; lines
+without one (traceback lines) take the time of the line before; before any timestamp, the
+file's mtime.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -26,8 +33,11 @@ _ISO = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,
 _EPOCH = re.compile(rb"^(\d{10})\.(\d{6})\s")
 _SYSLOG = re.compile(rb"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) "
                      rb"(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s")
-_VLLM = re.compile(rb"^(?:\S+ pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+# vLLM's logger, after colour codes are removed; worker processes prefix their lines with
+# "(APIServer pid=1) ", "(EngineCore_DP0 pid=2) ", "(VllmWorker rank=0 pid=3) ".
+_VLLM = re.compile(rb"^(?:\([^()]{1,80}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
                    rb"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\s")
+_ANSI = re.compile(rb"\x1b\[[0-9;]*m")
 _MONTHS = {m.encode(): i for i, m in enumerate(
     ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
 
@@ -58,7 +68,7 @@ def line_time_us(line: bytes, year: int) -> int | None:
             micro = int(((m.group(6) or b"0").decode() + "000000")[:6])
             return _us(datetime(year, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)),
                                 int(m.group(4)), int(m.group(5)), micro, tzinfo=UTC))
-        m = _VLLM.search(line[:80].lstrip(b"\x1b[0123456789;m()"))
+        m = _VLLM.match(_ANSI.sub(b"", line[:200]).lstrip())
         if m:
             return _us(datetime(year, *(int(g) for g in m.groups()), tzinfo=UTC))
     except ValueError:  # 02-30, 25:00 and the like
@@ -72,30 +82,34 @@ class TextLineParser:
         self.year = datetime.fromtimestamp(mtime, UTC).year
         self.last_time = int((cursor.extra or {}).get("last_time_us", int(mtime * 1_000_000)))
         self.stream = f"{clean_name(host)}/{clean_name(service)}"
-        # Keyed by the file's identity, not its name: a rotated file read again under its new
-        # name is recognised line by line.
-        self.source = f"{KIND}:{clean_name(host)}:{clean_name(service)}:{cursor.identity}"
+        self.source = f"{KIND}:{clean_name(host)}:{clean_name(service)}"
+        self.chain = bytes.fromhex((cursor.extra or {}).get("chain", "")) or bytes(8)
         self.path = str(path)
         self.service = service
         self.host = host
 
     def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
                  consumed: int) -> Record | None:
+        self.chain = hashlib.blake2b(self.chain + line + b"\n", digest_size=8).digest()
         if not line.strip():
             return None
         t = line_time_us(line, self.year)
         if t is not None:
             self.last_time = t
+        # The position saved with this line must carry this line's time (the pipeline took
+        # `extra()` before the line was parsed), or a resumed read gives a following untimed
+        # line the time of the line before.
+        position["last_time_us"] = self.last_time
         message, raw = decode_text(line)
         payload = {"type": "log.recorded", "origin": "text", "message": message,
                    "message_b64": raw, "unit": self.service, "host": self.host,
                    "path": self.path, "line_no": line_no}
         event = {"stream": self.stream, "time_us": self.last_time, "source": self.source,
-                 "key": line_no, "payload": payload}
+                 "key": int.from_bytes(self.chain, "big") >> 1, "payload": payload}
         return Record(line_no, event, None, position, consumed)
 
     def extra(self) -> dict[str, Any] | None:
-        return {"last_time_us": self.last_time}
+        return {"last_time_us": self.last_time, "chain": self.chain.hex()}
 
 
 def ingest_text_file(store: EventStore, path: Path, service: str, host: str, *,

@@ -31,6 +31,13 @@ def parse_url(url: str) -> URL:
     return parsed
 
 
+def first_line(e: BaseException) -> str:
+    """A database error as one line, without SQLAlchemy's SQL echo and background link."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if orig is not None else e).strip()
+    return (text.splitlines() or [e.__class__.__name__])[0]
+
+
 def redact(url: str | URL) -> str:
     parsed = url if isinstance(url, URL) else make_url(url)
     return parsed.render_as_string(hide_password=True)

@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import advisor.migrations
 from advisor.errors import StoreError
-from advisor.store.engine import WRITE_OPTION
+from advisor.store.engine import WRITE_OPTION, first_line, redact
 
 MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes
 
@@ -39,10 +39,10 @@ def current_revision(conn: Connection) -> str | None:
 def upgrade(engine: Engine) -> str | None:
     """Bring the schema to the head revision; return the revision now in place."""
     head = head_revision()
-    with engine.connect() as conn:
-        if current_revision(conn) == head:
-            return head
     try:
+        with engine.connect() as conn:
+            if current_revision(conn) == head:
+                return head
         with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
             with conn.begin():
                 if conn.dialect.name == "postgresql":
@@ -52,5 +52,5 @@ def upgrade(engine: Engine) -> str | None:
                 command.upgrade(cfg, "head")
             return current_revision(conn)
     except SQLAlchemyError as e:
-        raise StoreError(f"cannot create or upgrade the store schema: {e.__class__.__name__}: "
-                         f"{str(e).splitlines()[0]}") from e
+        raise StoreError(f"cannot open the store {redact(engine.url)}: "
+                         f"{first_line(e)}") from e

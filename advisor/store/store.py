@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from advisor.errors import StoreError
 from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
-from advisor.store.engine import WRITE_OPTION, make_engine, redact
+from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact
 from advisor.store.schema import checkpoints, events, sources
 
 GENESIS_HASH = bytes(32)
@@ -112,12 +112,11 @@ class EventStore:
             except OperationalError as e:
                 if not _is_busy(e) or attempt == _RETRIES - 1:
                     raise StoreError(f"cannot append to {self.display_url}: "
-                                     f"{str(e.orig).splitlines()[0]}") from e
+                                     f"{first_line(e)}") from e
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except SQLAlchemyError as e:
-                raise StoreError(f"cannot append to {self.display_url}: "
-                                 f"{e.__class__.__name__}: {str(e).splitlines()[0]}") from e
+                raise StoreError(f"cannot append to {self.display_url}: {first_line(e)}") from e
         raise AssertionError("unreachable")
 
     def _append_once(self, batch: Sequence[Prepared],
