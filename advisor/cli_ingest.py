@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from contextlib import ExitStack
 from pathlib import Path
@@ -73,7 +74,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
         raise click.UsageError("--unit filters journalctl; it does not apply to --file")
     store = store_for(db_url)
     if file_ == "-":
-        report = js.ingest_json_stream(store, click.get_binary_stream("stdin"), strict=strict,
+        report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
                                        default_host=host)
     elif file_ is not None:
         path = Path(file_)

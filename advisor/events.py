@@ -7,7 +7,7 @@ A payload type is never edited once shipped: a change is a new version plus an u
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -119,17 +119,10 @@ class StoredEvent(BaseModel):
     payload: AnyPayload
 
 
-class Prepared(NamedTuple):
-    """A validated event in its stored form: envelope fields and the canonical payload JSON.
-    Made only by `prepare` / `prepare_events`, so nothing unvalidated reaches the store."""
-
-    stream: str
-    type: str
-    version: int
-    time_us: int
-    source: str
-    key: int
-    payload: bytes
+# A validated event in its stored form: (stream, type, version, time_us, source, key, canonical
+# payload JSON). Made only by `prepare` / `prepare_events`, so nothing unvalidated reaches the
+# store. A plain tuple: batches of them cross a process boundary, and tuples pickle cheapest.
+Prepared = tuple[str, str, int, int, str, int, bytes]
 
 
 _BATCH = TypeAdapter(list[NewEvent])
@@ -166,8 +159,9 @@ def canonical_payload(payload: Payload) -> bytes:
 
 
 def prepare_events(events: Sequence[NewEvent]) -> list[Prepared]:
-    return [Prepared(e.stream, e.payload.type, e.payload.version, e.time_us, e.source, e.key,
-                     canonical_payload(e.payload)) for e in events]
+    out: list[Prepared] = [(e.stream, e.payload.type, e.payload.version, e.time_us, e.source, e.key,
+             canonical_payload(e.payload)) for e in events]
+    return out
 
 
 def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
@@ -178,7 +172,7 @@ def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
         models = _STRICT_BATCH.validate_python(raw)
     except ValidationError as e:
         raise _invalid(e) from e
-    out = []
+    out: list[Prepared] = []
     for r, m in zip(raw, models, strict=True):
         p = r["payload"]
         if isinstance(p, dict):
@@ -186,8 +180,8 @@ def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
                                 option=orjson.OPT_SORT_KEYS)
         else:
             body = canonical_payload(m.payload)
-        out.append(Prepared(m.stream, m.payload.type, m.payload.version, m.time_us, m.source,
-                            m.key, body))
+        out.append((m.stream, m.payload.type, m.payload.version, m.time_us, m.source, m.key,
+                    body))
     return out
 
 

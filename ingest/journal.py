@@ -69,7 +69,7 @@ def _value(name: str, v: Any) -> tuple[str | None, str | None, bool]:
 def _first(name: str, v: Any) -> str | None:
     """The text of a field; the first value of a field with several."""
     if v is None or v.__class__ is str:
-        return v  # type: ignore[no-any-return]
+        return v
     if isinstance(v, list) and v:
         try:
             data = _bytes_of(v)

@@ -54,7 +54,8 @@ def line_time_us(line: bytes, year: int) -> int | None:
             frac = (m.group(7) or b"0").decode()
             micro = int((frac + "000000")[:6])
             tz = m.group(8)
-            dt = datetime(*(int(g) for g in m.group(1, 2, 3, 4, 5, 6)), micro, tzinfo=UTC)
+            year_, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
+            dt = datetime(year_, month, day, hour, minute, second, micro, tzinfo=UTC)
             if tz and tz != b"Z":
                 sign = 1 if tz[:1] == b"+" else -1
                 digits = tz[1:].replace(b":", b"")
@@ -70,7 +71,8 @@ def line_time_us(line: bytes, year: int) -> int | None:
                                 int(m.group(4)), int(m.group(5)), micro, tzinfo=UTC))
         m = _VLLM.match(_ANSI.sub(b"", line[:200]).lstrip())
         if m:
-            return _us(datetime(year, *(int(g) for g in m.groups()), tzinfo=UTC))
+            month, day, hour, minute, second = (int(g) for g in m.groups())
+            return _us(datetime(year, month, day, hour, minute, second, tzinfo=UTC))
     except ValueError:  # 02-30, 25:00 and the like
         return None
     return None

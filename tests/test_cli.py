@@ -112,6 +112,13 @@ def test_errors_are_one_line_with_an_exit_code(args: list[str], message: str, co
     assert (result.exit_code, result.output) == (code, message)
 
 
+def test_journal_from_stdin(journal: Path, sqlite_url: str) -> None:
+    result = CliRunner().invoke(cli, ["ingest", "journal", "--file", "-", "--db", sqlite_url,
+                                      "--json"], input=journal.read_bytes())
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.output)["appended"] == 11
+
+
 def test_usage_errors_exit_2(sqlite_url: str) -> None:
     result = CliRunner().invoke(cli, ["ingest", "journal", "--db", sqlite_url])
     assert result.exit_code == 2

@@ -67,8 +67,8 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = TIMEOUT_S) -
         time.sleep(0.02)
 
 
-def count(store: EventStore, **flt: str) -> int:
-    return sum(1 for _ in store.read(EventFilter(**flt)))  # type: ignore[arg-type]
+def count(store: EventStore, *, stream: str | None = None, type: str | None = None) -> int:
+    return sum(1 for _ in store.read(EventFilter(stream=stream, type=type)))
 
 
 def texts(store: EventStore, stream: str) -> list[str | None]:
@@ -185,9 +185,11 @@ def test_new_files_of_each_kind_are_ingested(store: EventStore, folder: Path) ->
     assert watcher.stats.errors == []
     assert texts(store, "gpu-node-07/vllm.service") == ["started", "up"]
     assert texts(store, f"{HOST}/server") == ["one", "two", "three"]
-    used = [e.payload.memory_used_bytes for e in store.read(EventFilter(type="gpu.sampled"))
-            if e.stream.startswith(HOST)]  # type: ignore[union-attr]
-    assert used == [100 * MIB, 200 * MIB]
+    smi = [e.payload for e in store.read(EventFilter(type="gpu.sampled"))
+           if e.stream.startswith(HOST)]
+    assert [p.memory_used_bytes for p in smi if isinstance(p, GpuSampled)] == \
+        [100 * MIB, 200 * MIB]
+    assert all(isinstance(p, GpuSampled) and p.origin == "nvidia-smi" for p in smi)
     rec = [e for e in store.read() if e.stream.startswith("rec-host/")]
     assert [e.stream for e in rec] == ["rec-host/gpu0", "rec-host/gpu1"] * 2
     assert all(isinstance(e.payload, GpuSampled) and e.payload.processes for e in rec)
@@ -229,7 +231,7 @@ def test_half_written_line_waits_for_its_newline(store: EventStore, folder: Path
         append(log, b"tten\n")
         wait_for("the finished line", lambda: count(store) == 2)
     assert texts(store, stream) == ["complete", "half-written"]
-    assert [e.key for e in store.read()] == [1, 2]
+    assert [e.payload.line_no for e in store.read()] == [1, 2]  # type: ignore[union-attr]
 
 
 def test_half_written_journal_entry(store: EventStore, folder: Path) -> None:
@@ -275,6 +277,22 @@ def test_truncation_in_place(store: EventStore, folder: Path) -> None:
         append(log, b"after 2\n")
         wait_for("more after truncation", lambda: count(store) == 5)
     assert texts(store, stream) == ["before 1", "before 2", "before 3", "after 1", "after 2"]
+
+
+def test_copytruncate_with_the_copy_in_the_folder(store: EventStore, folder: Path) -> None:
+    """logrotate copytruncate: vllm.log copied to vllm.log.1, then truncated in place. The copy
+    holds lines already stored; only what the server writes afterwards is new."""
+    log = folder / "vllm.log"
+    stream = f"{HOST}/vllm"
+    log.write_bytes(b"old 1\nold 2\n")
+    with watching(store, folder) as watcher:
+        wait_for("the first content", lambda: count(store) == 2)
+        (folder / "vllm.log.1").write_bytes(log.read_bytes())
+        with open(log, "wb") as fh:
+            fh.write(b"new 1\n")
+        wait_for("the new line", lambda: count(store) == 3)
+    watcher.scan()
+    assert texts(store, stream) == ["old 1", "old 2", "new 1"]
 
 
 def test_a_bad_file_does_not_stop_the_watcher(store: EventStore, folder: Path) -> None:

@@ -69,9 +69,9 @@ class StoreStatus:
 def status(store: EventStore) -> StoreStatus:
     with store.engine.connect() as conn:
         revision = migrate.current_revision(conn)
-        by_type = dict(conn.execute(select(events.c.type, func.count())
+        by_type: dict[str, int] = dict(conn.execute(select(events.c.type, func.count())
                                     .group_by(events.c.type).order_by(events.c.type)).all())
-        by_stream = dict(conn.execute(select(events.c.stream, func.count())
+        by_stream: dict[str, int] = dict(conn.execute(select(events.c.stream, func.count())
                                       .group_by(events.c.stream).order_by(events.c.stream)).all())
         last_seq = conn.execute(select(func.max(events.c.seq))).scalar()
         cps = {name: {**orjson.loads(pos), "updated_time_us": updated}

@@ -126,7 +126,7 @@ class EventStore:
             with conn.begin():
                 if self.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": APPEND_LOCK_ID})
-                source_ids, new_sources = self._intern_sources(conn, {e.source for e in batch})
+                source_ids, new_sources = self._intern_sources(conn, {ev[4] for ev in batch})
                 seen = self._existing_keys(conn, batch, source_ids, new_sources)
                 row = conn.execute(select(events.c.seq, events.c.hash)
                                    .order_by(events.c.seq.desc()).limit(1)).first()
@@ -178,9 +178,9 @@ class EventStore:
     def _existing_keys(self, conn: Connection, batch: Sequence[Prepared],
                        source_ids: dict[str, int], new_sources: set[str]) -> set[tuple[int, int]]:
         by_source: dict[int, list[int]] = {}
-        for ev in batch:
-            if ev.source not in new_sources:  # a source interned just now has no events yet
-                by_source.setdefault(source_ids[ev.source], []).append(ev.key)
+        for _stream, _type, _version, _time, source, key, _body in batch:
+            if source not in new_sources:  # a source interned just now has no events yet
+                by_source.setdefault(source_ids[source], []).append(key)
         found: set[tuple[int, int]] = set()
         query = (select(events.c.idem_key)
                  .where(events.c.source_id == bindparam("sid"))
