@@ -22,6 +22,7 @@ from advisor.progress import byte_progress
 from advisor.render import safe_text
 from advisor.settings import this_host
 from ingest.filejob import remaining_bytes
+from ingest.journalctl import journalctl_path
 from ingest.pipeline import IngestReport
 
 strict_option = click.option("--strict", is_flag=True,
@@ -72,6 +73,8 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
         raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
     if units and file_ is not None:
         raise click.UsageError("--unit filters journalctl; it does not apply to --file")
+    if file_ is None:
+        journalctl_path()  # before the store: without journalctl nothing is written
     store = store_for(db_url)
     if file_ == "-":
         report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from advisor.errors import InvalidEventError, StoreError
-from advisor.events import LogRecorded, validate_batch
+from advisor.events import UPCASTERS, LogRecorded, validate_batch
 from advisor.store import Checkpoint, EventFilter, EventStore
 from advisor.store.audit import status, verify
 
@@ -146,3 +146,33 @@ def test_reopening_does_not_migrate_again_and_status_counts(store_url: str, open
     assert st.revision == st.head_revision == "0001"
     assert st.events == 9 and st.by_type == {"log.recorded": 9}
     assert st.by_stream == {"h/u0": 3, "h/u1": 3, "h/u2": 3}
+
+
+def test_truncate_is_refused_on_postgresql(pg_url: str, opener: Opener) -> None:
+    store = opener(pg_url)
+    store.append(validate_batch([log_event(1)]))
+    with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
+        conn.execute(text("TRUNCATE events"))
+    assert len(list(store.read())) == 1
+
+
+def test_old_payload_versions_are_upcast_on_read(store_url: str, opener: Opener,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored version-0 payload (message under an older name) reads as the current model."""
+    store = opener(store_url)
+    store.append(validate_batch([log_event(1)]))
+    with store.engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO events (seq, stream, type, schema_version, event_time_us, "
+            "recorded_time_us, source_id, idem_key, payload, hash) SELECT 2, stream, type, 0, "
+            "event_time_us, recorded_time_us, source_id, 99, :p, hash FROM events WHERE seq = 1"),
+            {"p": '{"origin":"text","text":"from version 0"}'})
+
+    def v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
+        data["message"] = data.pop("text")
+        return data
+
+    monkeypatch.setitem(UPCASTERS, ("log.recorded", 0), v0_to_v1)
+    old = list(store.read())[1]
+    assert isinstance(old.payload, LogRecorded) and old.payload.message == "from version 0"
+    assert old.version == 0

@@ -1,0 +1,59 @@
+"""The journalctl command lines the advisor builds: argv lists from validated values only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.errors import InputError
+from ingest.journalctl import build_argv
+
+
+def test_follow_units_from_the_current_boot() -> None:
+    assert build_argv(units=["vllm*.service", "sglang@0.service"], follow=True) == [
+        "journalctl", "--output=export", "--all", "--no-pager", "--quiet",
+        "--unit=vllm*.service", "--unit=sglang@0.service", "--boot", "--follow"]
+
+
+def test_resume_starts_at_the_saved_cursor() -> None:
+    cursor = "s=7d2e4f6a8b0c1d3e5f7a9b1c3d5e7f9a;i=4a001;b=3f1c;m=218711a00;t=64b4aadc07bc0;x=9e37"
+    argv = build_argv(files=[Path("/var/log/journal/x/system.journal")], cursor=cursor,
+                      since="-1h")
+    assert argv[-2:] == ["--file=/var/log/journal/x/system.journal", f"--cursor={cursor}"]
+    assert not any(a.startswith("--since") for a in argv)  # the cursor wins
+
+
+def test_since_without_a_cursor() -> None:
+    assert build_argv(since="2026-02-21 00:30:00")[-1] == "--since=2026-02-21 00:30:00"
+    assert build_argv(since="-2h")[-1] == "--since=-2h"
+
+
+@pytest.mark.parametrize("unit", ["x;rm -rf /", "$(reboot)", "a b", "../etc", "-x", "a\nb", ""])
+def test_hostile_unit_names_are_refused(unit: str) -> None:
+    with pytest.raises(InputError, match="not a systemd unit name"):
+        build_argv(units=[unit])
+
+
+@pytest.mark.parametrize("cursor", ["s=1;$(reboot)", "x\ny", "a b"])
+def test_a_tampered_saved_cursor_is_refused(cursor: str) -> None:
+    with pytest.raises(InputError, match="not a journald cursor"):
+        build_argv(cursor=cursor)
+
+
+@pytest.mark.parametrize("since", ["--unit=evil", "-rf", "today\n--flag"])
+def test_since_cannot_smuggle_options(since: str) -> None:
+    with pytest.raises(InputError, match="not a time"):
+        build_argv(since=since)
+
+
+def test_without_journalctl_exit_2_and_nothing_written(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no journalctl here
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(cli, ["ingest", "journal", "--follow", "--db", f"sqlite:///{db}"])
+    assert result.exit_code == 2
+    assert result.output == "Error: journalctl not found on PATH (install systemd's journalctl)\n"
+    assert not db.exists()
