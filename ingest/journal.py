@@ -90,9 +90,18 @@ def _int(text: str | None) -> int | None:
     return value if value >= 0 else None
 
 
+# (journald field, payload attribute) for the plain text fields, in canonical order.
+_TEXT_FIELDS = (("_COMM", "comm"), ("SYSLOG_IDENTIFIER", "identifier"), ("_BOOT_ID", "boot_id"),
+                ("__CURSOR", "cursor"), ("MESSAGE_ID", "message_id"), ("_TRANSPORT", "transport"))
+_INT_FIELDS = (("PRIORITY", "priority"), ("_PID", "pid"),
+               ("__MONOTONIC_TIMESTAMP", "monotonic_us"))
+
+
 def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
                 identity: bytes | None = None) -> dict[str, Any]:
-    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable."""
+    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable.
+
+    Almost every value is a plain string; anything else goes through `_first`."""
     get = fields.get
 
     def text(name: str) -> str | None:
@@ -102,11 +111,15 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
     realtime = _int(text("__REALTIME_TIMESTAMP"))
     if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
-    message: str | None = None
-    message_b64 = None
-    truncated = False
+    payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
     if "MESSAGE" in fields:
         message, message_b64, truncated = _value("MESSAGE", fields["MESSAGE"])
+        if message is not None:
+            payload["message"] = message
+        if truncated:
+            payload["message_truncated"] = True
+        if message_b64 is not None:
+            payload["message_b64"] = message_b64
     host = text("_HOSTNAME") or default_host or "localhost"
     transport = text("_TRANSPORT")
     systemd_unit = text("_SYSTEMD_UNIT")
@@ -118,39 +131,27 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
         unit = (text("UNIT") or text("USER_UNIT") or text("COREDUMP_UNIT")
                 or text("OBJECT_SYSTEMD_UNIT") or systemd_unit)
         stream_unit = unit or text("SYSLOG_IDENTIFIER") or "unknown"
-    kept = {}
-    for name in KEPT_FIELDS:
-        if name in fields:
-            value = text(name)
-            if value is not None:
-                kept[name] = value
+        if unit is not None:
+            payload["unit"] = unit
+    payload["host"] = host
+    for name, attr in _TEXT_FIELDS:
+        v = get(name)
+        if v is not None and (v.__class__ is str or (v := _first(name, v)) is not None):
+            payload[attr] = v
+    for name, attr in _INT_FIELDS:
+        number = _int(text(name))
+        if number is not None:
+            payload[attr] = number
+    invocation = text("INVOCATION_ID") or text("_SYSTEMD_INVOCATION_ID") \
+        or text("USER_INVOCATION_ID")
+    if invocation is not None:
+        payload["invocation_id"] = invocation
+    kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
-    cursor = text("__CURSOR")
-    # Keys in a fixed order and no nulls: this dict is also the stored canonical payload.
-    payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
-    optional = (
-        ("message", message),
-        ("message_truncated", True if truncated else None),
-        ("message_b64", message_b64),
-        ("priority", _int(text("PRIORITY"))),
-        ("pid", _int(text("_PID"))),
-        ("comm", text("_COMM")),
-        ("identifier", text("SYSLOG_IDENTIFIER")),
-        ("unit", unit),
-        ("host", host),
-        ("boot_id", text("_BOOT_ID")),
-        ("invocation_id", text("INVOCATION_ID") or text("_SYSTEMD_INVOCATION_ID")
-         or text("USER_INVOCATION_ID")),
-        ("cursor", cursor),
-        ("monotonic_us", _int(text("__MONOTONIC_TIMESTAMP"))),
-        ("message_id", text("MESSAGE_ID")),
-        ("transport", transport),
-        ("fields", kept or None),
-    )
-    for k, v in optional:
-        if v is not None:
-            payload[k] = v
+    if kept:
+        payload["fields"] = kept
+    cursor = payload.get("cursor")
     if cursor:
         source, key = JOURNALD_SOURCE, stable_key(cursor.encode("utf-8", "surrogatepass"))
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ def decode_text(raw: bytes) -> tuple[str, str | None]:
         return raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
 
 
+@functools.lru_cache(maxsize=4096)  # hosts and units repeat on every line
 def clean_name(value: str, limit: int = 200) -> str:
     """A stream component from hostile text: no control characters, no slashes, bounded."""
     cleaned = value.translate(_CONTROL).replace("/", "_").strip()
