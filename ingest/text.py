@@ -98,10 +98,6 @@ class TextLineParser:
         t = line_time_us(line, self.year)
         if t is not None:
             self.last_time = t
-        # The position saved with this line must carry this line's time (the pipeline took
-        # `extra()` before the line was parsed), or a resumed read gives a following untimed
-        # line the time of the line before.
-        position["last_time_us"] = self.last_time
         message, raw = decode_text(line)
         payload = {"type": "log.recorded", "origin": "text", "message": message,
                    "message_b64": raw, "unit": self.service, "host": self.host,

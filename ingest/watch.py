@@ -29,14 +29,22 @@ from ingest.text import ingest_text_file
 SKIPPED_SUFFIXES = {".gz", ".xz", ".zst", ".bz2", ".lz4", ".zip", ".journal", ".swp", ".tmp"}
 _ROTATION = re.compile(r"(\.\d+)+$")
 _LOG_SUFFIX = re.compile(r"\.(log|txt|out|err|jsonl|json|csv)$")
+# A SQLite store kept in the watched folder (and its side files) is not a log: read as text,
+# every batch stored would change it again.
+_SQLITE_SIDE_FILE = re.compile(r"-(wal|shm|journal)$")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def sniff(path: Path) -> str | None:
     """What kind of file this is, from its first non-empty line; None to ignore it."""
-    if path.name.startswith(".") or path.suffix in SKIPPED_SUFFIXES:
+    if (path.name.startswith(".") or path.suffix in SKIPPED_SUFFIXES
+            or _SQLITE_SIDE_FILE.search(path.name)):
         return None
     try:
         with open(path, "rb") as fh:
+            if fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+                return None
+            fh.seek(0)
             first = b""
             for line in fh:
                 if line.strip():

@@ -137,6 +137,9 @@ def watching(store: EventStore, folder: Path, **kwargs: object) -> Iterator[Fold
     ("vllm.log.1.gz", b"hello\n", None),
     ("x.swp", b"hello\n", None),
     ("events.journal", b"LPKSHHRH\x00", None),
+    ("events.db", b"SQLite format 3\x00\x10\x00\x02\x02\n", None),
+    ("events.db-wal", b"7\x7f\x06\x82\n", None),
+    ("events.db-shm", b"\x18\xe2-\x00\n", None),
 ])
 def test_sniff(tmp_path: Path, name: str, content: bytes, kind: str | None) -> None:
     path = tmp_path / name
@@ -306,6 +309,22 @@ def test_a_bad_file_does_not_stop_the_watcher(store: EventStore, folder: Path) -
     assert "memory.used" in errors[0]
     assert any("wrong.csv" in e for e in watcher.stats.errors)
     assert texts(store, f"{HOST}/fine") == ["still watching"]
+
+
+def test_a_store_in_the_watched_folder_is_not_read_as_a_log(tmp_path: Path,
+                                                             opener: Opener) -> None:
+    """Read as text, the store's own files would grow with every batch stored from them."""
+    folder = tmp_path.resolve()
+    store = opener(f"sqlite:///{folder / 'events.db'}")
+    (folder / "vllm.log").write_bytes(b"hello\n")
+    with watching(store, folder) as watcher:
+        wait_for("the log", lambda: count(store) == 1)
+        append(folder / "vllm.log", b"again\n")
+        wait_for("the appended line", lambda: count(store) == 2)
+    assert (folder / "events.db-wal").exists()
+    watcher.scan()
+    assert {e.stream for e in store.read()} == {f"{HOST}/vllm"}
+    assert count(store) == 2
 
 
 def test_files_in_subfolders_are_ignored(store: EventStore, folder: Path) -> None:
