@@ -22,6 +22,7 @@ from advisor.progress import byte_progress
 from advisor.render import safe_text
 from advisor.settings import this_host
 from ingest.filejob import remaining_bytes
+from ingest.files import resolve
 from ingest.journalctl import journalctl_path
 from ingest.pipeline import IngestReport
 
@@ -75,6 +76,8 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
         raise click.UsageError("--unit filters journalctl; it does not apply to --file")
     if file_ is None:
         journalctl_path()  # before the store: without journalctl nothing is written
+    elif file_ != "-":
+        resolve(Path(file_))  # a missing file is refused before the store is created
     store = store_for(db_url)
     if file_ == "-":
         report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
@@ -112,6 +115,7 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_js
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
     from ingest.text import KIND, ingest_text_file
 
+    resolve(file_)
     store = store_for(db_url)
     with byte_progress(f"ingesting {file_.name}",
                        remaining_bytes(file_, store, KIND, service)) as progress:
@@ -134,6 +138,7 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_j
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
     from ingest.nvidia_smi import KIND, ingest_nvidia_smi_file
 
+    resolve(file_)
     store = store_for(db_url)
     host = host or this_host()
     with byte_progress(f"ingesting {file_.name}",
@@ -169,6 +174,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
     if replay_path is not None:
         if record_path is not None:
             raise click.UsageError("--record and --replay exclude each other")
+        resolve(replay_path)
         store = store_for(db_url)
         with byte_progress(f"replaying {replay_path.name}",
                            remaining_bytes(replay_path, store, REPLAY_KIND)) as progress:

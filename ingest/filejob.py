@@ -23,14 +23,22 @@ class LineParser(Protocol):
 def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
                  complete_only: bool = False) -> Iterator[Record]:
     offset = cursor.offset
+    resume = cursor.position(cursor.offset, cursor.line)
+    resume.update(cursor.extra or {})
     with open(path, "rb") as fh:
-        for line_no, line, end in iter_lines(fh, cursor.offset, cursor.line,
-                                             complete_only=complete_only):
-            position = cursor.position(end, line_no)
-            record = parser(line_no, line, position, end - offset)
-            extra = parser.extra()  # the parser's state *after* this line, saved with it
-            if extra:
-                position.update(extra)
+        for line_no, line, end, complete in iter_lines(fh, cursor.offset, cursor.line,
+                                                       complete_only=complete_only):
+            if complete:
+                position = cursor.position(end, line_no)
+                record = parser(line_no, line, position, end - offset)
+                extra = parser.extra()  # the parser's state *after* this line, saved with it
+                if extra:
+                    position.update(extra)
+                resume = position
+            else:
+                # Store the unfinished last line, but resume before it: once the writer
+                # completes it, the whole line is read again (and keyed by its full text).
+                record = parser(line_no, line, dict(resume), end - offset)
             offset = end
             if isinstance(record, Record):
                 yield record

@@ -93,18 +93,19 @@ def start_cursor(path: Path, saved: dict[str, Any] | None) -> FileCursor:
 
 
 def iter_lines(fh: BinaryIO, offset: int, line: int, *,
-               complete_only: bool = False) -> Iterator[tuple[int, bytes, int]]:
-    """Yield (line number, line without its newline, offset after it) from `offset`.
+               complete_only: bool = False) -> Iterator[tuple[int, bytes, int, bool]]:
+    """Yield (line number, line without its newline, offset after it, complete) from `offset`.
 
-    With `complete_only`, a last line without its newline is left for later (a writer may
-    still be appending to it)."""
+    A last line without its newline is incomplete: a writer may still be appending to it.
+    With `complete_only` it is left for later."""
     fh.seek(offset)
     while True:
         raw = fh.readline(MAX_LINE_BYTES)
         if not raw:
             return
-        if not raw.endswith(b"\n") and complete_only and len(raw) < MAX_LINE_BYTES:
+        complete = raw.endswith(b"\n") or len(raw) >= MAX_LINE_BYTES
+        if not complete and complete_only:
             return
         offset += len(raw)
         line += 1
-        yield line, raw.rstrip(b"\r\n"), offset
+        yield line, raw.rstrip(b"\r\n"), offset, complete

@@ -348,3 +348,33 @@ def test_service_is_required(sqlite_url: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["ingest", "text", str(log), "--db", sqlite_url])
     assert result.exit_code == 2
     assert "--service" in result.stderr
+
+
+def test_unfinished_last_line(store_url: str, tmp_path: Path, opener: Opener) -> None:
+    """A last line without its newline is stored, and read again once it is finished."""
+    store = opener(store_url)
+    log = write(tmp_path / "vllm.log", b"one\ntw")
+    assert ingest_text_file(store, log, SERVICE, HOST).appended == 2
+    assert ingest_text_file(store, log, SERVICE, HOST).appended == 0  # as pasted: no repeats
+    write(log, b"o\nthree\n", mode="ab")
+    r = ingest_text_file(store, log, SERVICE, HOST)
+    assert (r.read, r.appended) == (2, 2)
+    assert messages(store) == ["one", "tw", "two", "three"]
+    rotated = tmp_path / "vllm.log.1"
+    log.rename(rotated)  # the finished file read again under its new name: nothing new
+    again = ingest_text_file(store, rotated, SERVICE, HOST)
+    assert (again.read, again.appended) == (3, 0)
+
+
+@pytest.mark.parametrize("command", [["text", "--service", "x"], ["nvidia-smi"],
+                                     ["gpu", "--replay"], ["journal", "--file"]])
+def test_a_missing_file_creates_no_store(tmp_path: Path, command: list[str]) -> None:
+    db = tmp_path / "never.db"
+    args = ["ingest", *command, str(tmp_path / "missing.log"), "--db", f"sqlite:///{db}"]
+    if command[0] == "text":
+        args = ["ingest", "text", str(tmp_path / "missing.log"), "--service", "x",
+                "--db", f"sqlite:///{db}"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 4, result.output
+    assert result.output == f"Error: {tmp_path / 'missing.log'}: no such file\n"
+    assert not db.exists()
