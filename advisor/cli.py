@@ -9,6 +9,7 @@ import orjson
 
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_ingest import ingest
+from advisor.progress import count_progress
 from advisor.render import event_json, event_line, safe_text
 from advisor.store import EventFilter, audit, migrate
 from advisor.timefmt import format_us, parse_time_us
@@ -91,7 +92,9 @@ def status(as_json: bool, db_url: str | None) -> None:
 @handle_errors
 def verify(as_json: bool, db_url: str | None) -> None:
     """Walk the hash chain; name the first event that does not match (exit 3)."""
-    report = audit.verify(store_for(db_url))
+    store = store_for(db_url)
+    with count_progress("verifying", audit.last_seq(store)) as progress:
+        report = audit.verify(store, progress=progress)
     if as_json:
         echo_json({"ok": report.ok, "checked": report.checked, "last_seq": report.last_seq,
                    "first_bad_seq": report.first_bad_seq, "reason": report.reason})

@@ -54,6 +54,11 @@ def verify(store: EventStore, *, chunk: int = 10_000,
                 return VerifyReport(checked, expected_seq - 1)
 
 
+def last_seq(store: EventStore) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
+
+
 @dataclass
 class StoreStatus:
     url: str
