@@ -32,53 +32,23 @@ from dataclasses import dataclass
 
 import orjson
 
+from advisor.journald import (
+    PID1_FIELDS,
+    STDOUT_KEY_ORDER,
+    SYSTEMD_MESSAGES,
+    cursor,
+    exit_fields,
+    json_field_value,
+)
+
 START_US = calendar.timegm((2026, 2, 20, 21, 0, 0)) * 1_000_000
 BOOT_AGE_US = 3 * 86_400 * 1_000_000 + 4_321_987_654  # hosts booted ~3 days before START_US
-MASK64 = (1 << 64) - 1
-JSON_NULL_LIMIT = 4096 - len("MESSAGE=")  # journalctl prints values this long or longer as null
 CHUNK_LINES = 8192
 SEC = 1_000_000
 
 CYAN = "\x1b[1;36m"
 RESET = "\x1b[0;0m"
 
-# (text format, MESSAGE_ID, PRIORITY, CODE_FILE, CODE_LINE, CODE_FUNC); systemd 252.
-SYSTEMD_MESSAGES: dict[str, tuple[str, str | None, str, str, str, str]] = {
-    "starting": ("Starting {status}...", "7d4958e842da4a758f6c1cdc7b36dcc5", "6",
-                 "src/core/job.c", "581", "job_emit_start_message"),
-    "started": ("Started {status}.", "39f53479d3a045ac8e11786248231fbf", "6",
-                "src/core/job.c", "768", "job_emit_done_message"),
-    "stopping": ("Stopping {status}...", "de5b426a63be47a7b6ac3eaac82e2f6f", "6",
-                 "src/core/job.c", "581", "job_emit_start_message"),
-    "stopped": ("Stopped {status}.", "9d1aaa27d60140bd96365438aad20286", "6",
-                "src/core/job.c", "768", "job_emit_done_message"),
-    "exited": ("{unit}: Main process exited, code={code}, status={exit}",
-               "98e322203f7a4ed290d09fe03c09fe15", "5", "src/core/unit.c", "5771",
-               "unit_log_process_exit"),
-    "failed": ("{unit}: Failed with result '{result}'.", "d9b373ed55a64feb8242e02dbe79a49c", "4",
-               "src/core/unit.c", "5723", "unit_log_failure"),
-    "deactivated": ("{unit}: Deactivated successfully.", "7ad2d189f7e94e70a38c781354912448", "6",
-                    "src/core/unit.c", "5701", "unit_log_success"),
-    "consumed": ("{unit}: Consumed {cpu} CPU time.", "ae8f7b866b0347b9af31fe1c80b127c0", "5",
-                 "src/core/unit.c", "2319", "unit_log_resources"),
-    "restart": ("{unit}: Scheduled restart job, restart counter is at {n}.",
-                "5eb03494b6584870a536b337290809b3", "6", "src/core/service.c", "2396",
-                "service_enter_restart"),
-    "oom": ("{unit}: A process of this unit has been killed by the OOM killer.",
-            "fe6faa94e7774663a0da52717891d8ef", "5", "src/core/unit.c", "3957",
-            "unit_check_oom"),
-    "stop_timeout": ("{unit}: State 'stop-sigterm' timed out. Killing.", None, "4",
-                     "src/core/service.c", "4010", "service_dispatch_timer"),
-    "killing": ("{unit}: Killing process {pid} ({comm}) with signal SIGKILL.", None, "5",
-                "src/core/unit.c", "4719", "log_kill"),
-}
-
-KEY_ORDER_STDOUT = (
-    "_TRANSPORT", "PRIORITY", "SYSLOG_FACILITY", "SYSLOG_IDENTIFIER", "MESSAGE", "_STREAM_ID",
-    "_PID", "_UID", "_GID", "_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE", "_SELINUX_CONTEXT",
-    "_SYSTEMD_CGROUP", "_SYSTEMD_UNIT", "_SYSTEMD_SLICE", "_SYSTEMD_INVOCATION_ID", "_BOOT_ID",
-    "_MACHINE_ID", "_HOSTNAME",
-)
 KEY_ORDER_PID1 = (
     "PRIORITY", "SYSLOG_FACILITY", "TID", "CODE_FILE", "CODE_LINE", "CODE_FUNC",
     "SYSLOG_IDENTIFIER", "UNIT", "INVOCATION_ID", "MESSAGE_ID", "MESSAGE", "_PID", "_UID", "_GID",
@@ -193,18 +163,6 @@ def _key_orders(fields: dict[str, str], order: tuple[str, ...],
     return [{k: fields.get(k) for k in keys} for keys in orders]
 
 
-def encode_message(msg: str | None) -> str | list[int] | None:
-    """MESSAGE as journalctl -o json prints it: string, byte array, or null when too long."""
-    if msg is None:
-        return None
-    if "\x1b" in msg or "\r" in msg:
-        raw = msg.encode()
-        return list(raw) if len(raw) < JSON_NULL_LIMIT else None
-    if len(msg) >= JSON_NULL_LIMIT // 4 and len(msg.encode()) >= JSON_NULL_LIMIT:
-        return None
-    return msg
-
-
 def render(t: int, stream: Stream, msg: str | None,
            extra: dict[str, str | None] | None) -> bytes:
     host = stream.host
@@ -213,11 +171,10 @@ def render(t: int, stream: Stream, msg: str | None,
     mono = t - host.boot_us
     r = stream.rng.random()
     d = stream.variants[0 if r < 0.7 else 1 + int((r - 0.7) * 16.66)].copy()
-    d["__CURSOR"] = (f"s={host.seqnum_id};i={seq:x};b={host.boot_id};m={mono:x};t={t:x};"
-                     f"x={((seq * 0x9E3779B97F4A7C15) ^ t) & MASK64:x}")
+    d["__CURSOR"] = cursor(host.seqnum_id, seq, host.boot_id, mono, t)
     d["__REALTIME_TIMESTAMP"] = str(t)
     d["__MONOTONIC_TIMESTAMP"] = str(mono)
-    d["MESSAGE"] = encode_message(msg)
+    d["MESSAGE"] = None if msg is None else json_field_value("MESSAGE", msg)
     if extra:
         d.update(extra)
         if "MESSAGE_ID" in d and d["MESSAGE_ID"] is None:
@@ -409,12 +366,7 @@ def host_fields(host: Host) -> dict[str, str]:
 
 def pid1_stream(host: Host, rng: random.Random, unit: str, invocation: str) -> Stream:
     fields = host_fields(host) | {
-        "SYSLOG_FACILITY": "3", "TID": "1", "SYSLOG_IDENTIFIER": "systemd", "UNIT": unit,
-        "INVOCATION_ID": invocation, "_PID": "1", "_UID": "0", "_GID": "0", "_COMM": "systemd",
-        "_EXE": "/usr/lib/systemd/systemd", "_CMDLINE": "/sbin/init",
-        "_CAP_EFFECTIVE": "1ffffffffff", "_SELINUX_CONTEXT": "unconfined",
-        "_SYSTEMD_CGROUP": "/init.scope", "_SYSTEMD_UNIT": "init.scope",
-        "_SYSTEMD_SLICE": "-.slice", "_TRANSPORT": "journal",
+        **PID1_FIELDS, "UNIT": unit, "INVOCATION_ID": invocation,
         "PRIORITY": "6", "CODE_FILE": "", "CODE_LINE": "", "CODE_FUNC": "", "MESSAGE_ID": "",
     }
     return Stream(host, fields, KEY_ORDER_PID1, rng)
@@ -439,7 +391,7 @@ def service_stream(host: Host, rng: random.Random, prof: Profile, pid: int,
         "_SYSTEMD_UNIT": prof.unit, "_SYSTEMD_SLICE": "system.slice",
         "_SYSTEMD_INVOCATION_ID": invocation,
     }
-    return Stream(host, fields, KEY_ORDER_STDOUT, rng)
+    return Stream(host, fields, STDOUT_KEY_ORDER, rng)
 
 
 # --------------------------------------------------------------------------- one vLLM service
@@ -498,6 +450,12 @@ class Service:
             msg = f"{self.prefix[proc]}{level} {stamp} [{src}] {text}"
         return (self.t, self.out, msg, None)
 
+    def log_lines(self, dt: float, proc: str, level: str, key: str,
+                  lines: list[str]) -> Iterator[Item]:
+        """Records logged together (a traceback): the first dt seconds on, the rest at once."""
+        for i, text in enumerate(lines):
+            yield self.log(dt if i == 0 else 0, proc, level, key, text)
+
     def raw(self, dt: float, proc: str, text: str) -> Item:
         """A line the process wrote to stderr itself (uvicorn, tracebacks, tqdm)."""
         self.t += int(dt * SEC) + 1
@@ -506,14 +464,13 @@ class Service:
     def systemd(self, dt: float, kind: str, extra: dict[str, str] | None = None,
                 **fmt: str) -> Item:
         self.t += int(dt * SEC) + 1
-        text, mid, prio, cfile, cline, cfunc = SYSTEMD_MESSAGES[kind]
-        fields: dict[str, str | None] = {
-            "PRIORITY": prio, "CODE_FILE": cfile, "CODE_LINE": cline, "CODE_FUNC": cfunc,
-            "MESSAGE_ID": mid, "_SOURCE_REALTIME_TIMESTAMP": str(self.t - 37),
-        }
+        message = SYSTEMD_MESSAGES[kind]
+        # MESSAGE_ID stays None (render() drops the key) for a message that has none
+        fields: dict[str, str | None] = {"MESSAGE_ID": None, **message.fields(),
+                                         "_SOURCE_REALTIME_TIMESTAMP": str(self.t - 37)}
         if extra:
             fields |= extra
-        msg = text.format(status=self.prof.status, unit=self.prof.unit, **fmt)
+        msg = message.fmt.format(status=self.prof.status, unit=self.prof.unit, **fmt)
         return (self.t, self.pid1, msg, fields)
 
     def kmsg(self, dt: float, prio: str, text: str) -> Item:
@@ -836,8 +793,7 @@ class Service:
             "requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when "
             "initializing the engine.",
         ]
-        for i, text in enumerate(lines):
-            yield self.log(0.9 if i == 0 else 0, "w0", "ERROR", "worker_exc", text)
+        yield from self.log_lines(0.9, "w0", "ERROR", "worker_exc", lines)
         yield self.log(0.05, "core", "ERROR", "sampler", "EngineCore failed to start.")
         yield self.raw(0.3, "api", "RuntimeError: Engine core initialization failed. See root "
                                    "cause above. Failed core proc(s): {}")
@@ -876,8 +832,7 @@ class Service:
             "    logits = self._get_logits(hidden_states, lm_head, embedding_bias)",
             "torch.OutOfMemoryError: " + oom,
         ]
-        for i, text in enumerate(worker):
-            yield self.log(0.4 if i == 0 else 0, f"w{rank}", "ERROR", "worker_exc", text)
+        yield from self.log_lines(0.4, f"w{rank}", "ERROR", "worker_exc", worker)
         core = [
             "EngineCore encountered a fatal error.",
             "Traceback (most recent call last):",
@@ -888,8 +843,7 @@ class Service:
             f"RuntimeError: Worker failed with error '{oom}', please check the stack trace "
             "above for the root cause",
         ]
-        for i, text in enumerate(core):
-            yield self.log(0.05 if i == 0 else 0, "core", "ERROR", "core_fatal", text)
+        yield from self.log_lines(0.05, "core", "ERROR", "core_fatal", core)
         api = [
             "AsyncLLM output_handler failed.",
             "Traceback (most recent call last):",
@@ -898,8 +852,7 @@ class Service:
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
             "stack trace (above) for the root cause.",
         ]
-        for i, text in enumerate(api):
-            yield self.log(0.1 if i == 0 else 0, "api", "ERROR", "output_handler", text)
+        yield from self.log_lines(0.1, "api", "ERROR", "output_handler", api)
 
     def v0_runtime_oom(self) -> Iterator[Item]:
         rng = self.rng
@@ -950,14 +903,15 @@ class Service:
         yield from self.fail_sequence("killed", "9/KILL", "oom-kill", 0.4)
         yield from self.boot(manual=False)
 
+    def main_process_died(self, dt: float, code: str, status: str,
+                          result: str) -> Iterator[Item]:
+        """PID 1's ``Main process exited, …`` and ``Failed with result '…'.``"""
+        yield self.systemd(dt, "exited", code=code, exit=status, extra=exit_fields(code, status))
+        yield self.systemd(0, "failed", result=result, extra={"UNIT_RESULT": result})
+
     def fail_sequence(self, code: str, status: str, result: str, dt: float) -> Iterator[Item]:
         """Main process died, Restart=on-failure schedules a restart (systemd 252 wording)."""
-        exit_status = status.split("/")[0]
-        prio = "5" if code == "exited" else "4"
-        yield self.systemd(dt, "exited", code=code, exit=status,
-                           extra={"PRIORITY": prio, "EXIT_CODE": code,
-                                  "EXIT_STATUS": exit_status, "COMMAND": "ExecStart"})
-        yield self.systemd(0, "failed", result=result, extra={"UNIT_RESULT": result})
+        yield from self.main_process_died(dt, code, status, result)
         yield self.consumed(0.01)
         self.n_restarts += 1
         yield self.systemd(30, "restart", n=str(self.n_restarts),
@@ -991,10 +945,7 @@ class Service:
         yield from self.exit_killed_stop(job)
 
     def exit_killed_stop(self, job: dict[str, str]) -> Iterator[Item]:
-        yield self.systemd(0.1, "exited", code="killed", exit="9/KILL",
-                           extra={"PRIORITY": "4", "EXIT_CODE": "killed", "EXIT_STATUS": "9",
-                                  "COMMAND": "ExecStart"})
-        yield self.systemd(0, "failed", result="timeout", extra={"UNIT_RESULT": "timeout"})
+        yield from self.main_process_died(0.1, "killed", "9/KILL", "timeout")
         yield self.systemd(0, "stopped", extra=job | {"JOB_RESULT": "done"})
         yield self.consumed(0)
         yield from self.boot(manual=True)

@@ -30,6 +30,15 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from advisor.journald import (
+    PID1_FIELDS,
+    STDOUT_KEY_ORDER,
+    SYSTEMD_MESSAGES,
+    cursor,
+    exit_fields,
+    json_value,
+)
+
 OUT = pathlib.Path(__file__).with_name("sample-vllm.journal.jsonl")
 SEED = 20260304
 HOST = "gpu-node-03"
@@ -46,36 +55,6 @@ GIB = 1024**3
 KV_AVAILABLE_GIB = 9.53
 KV_BYTES_PER_TOKEN = 80 * 4 * 128 * 2 * 2  # layers x KV heads per GPU x head dim x (K,V) x bf16
 
-# (format, MESSAGE_ID, PRIORITY, CODE_FILE, CODE_LINE, CODE_FUNC) as systemd 252 logs them.
-SYSTEMD: dict[str, tuple[str, str, str, str, str, str]] = {
-    "starting": ("Starting {status}...", "7d4958e842da4a758f6c1cdc7b36dcc5", "6",
-                 "src/core/job.c", "581", "job_emit_start_message"),
-    "started": ("Started {status}.", "39f53479d3a045ac8e11786248231fbf", "6",
-                "src/core/job.c", "768", "job_emit_done_message"),
-    "stopping": ("Stopping {status}...", "de5b426a63be47a7b6ac3eaac82e2f6f", "6",
-                 "src/core/job.c", "581", "job_emit_start_message"),
-    "stopped": ("Stopped {status}.", "9d1aaa27d60140bd96365438aad20286", "6",
-                "src/core/job.c", "768", "job_emit_done_message"),
-    "exited": ("{unit}: Main process exited, code=exited, status=1/FAILURE",
-               "98e322203f7a4ed290d09fe03c09fe15", "5", "src/core/unit.c", "5771",
-               "unit_log_process_exit"),
-    "failed": ("{unit}: Failed with result 'exit-code'.", "d9b373ed55a64feb8242e02dbe79a49c", "4",
-               "src/core/unit.c", "5723", "unit_log_failure"),
-    "deactivated": ("{unit}: Deactivated successfully.", "7ad2d189f7e94e70a38c781354912448", "6",
-                    "src/core/unit.c", "5701", "unit_log_success"),
-    "consumed": ("{unit}: Consumed {cpu} CPU time.", "ae8f7b866b0347b9af31fe1c80b127c0", "6",
-                 "src/core/unit.c", "2319", "unit_log_resources"),
-    "restart": ("{unit}: Scheduled restart job, restart counter is at 1.",
-                "5eb03494b6584870a536b337290809b3", "6", "src/core/service.c", "2396",
-                "service_enter_restart"),
-}
-
-STDOUT_ORDER = (
-    "_TRANSPORT", "PRIORITY", "SYSLOG_FACILITY", "SYSLOG_IDENTIFIER", "MESSAGE", "_STREAM_ID",
-    "_PID", "_UID", "_GID", "_COMM", "_EXE", "_CMDLINE", "_CAP_EFFECTIVE", "_SELINUX_CONTEXT",
-    "_SYSTEMD_CGROUP", "_SYSTEMD_UNIT", "_SYSTEMD_SLICE", "_SYSTEMD_INVOCATION_ID", "_BOOT_ID",
-    "_MACHINE_ID", "_HOSTNAME",
-)
 PID1_ORDER = (
     "PRIORITY", "SYSLOG_FACILITY", "TID", "CODE_FILE", "CODE_LINE", "CODE_FUNC",
     "SYSLOG_IDENTIFIER", "UNIT", "INVOCATION_ID", "MESSAGE_ID", "JOB_ID", "JOB_TYPE",
@@ -134,17 +113,17 @@ class Journal:
         assert t == self.t
         self.seq += 1 + (self.rng.randrange(1, 40) if self.rng.random() < 0.3 else 0)
         mono = self.t - BOOT_US
-        cursor = (f"s={self.seqnum_id};i={self.seq:x};b={self.boot_id};m={mono:x};t={self.t:x};"
-                  f"x={(self.seq * 0x9E3779B97F4A7C15 ^ self.t) & (2**64 - 1):x}")
-        entry: dict[str, object] = {"__CURSOR": cursor, "__REALTIME_TIMESTAMP": str(self.t),
-                                    "__MONOTONIC_TIMESTAMP": str(mono)}
+        entry: dict[str, object] = {
+            "__CURSOR": cursor(self.seqnum_id, self.seq, self.boot_id, mono, self.t),
+            "__REALTIME_TIMESTAMP": str(self.t), "__MONOTONIC_TIMESTAMP": str(mono),
+        }
         values = fields | {"MESSAGE": message, "_BOOT_ID": self.boot_id,
                            "_MACHINE_ID": self.machine_id, "_HOSTNAME": HOST}
         if "_SOURCE_REALTIME_TIMESTAMP" in values:
             values["_SOURCE_REALTIME_TIMESTAMP"] = str(self.t - self.rng.randrange(20, 90))
         for key in self._order(order):
             if key in values:
-                entry[key] = encode(values[key]) if key == "MESSAGE" else values[key]
+                entry[key] = json_value(values[key]) if key == "MESSAGE" else values[key]
         self.lines.append(orjson.dumps(entry))
 
     def _order(self, order: tuple[str, ...]) -> list[str]:
@@ -156,30 +135,21 @@ class Journal:
         return keys
 
 
-def encode(message: str) -> str | list[int]:
-    """journalctl -o json: a byte array when the value has control characters besides TAB/LF."""
-    if any((ord(c) < 32 and c not in "\t\n") or ord(c) == 127 for c in message):
-        return list(message.encode())
-    return message
-
-
 # --------------------------------------------------------------------------- entry helpers
 
 
 def systemd(j: Journal, dt: float, kind: str, run: Run, extra: dict[str, str] | None = None,
             **fmt: str) -> None:
-    text, mid, prio, cfile, cline, cfunc = SYSTEMD[kind]
-    fields = {
-        "PRIORITY": prio, "SYSLOG_FACILITY": "3", "TID": "1", "CODE_FILE": cfile,
-        "CODE_LINE": cline, "CODE_FUNC": cfunc, "SYSLOG_IDENTIFIER": "systemd", "UNIT": UNIT,
-        "INVOCATION_ID": run.invocation, "MESSAGE_ID": mid, "_PID": "1", "_UID": "0",
-        "_GID": "0", "_COMM": "systemd", "_EXE": "/usr/lib/systemd/systemd",
-        "_CMDLINE": "/sbin/init", "_CAP_EFFECTIVE": "1ffffffffff",
-        "_SELINUX_CONTEXT": "unconfined", "_SYSTEMD_CGROUP": "/init.scope",
-        "_SYSTEMD_UNIT": "init.scope", "_SYSTEMD_SLICE": "-.slice", "_TRANSPORT": "journal",
-        "_SOURCE_REALTIME_TIMESTAMP": "",
-    } | (extra or {})
-    j.add(dt, fields, PID1_ORDER, text.format(status=STATUS, unit=UNIT, **fmt))
+    message = SYSTEMD_MESSAGES[kind]
+    fields = {**PID1_FIELDS, **message.fields(), "UNIT": UNIT, "INVOCATION_ID": run.invocation,
+              "_SOURCE_REALTIME_TIMESTAMP": ""} | (extra or {})
+    j.add(dt, fields, PID1_ORDER, message.fmt.format(status=STATUS, unit=UNIT, **fmt))
+
+
+def consumed(j: Journal, run: Run, nsec: str, cpu: str) -> None:
+    """``Consumed … CPU time.`` at PRIORITY 6, as the sample has always had it (the catalogue
+    says 5, systemd's level once a run has used more than 1 s of CPU time)."""
+    systemd(j, 0.0, "consumed", run, {"PRIORITY": "6", "CPU_USAGE_NSEC": nsec}, cpu=cpu)
 
 
 def _stream(run: Run, stream_id: str) -> dict[str, str]:
@@ -196,13 +166,13 @@ def _stream(run: Run, stream_id: str) -> dict[str, str]:
 def log(j: Journal, dt: float, run: Run, proc: str, level: str, src: str, text: str) -> None:
     """A vLLM logger record (stdout): prefix, level, local time, [file:line], message."""
     t = j.advance(dt)
-    j.emit(t, _stream(run, run.stdout_id), STDOUT_ORDER,
+    j.emit(t, _stream(run, run.stdout_id), STDOUT_KEY_ORDER,
            f"{run.prefix(proc)}{level} {_stamp(t)} [{src}] {text}")
 
 
 def raw(j: Journal, dt: float, run: Run, proc: str, text: str) -> None:
     """A line the process wrote to stderr itself (tracebacks, uvicorn, tqdm)."""
-    j.add(dt, _stream(run, run.stderr_id), STDOUT_ORDER, run.prefix(proc) + text)
+    j.add(dt, _stream(run, run.stderr_id), STDOUT_KEY_ORDER, run.prefix(proc) + text)
 
 
 def _stamp(t_us: int) -> str:
@@ -345,11 +315,11 @@ def run_one(j: Journal, run: Run) -> None:
     systemd(j, 0.01, "started", run, job | {"JOB_RESULT": "done"})
     startup_until_kv(j, run, None, warm=False)
     engine_core_failure(j, run)
-    systemd(j, 2.1, "exited", run, {"EXIT_CODE": "exited", "EXIT_STATUS": "1",
-                                    "COMMAND": "ExecStart"})
-    systemd(j, 0.0, "failed", run, {"UNIT_RESULT": "exit-code"})
-    systemd(j, 0.0, "consumed", run, {"CPU_USAGE_NSEC": "192844131000"}, cpu="3min 12.844s")
-    systemd(j, 30.0, "restart", run, {"N_RESTARTS": "1"})
+    systemd(j, 2.1, "exited", run, exit_fields("exited", "1/FAILURE"), code="exited",
+            exit="1/FAILURE")
+    systemd(j, 0.0, "failed", run, {"UNIT_RESULT": "exit-code"}, result="exit-code")
+    consumed(j, run, "192844131000", "3min 12.844s")
+    systemd(j, 30.0, "restart", run, {"N_RESTARTS": "1"}, n="1")
     systemd(j, 0.0, "stopped", run, {"JOB_ID": "3187", "JOB_TYPE": "restart",
                                      "JOB_RESULT": "done"})
 
@@ -426,7 +396,7 @@ def serve_and_stop(j: Journal, run: Run) -> None:
     raw(j, 0.01, run, "api", f"INFO:     Finished server process [{run.api}]")
     systemd(j, 3.4, "deactivated", run)
     systemd(j, 0.0, "stopped", run, job | {"JOB_RESULT": "done"})
-    systemd(j, 0.0, "consumed", run, {"CPU_USAGE_NSEC": "351077402000"}, cpu="5min 51.077s")
+    consumed(j, run, "351077402000", "5min 51.077s")
 
 
 def run_two(j: Journal, run: Run) -> None:

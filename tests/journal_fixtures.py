@@ -7,8 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import orjson
-
+from advisor import journald
 from ingest.export import write_export_entry
 
 JOURNAL_REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
@@ -29,26 +28,10 @@ def entry(i: int, message: bytes | str, *, unit: str = "vllm.service", host: str
             ("_PID", "4242"), ("PRIORITY", str(priority)), ("MESSAGE", message), *(extra or [])]
 
 
-def json_value(value: bytes | str) -> str | list[int]:
-    """As `journalctl -o json` prints a value: a string, or an array of byte values."""
-    raw = value.encode() if isinstance(value, str) else value
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return list(raw)
-    if any((ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F for c in text):
-        return list(raw)
-    return text
-
-
 def json_line(fields: Entry, cursor: str | None = None) -> bytes:
-    values: dict[str, list[str | list[int]]] = {}
-    for name, value in fields:
-        values.setdefault(name, []).append(json_value(value))
-    obj: dict[str, object] = {n: v[0] if len(v) == 1 else v for n, v in values.items()}
-    if cursor is not None:
-        obj["__CURSOR"] = cursor
-    return orjson.dumps(obj) + b"\n"
+    """The entry as `journalctl -o json --all` prints it, with `cursor` as a last __CURSOR."""
+    return journald.json_line(fields if cursor is None else [*fields, ("__CURSOR", cursor)],
+                              show_all=True)
 
 
 def export_bytes(entries: list[Entry]) -> bytes:

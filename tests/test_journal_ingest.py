@@ -190,7 +190,9 @@ def test_sigkill_at_random_points_then_restart(tmp_path: Path, sqlite_url: str,
     argv = advisor_argv("ingest", "journal", "--file", str(path), "--db", sqlite_url)
     rng = random.Random(1234)
     db_file = sqlite_url.removeprefix("sqlite:///")
-    targets = sorted(rng.sample(range(500, lines - 3000), 10))
+    # Kill only where at least three batches (5,000 lines each) are still to come, so that the
+    # ingester cannot finish between reaching the target and receiving the signal.
+    targets = sorted(rng.sample(range(500, lines - 15_000), 10))
     for target in targets:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
@@ -198,7 +200,7 @@ def test_sigkill_at_random_points_then_restart(tmp_path: Path, sqlite_url: str,
             assert proc.poll() is None, "the ingester finished before it could be killed"
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        time.sleep(rng.uniform(0, 0.2))  # land anywhere inside the next batch
+        time.sleep(rng.uniform(0, 0.05))  # land anywhere inside the next batch
         proc.kill()
         assert proc.wait(timeout=60) == -signal.SIGKILL
     final = subprocess.run(argv, capture_output=True, timeout=300, check=False)
