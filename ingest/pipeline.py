@@ -12,7 +12,7 @@ from advisor.events import Prepared, prepare
 from advisor.store import AppendResult, Checkpoint, EventStore
 from ingest.records import Record
 
-DEFAULT_BATCH = 5000
+DEFAULT_BATCH = 2500
 MAX_REPORTED = 20
 
 

@@ -15,7 +15,7 @@ from advisor.errors import StoreError
 # Waiting writers queue on SQLite's busy handler for this long before the store retries.
 SQLITE_BUSY_TIMEOUT_S = 60.0
 WRITE_OPTION = "advisor_write"
-SQLITE_CACHE_KIB = 32 * 1024
+SQLITE_CACHE_KIB = 16 * 1024  # 32 MiB was no faster at 1,000,000 events, and costs RSS
 SQLITE_WAL_CHECKPOINT_PAGES = 16384
 
 
