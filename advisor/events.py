@@ -153,8 +153,9 @@ def validate_one(raw: dict[str, Any]) -> NewEvent:
 
 
 def canonical_payload(payload: Payload) -> bytes:
-    """Canonical payload text: sorted keys, no nulls, without `type` (a column of its own)."""
-    data = payload.model_dump(mode="json", exclude_none=True, exclude={"type"})
+    """Canonical payload text: sorted keys, no nulls (`type` included: a payload read on its
+    own, in a DuckDB export say, still says what it is)."""
+    data = payload.model_dump(mode="json", exclude_none=True)
     return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
 
@@ -176,8 +177,9 @@ def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
     for r, m in zip(raw, models, strict=True):
         p = r["payload"]
         if isinstance(p, dict):
-            body = orjson.dumps({k: v for k, v in p.items() if v is not None and k != "type"},
-                                option=orjson.OPT_SORT_KEYS)
+            if None in p.values():
+                p = {k: v for k, v in p.items() if v is not None}
+            body = orjson.dumps(p, option=orjson.OPT_SORT_KEYS)
         else:
             body = canonical_payload(m.payload)
         out.append((m.stream, m.payload.type, m.payload.version, m.time_us, m.source, m.key,
@@ -193,6 +195,6 @@ def load_payload(type_: str, version: int, text: str | bytes) -> Payload:
     while version < current.version:
         data = UPCASTERS[(type_, version)](data)
         version += 1
-    data["type"] = type_
+    data["type"] = type_  # the column is authoritative
     result: Payload = _PAYLOAD.validate_python(data)
     return result
