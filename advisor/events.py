@@ -128,7 +128,6 @@ Prepared = tuple[str, str, int, int, str, int, bytes]
 _BATCH = TypeAdapter(list[NewEvent])
 _STRICT_BATCH = TypeAdapter(list[NewEvent], config=ConfigDict(strict=True))
 _PAYLOAD = TypeAdapter(AnyPayload)
-_PAYLOADS = TypeAdapter(list[AnyPayload])
 
 
 def _invalid(e: ValidationError) -> InvalidEventError:
@@ -141,13 +140,6 @@ def validate_batch(raw: Sequence[dict[str, Any]]) -> list[NewEvent]:
     """Validate many events in one call; raise InvalidEventError naming the first bad one."""
     try:
         return _BATCH.validate_python(raw)
-    except ValidationError as e:
-        raise _invalid(e) from e
-
-
-def validate_one(raw: dict[str, Any]) -> NewEvent:
-    try:
-        return NewEvent.model_validate(raw)
     except ValidationError as e:
         raise _invalid(e) from e
 

@@ -16,7 +16,7 @@ from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.journal import EntryError, entry_event, json_line_record
 from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn
-from ingest.pipeline import Ingester, IngestReport, check_strict
+from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.records import Record
 
 JSON_KIND = "journal-json"
@@ -87,16 +87,14 @@ def export_records(entries: Iterator[dict[str, Any]], *, default_host: str | Non
 
 def ingest_journalctl(store: EventStore, *, files: Sequence[Path] = (), units: Sequence[str] = (),
                       follow: bool = False, since: str | None = None, strict: bool = False,
-                      default_host: str | None = None, batch_size: int = 5000,
-                      argv_hook: Callable[[list[str]], list[str]] | None = None) -> IngestReport:
+                      default_host: str | None = None,
+                      batch_size: int = DEFAULT_BATCH) -> IngestReport:
     """Read through journalctl's export stream, resuming at the saved cursor."""
     name = checkpoint_name_for(files, units)
     saved = store.checkpoint(name)
     cursor = saved.get("cursor") if saved else None
     argv = build_argv(files=files, units=units, follow=follow, cursor=cursor, since=since,
                       executable=journalctl_path())
-    if argv_hook is not None:
-        argv = argv_hook(argv)
     if strict and not follow:
         with spawn(argv) as out:
             check_strict(export_records(export_entries(out), default_host=default_host,

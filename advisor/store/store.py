@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -65,16 +65,11 @@ class EventFilter:
     limit: int | None = None
 
 
-@dataclass
-class _SourceCache:
-    ids: dict[str, int] = field(default_factory=dict)
-
-
 class EventStore:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        self._sources = _SourceCache()
+        self._source_ids: dict[str, int] = {}  # sources are append-only: ids never change
 
     @property
     def display_url(self) -> str:
@@ -149,7 +144,7 @@ class EventStore:
                     conn.exec_driver_sql(self._insert_sql(), rows)
                 if checkpoint is not None:
                     self._save_checkpoint(conn, checkpoint)
-            self._sources.ids.update(source_ids)
+            self._source_ids.update(source_ids)
         result.appended = len(rows)
         result.last_seq = last_seq
         return result
@@ -161,7 +156,7 @@ class EventStore:
         return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 10)})"
 
     def _intern_sources(self, conn: Connection, names: set[str]) -> tuple[dict[str, int], set[str]]:
-        ids = {n: self._sources.ids[n] for n in names if n in self._sources.ids}
+        ids = {n: self._source_ids[n] for n in names if n in self._source_ids}
         missing = names - ids.keys()
         if missing:
             for name, sid in conn.execute(select(sources.c.name, sources.c.id)
