@@ -11,8 +11,9 @@ from advisor.events import GpuSampled
 from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
+from ingest.gpu_recording import parse_recording_line, recording_line
 from ingest.gpu_samples import sample_event
-from ingest.nvml import NvmlSampler, parse_recording_line, recording_line, sampling_loop
+from ingest.nvml import NvmlSampler, sampling_loop
 from ingest.pipeline import Ingester, IngestReport
 from ingest.records import Record
 

@@ -1,11 +1,9 @@
-"""Live GPU sampling through NVML, the processes holding GPU memory, and recordings of samples.
+"""Live GPU sampling through NVML and the processes holding GPU memory (units from
+``ingest.cgroup``; recordings of samples are ``ingest.gpu_recording``).
 
-* ``unit_for_pid`` maps a host PID (as NVML reports it) to the systemd unit whose cgroup holds it.
 * ``NvmlSampler`` initialises NVML once, keeps the device handles and turns each tick into one
   ``GpuSampled`` per GPU. Process lists take the driver's global lock (DOMAIN 6.4), so they can be
   fetched only every Nth tick (``process_every``).
-* A recording is JSON lines, one line per tick:
-  ``{"time_us": <int>, "host": "<host>", "gpus": [<GpuSampled without "type", no nulls>]}``.
 * ``sampling_loop`` ticks on a fixed schedule; ``measure_sample_cost`` times ``sample()``.
 
 Library code here never prints; failures to reach NVML are ``GpuUnavailableError``.
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import socket
 import threading
 import time
@@ -24,33 +21,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from advisor.errors import GpuUnavailableError
-from advisor.events import MAX_KEY, GpuProcess, GpuSampled
+from advisor.events import GpuProcess, GpuSampled
+from ingest.cgroup import comm_for_pid, unit_for_pid
 
-__all__ = [
-    "MAX_LINE_BYTES",
-    "MAX_STRING_CHARS",
-    "NvmlSampler",
-    "SamplerLike",
-    "measure_sample_cost",
-    "parse_recording_line",
-    "recording_line",
-    "sampling_loop",
-    "unit_for_pid",
-]
+__all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]
 
-# How much of /proc/<pid>/cgroup and /proc/<pid>/comm is read: both are tiny in practice.
-_CGROUP_READ_LIMIT = 64 * 1024
-_COMM_READ_LIMIT = 256
-
-# A systemd unit name: at most 255 characters of [A-Za-z0-9:_.\-@] (systemd escapes the rest as
-# \xNN). Only service and scope units contain processes.
-_UNIT_RE = re.compile(r"[A-Za-z0-9:_.\\@-]{1,247}\.(?:service|scope)")
-# cgroup v2 appends this to the path of a cgroup that has been removed (process outlived its unit).
-_DELETED_SUFFIX = " (deleted)"
 
 # NVML errors that mean NVML, the driver or the GPU itself is gone: the sample cannot continue.
 _FATAL_ERRORS = (
@@ -64,81 +42,6 @@ _FATAL_ERRORS = (
 
 # Compute first: a PID in both lists keeps its compute entry (unless that has no memory figure).
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
-
-# Recordings: bounds applied before validation, so hostile lines cannot cost much.
-MAX_LINE_BYTES = 16 * 1024 * 1024
-MAX_STRING_CHARS = 4096
-
-
-# --------------------------------------------------------------------------------------------
-# PID -> systemd unit
-
-
-def _read_bounded(path: Path, limit: int) -> bytes | None:
-    """Up to ``limit`` bytes of a file, or None when it cannot be read (gone, permission, ...)."""
-    try:
-        with path.open("rb") as f:
-            return f.read(limit)
-    except (OSError, ValueError):
-        return None
-
-
-def _unit_in_cgroup_path(path: str) -> str | None:
-    if path.endswith(_DELETED_SUFFIX):
-        path = path[: -len(_DELETED_SUFFIX)]
-    for component in reversed(path.split("/")):
-        if _UNIT_RE.fullmatch(component):
-            return component
-    return None
-
-
-def _unit_in_cgroup_file(text: str) -> str | None:
-    v2: str | None = None
-    v1_systemd: str | None = None
-    for line in text.split("\n"):
-        # hierarchy-ID:controller-list:cgroup-path (the path itself may contain ':')
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        hierarchy, controllers, path = parts[0], parts[1], parts[2]
-        if hierarchy == "0" and controllers == "" and v2 is None:
-            v2 = path
-        elif controllers == "name=systemd" and v1_systemd is None:
-            v1_systemd = path
-    # The v1 name=systemd hierarchy is systemd's own view; on a hybrid system it is authoritative.
-    for candidate in (v1_systemd, v2):
-        if candidate is not None:
-            unit = _unit_in_cgroup_path(candidate)
-            if unit is not None:
-                return unit
-    return None
-
-
-def unit_for_pid(pid: int, proc_root: Path = Path("/proc")) -> str | None:
-    """The systemd unit (``*.service`` / ``*.scope``) whose cgroup holds ``pid``.
-
-    The innermost unit in the cgroup path wins (``/user.slice/.../user@1000.service/app.slice/
-    foo.service`` gives ``foo.service``; ``/system.slice/vllm.service/payload`` gives
-    ``vllm.service``). None when the process is gone, its cgroup file is unreadable, or it is in no
-    unit (the root cgroup, a bare ``/docker/<id>`` cgroup). Never raises for a vanished PID.
-    """
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return None
-    raw = _read_bounded(proc_root / str(pid) / "cgroup", _CGROUP_READ_LIMIT)
-    if raw is None:
-        return None
-    return _unit_in_cgroup_file(raw.decode("utf-8", errors="replace"))
-
-
-def _comm_for_pid(pid: int, proc_root: Path) -> str | None:
-    """The process name (``comm``: 15 bytes at most; vLLM's engine shows ``VLLM::EngineCor``)."""
-    if pid <= 0:
-        return None
-    raw = _read_bounded(proc_root / str(pid) / "comm", _COMM_READ_LIMIT)
-    if raw is None:
-        return None
-    name = raw.decode("utf-8", errors="replace").rstrip("\n").replace("\x00", "")
-    return name or None
 
 
 # --------------------------------------------------------------------------------------------
@@ -417,122 +320,10 @@ class NvmlSampler:
                 pid=pid,
                 used_bytes=used,
                 unit=unit_for_pid(pid, self.proc_root),
-                name=_comm_for_pid(pid, self.proc_root),
+                name=comm_for_pid(pid, self.proc_root),
             )
             for pid, used in used_by_pid.items()
         )
-
-
-# --------------------------------------------------------------------------------------------
-# Recordings
-
-
-class _RecordingLine(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    time_us: int = Field(ge=0, le=MAX_KEY)
-    host: str = Field(min_length=1)
-    gpus: list[GpuSampled]
-
-
-def recording_line(time_us: int, host: str, samples: list[GpuSampled]) -> bytes:
-    """One recording line (JSON, ending with a newline) for one sampling tick.
-
-    Raises ``ValueError`` for anything ``parse_recording_line`` would refuse to read back (a time
-    out of range, an empty host, a sample from another host, NUL characters, strings over
-    ``MAX_STRING_CHARS``, text that is not valid Unicode).
-    """
-    if isinstance(time_us, bool) or not isinstance(time_us, int) or not 0 <= time_us <= MAX_KEY:
-        raise ValueError("time_us must be an int in [0, 2**63 - 1]")
-    if not isinstance(host, str) or not host:
-        raise ValueError("host must be a non-empty string")
-    gpus = []
-    for i, s in enumerate(samples):
-        if s.host != host:
-            raise ValueError(f"gpus.{i}.host: differs from the line's host")
-        d = s.model_dump(mode="json", exclude_none=True)
-        d.pop("type", None)
-        gpus.append(d)
-    data = {"time_us": time_us, "host": host, "gpus": gpus}
-    _check_shape(data)
-    try:
-        return orjson.dumps(data) + b"\n"
-    except orjson.JSONEncodeError as e:
-        raise ValueError(f"cannot encode recording line: {_one_line(_error_text(e))}") from e
-
-
-# A recording line nests 5 levels deep (line, gpus, gpu, processes, process).
-_MAX_DEPTH = 16
-
-
-def _one_line(text: str, limit: int = 120) -> str:
-    """Input-derived text made safe for a one-line message: no control characters, bounded."""
-    cleaned = "".join(c if c.isprintable() else "?" for c in text[:limit])
-    return cleaned + ("..." if len(text) > limit else "")
-
-
-def _check_shape(data: Any) -> None:
-    """Reject deep nesting, over-long strings and NUL characters (iteratively: no recursion)."""
-    stack: list[tuple[Any, str, int]] = [(data, "line", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > _MAX_DEPTH:
-            raise ValueError(f"nesting deeper than {_MAX_DEPTH} levels at {_one_line(where)}")
-        if isinstance(value, str):
-            if len(value) > MAX_STRING_CHARS:
-                raise ValueError(
-                    f"string longer than {MAX_STRING_CHARS} characters at {_one_line(where)}"
-                )
-            if "\x00" in value:
-                raise ValueError(f"NUL character in string at {_one_line(where)}")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                stack.append((k, f"{where} (a key)", depth + 1))
-                stack.append((v, f"{where}.{k[:64]}", depth + 1))
-        elif isinstance(value, list):
-            stack.extend((v, f"{where}.{i}", depth + 1) for i, v in enumerate(value))
-
-
-def parse_recording_line(line: bytes | str) -> tuple[int, list[GpuSampled]]:
-    """Parse one recording line; ``ValueError`` with a one-line reason for anything malformed."""
-    if not isinstance(line, str | bytes | bytearray | memoryview):
-        raise ValueError(f"recording line must be bytes or str, not {type(line).__name__}")
-    if len(line) > MAX_LINE_BYTES:
-        raise ValueError(f"recording line longer than {MAX_LINE_BYTES} bytes")
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON: {_one_line(_error_text(e))}") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"recording line must be a JSON object, not {type(data).__name__}")
-    _check_shape(data)
-    host = data.get("host")
-    gpus = data.get("gpus")
-    if isinstance(gpus, list):
-        fixed = []
-        for i, gpu in enumerate(gpus):
-            if not isinstance(gpu, dict):
-                raise ValueError(f"gpus.{i}: must be an object")
-            gpu = dict(gpu)
-            kind = gpu.setdefault("type", "gpu.sampled")
-            if kind != "gpu.sampled":
-                raise ValueError(f"gpus.{i}.type: must be 'gpu.sampled'")
-            gpu.setdefault("origin", "nvml")
-            if isinstance(host, str):
-                gpu_host = gpu.setdefault("host", host)
-                if gpu_host != host:
-                    raise ValueError(f"gpus.{i}.host: differs from the line's host")
-            fixed.append(gpu)
-        data["gpus"] = fixed
-    try:
-        # Strict JSON-mode validation: "5" is not an int, 5.0 is not an int.
-        parsed = _RecordingLine.model_validate_json(orjson.dumps(data), strict=True)
-    except orjson.JSONEncodeError as e:
-        raise ValueError(f"unencodable value: {_one_line(_error_text(e))}") from e
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = _one_line(".".join(str(p) for p in first["loc"]) or "line")
-        raise ValueError(f"invalid recording line at {where}: {_one_line(first['msg'])}") from e
-    return parsed.time_us, parsed.gpus
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from advisor.errors import GpuUnavailableError, MalformedInputError
 from advisor.events import GpuProcess, GpuSampled, StoredEvent
 from advisor.store import EventStore
 from ingest.gpu import replay_recording, sample_live
-from ingest.nvml import NvmlSampler, recording_line
+from ingest.gpu_recording import recording_line
+from ingest.nvml import NvmlSampler
 from tests.conftest import run_advisor
 
 Opener = Callable[[str], EventStore]

@@ -1,5 +1,6 @@
-"""Tests for ingest.nvml: PID -> unit mapping, the NVML sampler (against a fake pynvml that raises
-the REAL pynvml exception classes), recordings, the sampling loop and the cost probe."""
+"""Tests for ingest.cgroup (PID -> unit), ingest.nvml (the NVML sampler, against a fake pynvml
+that raises the REAL pynvml exception classes; the sampling loop; the cost probe) and
+ingest.gpu_recording (recordings)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,9 @@ from hypothesis import strategies as st
 
 from advisor.errors import GpuUnavailableError, PrerequisiteError
 from advisor.events import GpuProcess, GpuSampled
-from ingest.nvml import (
-    MAX_LINE_BYTES,
-    NvmlSampler,
-    measure_sample_cost,
-    parse_recording_line,
-    recording_line,
-    sampling_loop,
-    unit_for_pid,
-)
+from ingest.cgroup import unit_for_pid
+from ingest.gpu_recording import MAX_LINE_BYTES, parse_recording_line, recording_line
+from ingest.nvml import NvmlSampler, measure_sample_cost, sampling_loop
 
 GiB = 1024**3
 DOCKER_ID = "3f4e5d6c7b8a9f0e1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e"

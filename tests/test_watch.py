@@ -17,7 +17,7 @@ import pytest
 
 from advisor.events import GpuProcess, GpuSampled, LogRecorded
 from advisor.store import EventFilter, EventStore
-from ingest.nvml import recording_line
+from ingest.gpu_recording import recording_line
 from ingest.pipeline import IngestReport
 from ingest.watch import FolderWatcher, service_name, sniff
 from tests.conftest import advisor_argv
