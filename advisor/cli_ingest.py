@@ -21,7 +21,6 @@ from advisor.errors import InputError
 from advisor.progress import byte_progress
 from advisor.render import safe_text
 from advisor.settings import this_host
-from ingest.filejob import remaining_bytes
 from ingest.files import resolve
 from ingest.journalctl import journalctl_path
 from ingest.pipeline import IngestReport
@@ -84,8 +83,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
                                        default_host=host)
     elif file_ is not None:
         path = Path(file_)
-        with byte_progress(f"ingesting {path.name}",
-                           remaining_bytes(path, store, js.JSON_KIND)) as progress:
+        with byte_progress(f"ingesting {path.name}") as progress:
             report = js.ingest_json_file(store, path, strict=strict, default_host=host,
                                          progress=progress, parallel=True)
     else:
@@ -113,12 +111,11 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
 def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_json: bool,
                 db_url: str | None) -> None:
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
-    from ingest.text import KIND, ingest_text_file
+    from ingest.text import ingest_text_file
 
     resolve(file_)
     store = store_for(db_url)
-    with byte_progress(f"ingesting {file_.name}",
-                       remaining_bytes(file_, store, KIND, service)) as progress:
+    with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_text_file(store, file_, service, host or this_host(), strict=strict,
                                   progress=progress)
     print_report(report, as_json)
@@ -136,13 +133,12 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_js
 def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_json: bool,
                       db_url: str | None) -> None:
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
-    from ingest.nvidia_smi import KIND, ingest_nvidia_smi_file
+    from ingest.nvidia_smi import ingest_nvidia_smi_file
 
     resolve(file_)
     store = store_for(db_url)
     host = host or this_host()
-    with byte_progress(f"ingesting {file_.name}",
-                       remaining_bytes(file_, store, KIND, host)) as progress:
+    with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
                                         progress=progress)
     print_report(report, as_json)
@@ -168,7 +164,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
                record_path: Path | None, replay_path: Path | None, strict: bool,
                host: str | None, as_json: bool, db_url: str | None) -> None:
     """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
-    from ingest.gpu import REPLAY_KIND, replay_recording, sample_live
+    from ingest.gpu import replay_recording, sample_live
     from ingest.nvml import NvmlSampler
 
     if replay_path is not None:
@@ -176,8 +172,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
             raise click.UsageError("--record and --replay exclude each other")
         resolve(replay_path)
         store = store_for(db_url)
-        with byte_progress(f"replaying {replay_path.name}",
-                           remaining_bytes(replay_path, store, REPLAY_KIND)) as progress:
+        with byte_progress(f"replaying {replay_path.name}") as progress:
             report = replay_recording(store, replay_path, strict=strict, progress=progress)
         print_report(report, as_json)
         return

@@ -19,11 +19,15 @@ from rich.progress import (
 
 
 @contextmanager
-def byte_progress(description: str, total: int | None,
-                  enabled: bool | None = None) -> Iterator[Callable[[int], None] | None]:
-    """Yield a callback taking bytes consumed so far, or None when output is not a terminal."""
-    with _progress(description, total, DownloadColumn(), enabled) as callback:
-        yield callback
+def byte_progress(description: str,
+                  enabled: bool | None = None) -> Iterator[Callable[[int, int], None] | None]:
+    """Yield a callback taking (bytes done, bytes in all), or None when output is not a
+    terminal."""
+    with _progress(description, None, DownloadColumn(), enabled) as callback:
+        if callback is None:
+            yield None
+        else:
+            yield lambda done, total: callback(done, total)
 
 
 @contextmanager
@@ -31,12 +35,12 @@ def count_progress(description: str, total: int | None,
                    enabled: bool | None = None) -> Iterator[Callable[[int], None] | None]:
     """Yield a callback taking items done so far, or None when output is not a terminal."""
     with _progress(description, total, MofNCompleteColumn(), enabled) as callback:
-        yield callback
+        yield None if callback is None else (lambda done: callback(done, total))
 
 
 @contextmanager
 def _progress(description: str, total: int | None, amount: ProgressColumn,
-              enabled: bool | None) -> Iterator[Callable[[int], None] | None]:
+              enabled: bool | None) -> Iterator[Callable[[int, int | None], None] | None]:
     if enabled is None:
         enabled = sys.stderr.isatty()
     if not enabled:
@@ -45,4 +49,4 @@ def _progress(description: str, total: int | None, amount: ProgressColumn,
     columns = (TextColumn("{task.description}"), BarColumn(), amount, TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda done: bar.update(task, completed=done)
+        yield lambda done, all_: bar.update(task, completed=done, total=all_)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -10,7 +11,7 @@ from advisor.store import EventStore
 from ingest.files import FileCursor, checkpoint_name, iter_lines, resolve, start_cursor
 from ingest.parallel import can_fork, ingest_parallel
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
-from ingest.records import Record
+from ingest.records import Progress, Record
 
 
 class LineParser(Protocol):
@@ -48,13 +49,16 @@ def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
 
 def ingest_file(store: EventStore, path: Path, kind: str,
                 make_parser: Callable[[Path, FileCursor], LineParser], *, qualifier: str = "",
-                strict: bool = False, progress: Callable[[int], None] | None = None,
+                strict: bool = False, progress: Progress | None = None,
                 complete_only: bool = False, batch_size: int = DEFAULT_BATCH,
                 parallel: bool = False) -> IngestReport:
-    """With `parallel`, lines are parsed in a second process (see ingest.parallel)."""
+    """With `parallel`, lines are parsed in a second process (see ingest.parallel).
+    `progress` is told the bytes read so far and how many there are to read."""
     path = resolve(path)
     name = checkpoint_name(kind, path, qualifier)
     cursor = start_cursor(path, store.checkpoint(name))
+    total = max(0, path.stat().st_size - cursor.offset)
+    done = None if progress is None else functools.partial(_report_bytes, progress, total)
 
     def records() -> Iterator[Record]:
         return file_records(path, cursor, make_parser(path, cursor), complete_only=complete_only)
@@ -63,14 +67,11 @@ def ingest_file(store: EventStore, path: Path, kind: str,
         check_strict(records(), str(path))
     if parallel and can_fork():
         return ingest_parallel(store, str(path), records, checkpoint=name, strict=strict,
-                               batch_size=batch_size, progress=progress)
-    ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=progress,
+                               batch_size=batch_size, progress=done)
+    ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=done,
                         batch_size=batch_size)
     return ingester.feed(records())
 
 
-def remaining_bytes(path: Path, store: EventStore, kind: str, qualifier: str = "") -> int:
-    """Bytes left to read (for a progress bar's total)."""
-    resolved = resolve(path)
-    cursor = start_cursor(resolved, store.checkpoint(checkpoint_name(kind, resolved, qualifier)))
-    return max(0, resolved.stat().st_size - cursor.offset)
+def _report_bytes(progress: Progress, total: int, done: int) -> None:
+    progress(done, total)

@@ -15,7 +15,7 @@ from ingest.gpu_recording import parse_recording_line, recording_line
 from ingest.gpu_samples import sample_event
 from ingest.nvml import NvmlSampler, sampling_loop
 from ingest.pipeline import Ingester, IngestReport
-from ingest.records import Record
+from ingest.records import Progress, Record
 
 REPLAY_KIND = "gpu-recording"
 
@@ -44,7 +44,7 @@ class RecordingParser:
 
 
 def replay_recording(store: EventStore, path: Path, *, strict: bool = False,
-                     progress: Callable[[int], None] | None = None,
+                     progress: Progress | None = None,
                      complete_only: bool = False) -> IngestReport:
     def parser(_p: Path, _c: FileCursor) -> RecordingParser:
         return RecordingParser()

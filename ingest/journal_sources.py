@@ -7,7 +7,7 @@ import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,7 +17,7 @@ from ingest.files import FileCursor
 from ingest.journal import EntryError, entry_event, json_line_record
 from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
-from ingest.records import Record
+from ingest.records import Progress, Record
 
 JSON_KIND = "journal-json"
 FOLLOW_KIND = "journalctl"
@@ -39,7 +39,7 @@ class JsonLineParser:
 
 def ingest_json_file(store: EventStore, path: Path, *, strict: bool = False,
                      default_host: str | None = None,
-                     progress: Callable[[int], None] | None = None,
+                     progress: Progress | None = None,
                      complete_only: bool = False, parallel: bool = False) -> IngestReport:
     def parser(_path: Path, _cursor: FileCursor) -> JsonLineParser:
         return JsonLineParser(default_host)

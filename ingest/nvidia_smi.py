@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_samples import sample_event
 from ingest.pipeline import IngestReport
-from ingest.records import Record
+from ingest.records import Progress, Record
 
 KIND = "nvidia-smi"
 MIB = 1024 * 1024
@@ -132,7 +131,7 @@ class CsvParser:
 
 
 def ingest_nvidia_smi_file(store: EventStore, path: Path, host: str, *, tz: str = "UTC",
-                           strict: bool = False, progress: Callable[[int], None] | None = None,
+                           strict: bool = False, progress: Progress | None = None,
                            complete_only: bool = False) -> IngestReport:
     zone = timezone(tz)
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+# Told (bytes read so far, bytes to read in all) as a file is ingested.
+Progress = Callable[[int, int], None]
 
 _CONTROL = {c: None for c in range(32)} | {127: None}
 

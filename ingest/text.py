@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.pipeline import IngestReport
-from ingest.records import Record, clean_name, decode_text
+from ingest.records import Progress, Record, clean_name, decode_text
 
 KIND = "text"
 
@@ -111,7 +110,7 @@ class TextLineParser:
 
 
 def ingest_text_file(store: EventStore, path: Path, service: str, host: str, *,
-                     strict: bool = False, progress: Callable[[int], None] | None = None,
+                     strict: bool = False, progress: Progress | None = None,
                      complete_only: bool = False) -> IngestReport:
     def parser(p: Path, cursor: FileCursor) -> TextLineParser:
         return TextLineParser(p, cursor, service, host)

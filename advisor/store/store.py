@@ -49,11 +49,6 @@ class AppendResult:
     duplicates: int = 0
     last_seq: int | None = None
 
-    def add(self, other: AppendResult) -> None:
-        self.appended += other.appended
-        self.duplicates += other.duplicates
-        self.last_seq = other.last_seq if other.last_seq is not None else self.last_seq
-
 
 @dataclass(frozen=True)
 class EventFilter:
