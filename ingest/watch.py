@@ -33,10 +33,12 @@ _LOG_SUFFIX = re.compile(r"\.(log|txt|out|err|jsonl|json|csv)$")
 # every batch stored would change it again.
 _SQLITE_SIDE_FILE = re.compile(r"-(wal|shm|journal)$")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+SNIFF_BYTES = 1 << 20
 
 
 def sniff(path: Path) -> str | None:
-    """What kind of file this is, from its first non-empty line; None to ignore it."""
+    """What kind of file this is, from its first non-empty line; None to ignore it (or, while
+    that line is still being written, to look again later)."""
     if (path.name.startswith(".") or path.suffix in SKIPPED_SUFFIXES
             or _SQLITE_SIDE_FILE.search(path.name)):
         return None
@@ -46,11 +48,13 @@ def sniff(path: Path) -> str | None:
                 return None
             fh.seek(0)
             first = b""
-            for line in fh:
+            while fh.tell() < SNIFF_BYTES:
+                line = fh.readline(SNIFF_BYTES)
+                if not line.endswith(b"\n"):
+                    # not a whole line yet: decide when there is one (a line this long is text)
+                    return "text" if len(line) >= SNIFF_BYTES else None
                 if line.strip():
                     first = line.strip()
-                    break
-                if fh.tell() > 1 << 20:
                     break
     except OSError:
         return None

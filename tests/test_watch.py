@@ -140,6 +140,8 @@ def watching(store: EventStore, folder: Path, **kwargs: object) -> Iterator[Fold
     ("events.db", b"SQLite format 3\x00\x10\x00\x02\x02\n", None),
     ("events.db-wal", b"7\x7f\x06\x82\n", None),
     ("events.db-shm", b"\x18\xe2-\x00\n", None),
+    ("half.jsonl", b'{"__REALTIME_TIMESTAMP": "1", "MESS', None),  # first line still being written
+    ("huge.log", b"x" * (2 << 20), "text"),
 ])
 def test_sniff(tmp_path: Path, name: str, content: bytes, kind: str | None) -> None:
     path = tmp_path / name
