@@ -12,33 +12,26 @@ from typing import Any, BinaryIO
 from advisor.errors import InputError
 
 HEAD_BYTES = 256
-_CURSOR_KEYS = ("device", "inode", "generation", "offset", "line", "head")
+_CURSOR_KEYS = ("device", "inode", "offset", "line", "head")
 # A line longer than this is cut (the rest is read as further pieces of the same line).
 MAX_LINE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class FileCursor:
-    """Where reading a file got to. `generation` counts truncations of the same inode, so
-    that line numbers (idempotency keys of line-keyed sources) never repeat."""
+    """Where reading a file got to: the file (device, inode and a fingerprint of its first
+    bytes), the offset and line number reached, and what the line parser keeps between lines."""
 
     device: int
     inode: int
-    generation: int
     offset: int
     line: int
     head: str
     extra: dict[str, Any] | None = None
 
-    @property
-    def identity(self) -> str:
-        """Names this file's content across renames (rotation) and truncations."""
-        return f"{self.device}:{self.inode}.{self.generation}"
-
     def position(self, offset: int, line: int) -> dict[str, Any]:
-        pos: dict[str, Any] = {"device": self.device, "inode": self.inode,
-                               "generation": self.generation, "offset": offset, "line": line,
-                               "head": self.head}
+        pos: dict[str, Any] = {"device": self.device, "inode": self.inode, "offset": offset,
+                               "line": line, "head": self.head}
         if self.extra:
             pos.update(self.extra)
         return pos
@@ -78,18 +71,15 @@ def start_cursor(path: Path, saved: dict[str, Any] | None) -> FileCursor:
         head = _head(path, st.st_size)
     except OSError as e:
         raise InputError(f"{path}: {e.strerror}") from e
-    fresh = FileCursor(st.st_dev, st.st_ino, 0, 0, 0, head)
+    fresh = FileCursor(st.st_dev, st.st_ino, 0, 0, head)
     if not saved or (saved.get("device"), saved.get("inode")) != (st.st_dev, st.st_ino):
         return fresh
-    extra = {k: v for k, v in saved.items() if k not in _CURSOR_KEYS}
-    generation = int(saved.get("generation", 0))
     offset = int(saved.get("offset", 0))
     saved_head = saved.get("head")
     if st.st_size < offset or not (isinstance(saved_head, str) and _same_head(path, saved_head)):
-        # truncated in place (copytruncate), or the inode now holds another file
-        return FileCursor(st.st_dev, st.st_ino, generation + 1, 0, 0, head)
-    return FileCursor(st.st_dev, st.st_ino, generation, offset, int(saved["line"]),
-                      saved_head or head, extra or None)
+        return fresh  # truncated in place (copytruncate), or the inode now holds another file
+    extra = {k: v for k, v in saved.items() if k not in _CURSOR_KEYS}
+    return FileCursor(st.st_dev, st.st_ino, offset, int(saved["line"]), saved_head, extra or None)
 
 
 def iter_lines(fh: BinaryIO, offset: int, line: int, *,
