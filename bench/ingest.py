@@ -48,6 +48,7 @@ class AdvisorRun:
     seconds: float | None = None
     lines_per_s: float | None = None
     peak_rss_mb: float | None = None  # max over 50 ms samples of the process tree's summed RSS
+    peak_pss_mb: float | None = None  # the same for PSS (shared pages split between processes)
     maxrss_mb: float | None = None  # kernel's ru_maxrss of the advisor process (wait4)
     children_maxrss_mb: float | None = None  # getrusage(RUSAGE_CHILDREN): any child so far
     returncode: int | None = None
@@ -132,19 +133,23 @@ def fresh_db(workdir: pathlib.Path) -> pathlib.Path:
     return db
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """RSS of a process and all its descendants, bytes; 0 once it is gone."""
-    total = 0
+def tree_memory(proc: psutil.Process) -> tuple[int, int]:
+    """(RSS, PSS) summed over a process and all its descendants, bytes; 0 once it is gone.
+
+    The RSS sum counts pages a forked parser shares with its parent twice; PSS splits them."""
+    rss = pss = 0
     try:
         members = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return 0, 0
     for member in members:
         try:
-            total += member.memory_info().rss
+            info = member.memory_full_info()
         except psutil.Error:
             continue
-    return total
+        rss += info.rss
+        pss += getattr(info, "pss", info.rss)
+    return rss, pss
 
 
 def run_advisor(cmd: list[str], journal: pathlib.Path, db: pathlib.Path, lines: int,
@@ -158,7 +163,7 @@ def run_advisor(cmd: list[str], journal: pathlib.Path, db: pathlib.Path, lines: 
         seconds = time.perf_counter() - start
     if reaped is None:
         return AdvisorRun(False, error=f"timed out after {timeout:.0f} s", command=argv)
-    peak, own_maxrss_kib = reaped
+    peak, peak_pss, own_maxrss_kib = reaped
     children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     if popen.returncode != 0:
         tail = "\n  ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
@@ -166,24 +171,27 @@ def run_advisor(cmd: list[str], journal: pathlib.Path, db: pathlib.Path, lines: 
                           error=f"advisor exited {popen.returncode}; last output "
                                 f"({log_path}):\n  {tail or '(none)'}")
     return AdvisorRun(True, seconds=seconds, lines_per_s=lines / seconds,
-                      peak_rss_mb=peak / MB, maxrss_mb=own_maxrss_kib / 1024,
+                      peak_rss_mb=peak / MB, peak_pss_mb=peak_pss / MB,
+                      maxrss_mb=own_maxrss_kib / 1024,
                       children_maxrss_mb=children_kib / 1024, returncode=0, command=argv)
 
 
-def watch(popen: subprocess.Popen[bytes], deadline: float) -> tuple[int, int] | None:
-    """Sample the tree's RSS until the child exits; (peak bytes, its ru_maxrss KiB).
+def watch(popen: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, int] | None:
+    """Sample the tree's memory until the child exits; (peak RSS bytes, peak PSS bytes, its
+    ru_maxrss KiB).
 
     Reaps with wait4 so the kernel's max RSS of this one child is known exactly. None (and the
     child killed) when the deadline passes.
     """
     watched = psutil.Process(popen.pid)
-    peak = 0
+    peak = peak_pss = 0
     while True:
         pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
         if pid:
             popen.returncode = os.waitstatus_to_exitcode(status)
-            return peak, usage.ru_maxrss
-        peak = max(peak, tree_rss(watched))
+            return peak, peak_pss, usage.ru_maxrss
+        rss, pss = tree_memory(watched)
+        peak, peak_pss = max(peak, rss), max(peak_pss, pss)
         if time.perf_counter() > deadline:
             popen.kill()
             popen.wait()
@@ -269,6 +277,8 @@ def print_table(lines: int, journal: pathlib.Path, adv: AdvisorRun, duck: DuckRu
     print(f"{'advisor ingest journal':26}{lines:>11,}{size / MB:>9,.0f}"
           f"{_num(adv.seconds, '.2f'):>9}{_num(adv.lines_per_s, ',.0f'):>10}"
           f"{_num(adv.peak_rss_mb, '.1f'):>13}")
+    print(f"{'  PSS (tree, peak)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
+          f"{_num(adv.peak_pss_mb, '.1f'):>13}")
     print(f"{'  ru_maxrss (wait4)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
           f"{_num(adv.maxrss_mb, '.1f'):>13}")
     print(f"{'  getrusage(CHILDREN)':26}{'':>11}{'':>9}{'':>9}{'':>10}"

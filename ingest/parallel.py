@@ -9,6 +9,7 @@ commit together here, and the next run resumes from the last committed position.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import threading
 from collections.abc import Callable, Iterable
@@ -56,7 +57,11 @@ def ingest_parallel(store: EventStore, name: str, produce: Callable[[], Iterable
     receive, send = ctx.Pipe(duplex=False)
     parser = ctx.Process(target=_parse, name="advisor-parse", daemon=True,
                          args=(send, name, checkpoint, strict, batch_size, produce))
-    parser.start()
+    gc.freeze()  # the child's garbage collector then leaves inherited objects' pages shared
+    try:
+        parser.start()
+    finally:
+        gc.unfreeze()
     send.close()
     report = IngestReport(name)
     try:
