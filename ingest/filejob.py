@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from advisor.store import EventStore
 from ingest.files import FileCursor, checkpoint_name, iter_lines, resolve, start_cursor
-from ingest.parallel import can_fork, ingest_parallel
+from ingest.parallel import PARALLEL_MIN_BYTES, ingest_parallel
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.records import Progress, Record
 
@@ -52,20 +52,20 @@ def ingest_file(store: EventStore, path: Path, kind: str,
                 strict: bool = False, progress: Progress | None = None,
                 complete_only: bool = False, batch_size: int = DEFAULT_BATCH,
                 parallel: bool = False) -> IngestReport:
-    """With `parallel`, lines are parsed in a second process (see ingest.parallel).
-    `progress` is told the bytes read so far and how many there are to read."""
+    """With `parallel`, a large file's lines are parsed in a second process (see
+    ingest.parallel). `progress` is told the bytes read so far and how many there are."""
     path = resolve(path)
     name = checkpoint_name(kind, path, qualifier)
     cursor = start_cursor(path, store.checkpoint(name))
     total = max(0, path.stat().st_size - cursor.offset)
     done = None if progress is None else functools.partial(_report_bytes, progress, total)
 
-    def records() -> Iterator[Record]:
-        return file_records(path, cursor, make_parser(path, cursor), complete_only=complete_only)
-
-    if strict:
-        check_strict(records(), str(path))
-    if parallel and can_fork():
+    if strict:  # parsers keep state from line to line: each pass gets its own
+        check_strict(file_records(path, cursor, make_parser(path, cursor),
+                                  complete_only=complete_only), str(path))
+    records = functools.partial(file_records, path, cursor, make_parser(path, cursor),
+                                complete_only=complete_only)
+    if parallel and total >= PARALLEL_MIN_BYTES:
         return ingest_parallel(store, str(path), records, checkpoint=name, strict=strict,
                                batch_size=batch_size, progress=done)
     ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=done,

@@ -5,13 +5,16 @@ The parser process sends validated batches, each with the checkpoint position af
 through a pipe (bounded by the OS, so memory stays flat); this process appends them in order.
 Killed at any point, either side leaves the store consistent: a batch and its checkpoint
 commit together here, and the next run resumes from the last committed position.
+
+The parser is *spawned*, not forked: a forked child would inherit this process's database
+connections and the pipe's reading end. Were this process killed, such a child would keep a
+PostgreSQL session (and its transaction's locks) open, blocked forever on a pipe it still
+holds both ends of. A spawned child holds only its end: it gets EPIPE and exits.
 """
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
-import threading
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -22,10 +25,8 @@ from advisor.store import AppendResult, Checkpoint, EventStore
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport
 from ingest.records import Record
 
-
-def can_fork() -> bool:
-    """fork() is only safe in a process that has no other threads."""
-    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+# Below this, starting a Python process costs more than it saves.
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 
 
 def _parse(send: Connection, name: str, checkpoint: str | None, strict: bool, batch_size: int,
@@ -53,15 +54,12 @@ def ingest_parallel(store: EventStore, name: str, produce: Callable[[], Iterable
                     checkpoint: str | None = None, strict: bool = False,
                     batch_size: int = DEFAULT_BATCH,
                     progress: Callable[[int], None] | None = None) -> IngestReport:
-    ctx = multiprocessing.get_context("fork")
+    """`produce` must pickle (a module-level function, or a functools.partial of one)."""
+    ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     parser = ctx.Process(target=_parse, name="advisor-parse", daemon=True,
                          args=(send, name, checkpoint, strict, batch_size, produce))
-    gc.freeze()  # the child's garbage collector then leaves inherited objects' pages shared
-    try:
-        parser.start()
-    finally:
-        gc.unfreeze()
+    parser.start()
     send.close()
     report = IngestReport(name)
     try:
