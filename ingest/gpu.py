@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from advisor.events import GpuSampled
-from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_recording import parse_recording_line, recording_line
@@ -16,6 +15,9 @@ from ingest.gpu_samples import sample_event
 from ingest.nvml import NvmlSampler, sampling_loop
 from ingest.pipeline import Ingester, IngestReport
 from ingest.records import Progress, Record
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 REPLAY_KIND = "gpu-recording"
 

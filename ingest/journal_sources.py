@@ -9,15 +9,17 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.journal import EntryError, entry_event, json_line_record
 from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.records import Progress, Record
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 JSON_KIND = "journal-json"
 FOLLOW_KIND = "journalctl"

@@ -6,19 +6,21 @@ import csv
 import math
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError
 
 from advisor.errors import InputError
 from advisor.events import GpuSampled
-from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_samples import sample_event
 from ingest.pipeline import IngestReport
 from ingest.records import Progress, Record
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 KIND = "nvidia-smi"
 MIB = 1024 * 1024

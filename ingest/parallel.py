@@ -17,13 +17,16 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import AdvisorError, InputError
 from advisor.events import Prepared
-from advisor.store import AppendResult, Checkpoint, EventStore
+from advisor.store.types import AppendResult, Checkpoint
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport
 from ingest.records import Record
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 # Below this, starting a Python process costs more than it saves.
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import InvalidEventError, MalformedInputError
 from advisor.events import Prepared, prepare
-from advisor.store import AppendResult, Checkpoint, EventStore
+from advisor.store.types import AppendResult, Checkpoint
 from ingest.records import Record
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 DEFAULT_BATCH = 2500
 MAX_REPORTED = 20

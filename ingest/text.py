@@ -17,13 +17,15 @@ import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.store import EventStore
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.pipeline import IngestReport
 from ingest.records import Progress, Record, clean_name, decode_text
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 KIND = "text"
 

@@ -13,18 +13,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from advisor.errors import AdvisorError
-from advisor.store import EventStore
 from ingest.gpu import replay_recording
 from ingest.journal_sources import ingest_json_file
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from ingest.pipeline import IngestReport
 from ingest.text import ingest_text_file
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 SKIPPED_SUFFIXES = {".gz", ".xz", ".zst", ".bz2", ".lz4", ".zip", ".journal", ".swp", ".tmp"}
 _ROTATION = re.compile(r"(\.\d+)+$")

@@ -1,5 +1,24 @@
-"""The append-only event store (SQLite or PostgreSQL through SQLAlchemy)."""
+"""The append-only event store (SQLite or PostgreSQL through SQLAlchemy).
 
-from advisor.store.store import AppendResult, Checkpoint, EventFilter, EventStore, open_store
+`EventStore` and `open_store` load SQLAlchemy on first use, so that code which only needs the
+small value types (the parser process) does not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from advisor.store.types import AppendResult, Checkpoint, EventFilter
+
+if TYPE_CHECKING:
+    from advisor.store.store import EventStore, open_store
 
 __all__ = ["AppendResult", "Checkpoint", "EventFilter", "EventStore", "open_store"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("EventStore", "open_store"):
+        from advisor.store import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -23,6 +22,7 @@ from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepar
 from advisor.store import migrate
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact
 from advisor.store.schema import checkpoints, events, sources
+from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
 GENESIS_HASH = bytes(32)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
@@ -35,29 +35,6 @@ def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, tim
     """SHA-256 over the previous hash and the event's canonical content."""
     header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
     return hashlib.sha256(prev + header + b"\n" + payload).digest()
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    name: str
-    position: dict[str, Any]
-
-
-@dataclass
-class AppendResult:
-    appended: int = 0
-    duplicates: int = 0
-    last_seq: int | None = None
-
-
-@dataclass(frozen=True)
-class EventFilter:
-    stream: str | None = None
-    type: str | None = None
-    since_us: int | None = None
-    until_us: int | None = None
-    after_seq: int | None = None
-    limit: int | None = None
 
 
 class EventStore:
