@@ -73,10 +73,14 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
         raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
     if units and file_ is not None:
         raise click.UsageError("--unit filters journalctl; it does not apply to --file")
+    # What is missing is refused before the store is opened (and perhaps created).
     if file_ is None:
-        journalctl_path()  # before the store: without journalctl nothing is written
+        journalctl_path()
+        for jf in journal_files:
+            if not jf.exists():
+                raise InputError(f"--journal-file {jf}: no such file")
     elif file_ != "-":
-        resolve(Path(file_))  # a missing file is refused before the store is created
+        resolve(Path(file_))
     store = store_for(db_url)
     if file_ == "-":
         report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
@@ -87,9 +91,6 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
             report = js.ingest_json_file(store, path, strict=strict, default_host=host,
                                          progress=progress, parallel=True)
     else:
-        for jf in journal_files:
-            if not jf.exists():
-                raise InputError(f"--journal-file {jf}: no such file")
         try:
             with sigterm_as_interrupt():
                 report = js.ingest_journalctl(store, files=journal_files, units=units,
@@ -179,13 +180,12 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
     # Open NVML before anything else: without a GPU nothing may be written.
     with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
         store = store_for(db_url)
-        stop = threading.Event()
         with ExitStack() as stack:
             record = stack.enter_context(open(record_path, "ab")) if record_path else None
             try:
                 with sigterm_as_interrupt():
                     report = sample_live(store, sampler, interval_s=interval, count=count,
-                                         duration_s=duration, record=record, stop=stop)
+                                         duration_s=duration, record=record)
             except KeyboardInterrupt:
                 return
     print_report(report, as_json)
