@@ -21,7 +21,8 @@ def cli() -> None:
     """Crash analytics and recovery advisor for GPU LLM inference servers.
 
     Exit codes: 0 ok, 1 error, 2 bad usage or a missing prerequisite (no GPU, no
-    journalctl), 3 the store's hash chain does not verify, 4 unusable input.
+    journalctl), 3 the store's hash chain does not verify, 4 unusable input, 130
+    interrupted.
     """
 
 

@@ -46,6 +46,9 @@ def handle_errors(f: F) -> F:
         except SQLAlchemyError as e:  # the store failed mid-command (connection lost, disk full)
             click.echo(f"Error: event store: {safe_text(first_line(e))}", err=True)
             sys.exit(StoreError.exit_code)
+        except KeyboardInterrupt:  # what was committed stays; a re-run resumes from there
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 

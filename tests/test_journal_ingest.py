@@ -242,3 +242,24 @@ def test_two_ingesters_on_one_store(tmp_path: Path, store_url: str, opener: Open
     store = opener(store_url)
     assert len(list(store.read())) == 30_000
     assert verify(store).ok
+
+
+def test_interrupted_ingest_says_so_and_resumes(tmp_path: Path, sqlite_url: str,
+                                                opener: Opener) -> None:
+    path = tmp_path / "big.jsonl"
+    _write_big_journal(path, 30_000)
+    argv = advisor_argv("ingest", "journal", "--file", str(path), "--db", sqlite_url)
+    store = opener(sqlite_url)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while _stored(store) == 0:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, b"Interrupted.\n")
+    stored = _stored(store)
+    assert 0 < stored < 30_000
+    rest = run_advisor("ingest", "journal", "--file", str(path), "--db", sqlite_url, "--json")
+    assert orjson.loads(rest.stdout)["appended"] == 30_000 - stored
+    assert verify(store).ok
