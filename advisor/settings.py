@@ -1,10 +1,9 @@
-"""Settings, read once at the edge (the CLI) and passed down."""
+"""Defaults the CLI reads once, at the edge: where the store lives, what this host is called."""
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -20,9 +19,3 @@ def default_db_url(environ: dict[str, str] | None = None) -> str:
 
 def this_host() -> str:
     return socket.gethostname().split(".", 1)[0] or "localhost"
-
-
-@dataclass(frozen=True)
-class Settings:
-    db_url: str
-    host: str
