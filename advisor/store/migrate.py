@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -23,6 +24,7 @@ def _config() -> Config:
     return cfg
 
 
+@functools.lru_cache(maxsize=1)  # the migrations on disk do not change while we run
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(_config()).get_current_head()
 
