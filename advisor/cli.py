@@ -8,7 +8,9 @@ import click
 import orjson
 
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_diagnose import classify, model_group, rules_group
 from advisor.cli_ingest import ingest
+from advisor.cli_projections import incidents, rebuild, runs
 from advisor.progress import count_progress
 from advisor.render import event_json, event_line, safe_text
 from advisor.store import EventFilter, audit, migrate
@@ -110,6 +112,12 @@ def verify(as_json: bool, db_url: str | None) -> None:
 
 
 cli.add_command(ingest)
+cli.add_command(classify)
+cli.add_command(rules_group)
+cli.add_command(model_group)
+cli.add_command(runs)
+cli.add_command(incidents)
+cli.add_command(rebuild)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import sys
 import threading
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,15 +26,21 @@ from ingest.files import resolve
 from ingest.journalctl import journalctl_path
 from ingest.pipeline import IngestReport
 
+if TYPE_CHECKING:
+    from advisor.processing import ProcessReport
+    from advisor.store import EventStore
+
 strict_option = click.option("--strict", is_flag=True,
                              help="A line that cannot be parsed is an error; nothing is written.")
 host_option = click.option("--host", default=None,
                            help="Host name for entries that lack one (default: this host).")
 
 
-def print_report(report: IngestReport, as_json: bool) -> None:
+def print_report(report: IngestReport, as_json: bool,
+                 diagnosis: ProcessReport | None = None) -> None:
     if as_json:
-        echo_json(report.as_dict())
+        echo_json({**report.as_dict(),
+                   **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
         return
     click.echo(f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
                f"new events, {report.duplicates} already stored, "
@@ -42,6 +49,20 @@ def print_report(report: IngestReport, as_json: bool) -> None:
         click.echo(f"  line {m.line_no}: {safe_text(m.reason)}", err=True)
     if report.malformed_count > len(report.malformed):
         click.echo(f"  ... and {report.malformed_count - len(report.malformed)} more", err=True)
+    if diagnosis is not None and diagnosis.diagnosed:
+        click.echo(f"diagnosed {diagnosis.diagnosed} runs ({diagnosis.diagnosis_events} new "
+                   "diagnosis events; see `advisor incidents`)")
+
+
+def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
+    """Fold and diagnose what was ingested; while following, after every batch too."""
+    from advisor.processing import Processor
+
+    processor = Processor(store)
+    if follow:
+        processor.follow()
+        return processor.run(final=False)
+    return processor.run(final=True)
 
 
 @click.group()
@@ -82,6 +103,8 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
     elif file_ != "-":
         resolve(Path(file_))
     store = store_for(db_url)
+    if follow:
+        diagnose_after(store, follow=True)
     if file_ == "-":
         report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
                                        default_host=host)
@@ -98,7 +121,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
                                               default_host=host)
         except KeyboardInterrupt:
             return
-    print_report(report, as_json)
+    print_report(report, as_json, diagnose_after(store))
 
 
 @ingest.command("text")
@@ -119,7 +142,7 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_js
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_text_file(store, file_, service, host or this_host(), strict=strict,
                                   progress=progress)
-    print_report(report, as_json)
+    print_report(report, as_json, diagnose_after(store))
 
 
 @ingest.command("nvidia-smi")
@@ -142,7 +165,7 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_j
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
                                         progress=progress)
-    print_report(report, as_json)
+    print_report(report, as_json, diagnose_after(store))
 
 
 @ingest.command("gpu")
@@ -175,7 +198,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
         store = store_for(db_url)
         with byte_progress(f"replaying {replay_path.name}") as progress:
             report = replay_recording(store, replay_path, strict=strict, progress=progress)
-        print_report(report, as_json)
+        print_report(report, as_json, diagnose_after(store))
         return
     # Open NVML before anything else: without a GPU nothing may be written.
     with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
@@ -207,6 +230,7 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
     from ingest.watch import FolderWatcher
 
     store = store_for(db_url)
+    diagnose_after(store, follow=True)
 
     def reported(path: Path, report: IngestReport) -> None:
         click.echo(f"{safe_text(str(path))}: stored {report.appended} new events, "

@@ -80,8 +80,84 @@ class GpuSampled(Payload):
     processes: tuple[GpuProcess, ...] | None = None
 
 
-AnyPayload = Annotated[LogRecorded | GpuSampled, Field(discriminator="type")]
-PAYLOAD_TYPES: dict[str, type[Payload]] = {"log.recorded": LogRecorded, "gpu.sampled": GpuSampled}
+class EvidenceLine(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    seq: int
+    text: str
+
+
+class CandidateLabel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    label: str
+    confidence: float
+    source: Literal["rules", "model"]
+    rule: str | None = None
+
+
+class RunClassified(Payload):
+    """Diagnosis of one service run (healthy ones too), from the evidence through `through_seq`."""
+
+    type: Literal["run.classified"] = "run.classified"
+    run_id: str
+    host: str
+    unit: str
+    label: str
+    confidence: float
+    phase: str | None = None
+    through_seq: int
+
+
+class IncidentOpened(Payload):
+    """A failed run that is not the recurrence of an open incident starts an incident."""
+
+    type: Literal["incident.opened"] = "incident.opened"
+    incident_id: str
+    host: str
+    unit: str
+    run_id: str
+    config_key: str
+
+
+class IncidentClassified(Payload):
+    """What the incident is, with the facts and evidence lines the diagnosis had."""
+
+    type: Literal["incident.classified"] = "incident.classified"
+    incident_id: str
+    run_id: str
+    label: str
+    confidence: float
+    phase: str | None = None
+    facts: dict[str, str | int | float | bool | None]
+    evidence: tuple[EvidenceLine, ...]
+    candidates: tuple[CandidateLabel, ...]
+    through_seq: int
+    model: str | None = None
+
+
+class IncidentRecurred(Payload):
+    """Another run of the unit failed the same way with the same config (a restart loop)."""
+
+    type: Literal["incident.recurred"] = "incident.recurred"
+    incident_id: str
+    run_id: str
+    runs: int = Field(ge=2)
+
+
+class IncidentResolved(Payload):
+    """A later run of the unit came up healthy."""
+
+    type: Literal["incident.resolved"] = "incident.resolved"
+    incident_id: str
+    run_id: str
+
+
+AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
+                       | IncidentClassified | IncidentRecurred | IncidentResolved,
+                       Field(discriminator="type")]
+PAYLOAD_TYPES: dict[str, type[Payload]] = {
+    "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
+    "incident.opened": IncidentOpened, "incident.classified": IncidentClassified,
+    "incident.recurred": IncidentRecurred, "incident.resolved": IncidentResolved}
 
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 

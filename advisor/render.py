@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from advisor.events import GpuSampled, LogRecorded, StoredEvent
+from advisor.events import (
+    GpuSampled,
+    IncidentClassified,
+    IncidentOpened,
+    IncidentRecurred,
+    IncidentResolved,
+    LogRecorded,
+    RunClassified,
+    StoredEvent,
+)
 from advisor.timefmt import format_us
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -39,6 +48,12 @@ def summary(event: StoredEvent) -> str:
             parts.append("procs " + ",".join(
                 f"{q.pid}{'(' + safe_text(q.unit) + ')' if q.unit else ''}" for q in p.processes))
         return " ".join(parts)
+    if isinstance(p, IncidentClassified | RunClassified):
+        what = p.incident_id if isinstance(p, IncidentClassified) else p.run_id
+        return safe_text(f"{what} {p.label} {p.confidence:.2f} phase={p.phase}")
+    if isinstance(p, IncidentOpened | IncidentRecurred | IncidentResolved):
+        extra = f" runs={p.runs}" if isinstance(p, IncidentRecurred) else ""
+        return safe_text(f"{p.incident_id} run={p.run_id}{extra}")
     return ""
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
+    Float,
     Integer,
     LargeBinary,
     MetaData,
@@ -46,3 +48,76 @@ checkpoints = Table(
     Column("position", Text, nullable=False),
     Column("updated_time_us", BigInteger, nullable=False),
 )
+
+
+# ---------------------------------------------------------------- projections (migration 0002)
+# Derived from events only; `advisor rebuild` empties and refills them.
+runs = Table(
+    "runs", metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("stream", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("invocation_id", Text),
+    Column("first_seq", BigInteger, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("started_us", BigInteger, nullable=False),
+    Column("ended_us", BigInteger),
+    Column("lines", Integer, nullable=False),
+    Column("engine", Text),
+    Column("phases", Text, nullable=False),
+    Column("last_phase", Text),
+    Column("ready_us", BigInteger),
+    Column("stop_us", BigInteger),
+    Column("config", Text, nullable=False),
+    Column("exit_code", Integer),
+    Column("exit_signal", Text),
+    Column("unit_result", Text),
+    Column("restart_count", Integer),
+    Column("stop_timed_out", Boolean, nullable=False),
+    Column("ended", Boolean, nullable=False),
+    Column("died", Boolean, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("peak_gpu_used_bytes", BigInteger),
+    Column("peak_gpu_total_bytes", BigInteger),
+    Column("label", Text),
+    Column("confidence", Float),
+    Column("incident_id", Text),
+)
+
+incidents = Table(
+    "incidents", metadata,
+    Column("incident_id", Text, primary_key=True),
+    Column("stream", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("unit", Text, nullable=False),
+    Column("opened_seq", BigInteger, nullable=False),
+    Column("opened_us", BigInteger, nullable=False),
+    Column("config_key", Text, nullable=False),
+    Column("first_run_id", Text, nullable=False),
+    Column("last_run_id", Text, nullable=False),
+    Column("runs", Integer, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("label", Text),
+    Column("confidence", Float),
+    Column("phase", Text),
+    Column("facts", Text),
+    Column("evidence", Text),
+    Column("candidates", Text),
+    Column("classified_seq", BigInteger),
+    Column("resolved_us", BigInteger),
+    Column("resolved_run_id", Text),
+)
+
+gpu_samples = Table(
+    "gpu_samples", metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("host", Text, nullable=False),
+    Column("gpu", Integer, nullable=False),
+    Column("time_us", BigInteger, nullable=False),
+    Column("used_bytes", BigInteger, nullable=False),
+    Column("total_bytes", BigInteger, nullable=False),
+    Column("units", Text),
+)
+
+PROJECTION_TABLES = (runs, incidents, gpu_samples)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -42,6 +42,11 @@ class EventStore:
         self.engine = engine
         self.url = url
         self._source_ids: dict[str, int] = {}  # sources are append-only: ids never change
+        self._observers: list[Callable[[AppendResult], None]] = []
+
+    def on_append(self, observer: Callable[[AppendResult], None]) -> None:
+        """Call `observer` after every committed append that stored something."""
+        self._observers.append(observer)
 
     @property
     def display_url(self) -> str:
@@ -72,6 +77,14 @@ class EventStore:
         """`append` for events already validated and serialised by `advisor.events.prepare`."""
         if not batch and checkpoint is None:
             return AppendResult()
+        result = self._append_retrying(batch, checkpoint)
+        if result.appended:
+            for observer in self._observers:
+                observer(result)
+        return result
+
+    def _append_retrying(self, batch: Sequence[Prepared],
+                         checkpoint: Checkpoint | None) -> AppendResult:
         delay = 0.05
         for attempt in range(_RETRIES):
             try:

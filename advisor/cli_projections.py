@@ -1,0 +1,81 @@
+"""`advisor runs`, `advisor incidents`, `advisor rebuild`: the projections."""
+
+from __future__ import annotations
+
+import click
+import orjson
+
+from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.render import safe_text
+from advisor.timefmt import format_us
+
+
+def _split_service(service: str | None) -> tuple[str | None, str | None]:
+    """`HOST/UNIT` or a bare `UNIT`."""
+    if service is None:
+        return None, None
+    host, _, unit = service.rpartition("/")
+    return host or None, unit
+
+
+@click.command()
+@click.option("--service", help="Only runs of this unit (UNIT or HOST/UNIT).")
+@json_option
+@db_option
+@handle_errors
+def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
+    """Service runs: each start of a unit until its end, with how it went."""
+    from advisor.projections import read_rows
+
+    host, unit = _split_service(service)
+    rows = read_rows(store_for(db_url), "runs", unit=unit, host=host)
+    if as_json:
+        for row in rows:
+            row["phases"] = orjson.loads(row["phases"])
+            row["config"] = orjson.loads(row["config"])
+        echo_json(rows)
+        return
+    for r in rows:
+        peak = ""
+        if r["peak_gpu_used_bytes"] is not None and r["peak_gpu_total_bytes"]:
+            peak = f" peak GPU {r['peak_gpu_used_bytes'] / r['peak_gpu_total_bytes']:.0%}"
+        label = f" {r['label']} ({r['confidence']:.2f})" if r["label"] else ""
+        click.echo(f"{format_us(r['started_us'])}  {safe_text(r['stream'])}  {r['outcome']:<8} "
+                   f"phase={r['last_phase'] or '-'}{label}{peak}")
+
+
+@click.command()
+@click.option("--service", help="Only incidents of this unit (UNIT or HOST/UNIT).")
+@click.option("--open", "only_open", is_flag=True, help="Only incidents not resolved yet.")
+@json_option
+@db_option
+@handle_errors
+def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str | None) -> None:
+    """Incidents: a failed run, or a run of failed restarts counted once."""
+    from advisor.projections import read_rows
+
+    host, unit = _split_service(service)
+    rows = read_rows(store_for(db_url), "incidents", unit=unit, host=host)
+    if only_open:
+        rows = [r for r in rows if r["status"] == "open"]
+    if as_json:
+        for row in rows:
+            for key in ("facts", "evidence", "candidates"):
+                row[key] = orjson.loads(row[key]) if row[key] else None
+        echo_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{format_us(r['opened_us'])}  {safe_text(r['host'])}/{safe_text(r['unit'])}  "
+                   f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
+                   f"  runs={r['runs']}  {r['status']}")
+
+
+@click.command()
+@db_option
+@handle_errors
+def rebuild(db_url: str | None) -> None:
+    """Drop the projections (runs, incidents, GPU samples) and rebuild them from events."""
+    from advisor.projections import Projector
+
+    folded = Projector(store_for(db_url)).rebuild()
+    click.echo(f"rebuilt projections from {folded} events")

@@ -1,0 +1,213 @@
+"""Rules and model together: one label per run, with a calibrated confidence, the evidence
+lines and the facts the log states.
+
+Rules are explicit evidence and lead when they fire; the model confirms (raising the
+confidence), or disagrees (lowering it, and both candidates are reported). Where no rule
+fires, the model's label stands if it is confident enough. Below `UNKNOWN_BELOW` the label
+is `unknown`, which is never acted on automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from advisor.diagnosis.facts import CONFIG_FACTS, FACT_KEYS
+from advisor.diagnosis.features import featurize
+from advisor.diagnosis.lines import LogLine, clean_text
+from advisor.diagnosis.model import LinearModel
+from advisor.diagnosis.rules import Hit, RuleSet, match_run
+from advisor.diagnosis.sequence import Parsed, Run, parse, segment
+
+UNKNOWN_BELOW: Final = 0.55
+TRUSTED_RULE: Final = 0.85      # a rule at least this sure keeps its label against the model
+MAX_EVIDENCE: Final = 8
+_NOT_FAILURES: Final = ("healthy", "unknown")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    confidence: float
+    source: str          # "rules" | "model"
+    rule_id: str | None = None
+
+
+@dataclass
+class RunVerdict:
+    run: Run
+    label: str
+    confidence: float
+    candidates: list[Candidate]
+    hit: Hit | None
+    phase: str | None
+    evidence: list[int] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.label not in _NOT_FAILURES
+
+
+@dataclass(frozen=True)
+class RuleVote:
+    """What the combination needs of the best rule hit."""
+
+    label: str
+    confidence: float
+    rule_id: str
+
+
+def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
+           ) -> tuple[str, float, list[Candidate]]:
+    """Combine the best rule hit and the model's probabilities."""
+    candidates: list[Candidate] = []
+    if hit is not None:
+        candidates.append(Candidate(hit.label, hit.confidence, "rules", hit.rule_id))
+    if probabilities:
+        model_label = max(probabilities, key=lambda k: probabilities[k])
+        p = probabilities[model_label]
+        candidates.append(Candidate(model_label, round(p, 4), "model"))
+    if hit is None and not probabilities:
+        return "unknown", 0.0, candidates
+    if hit is None:
+        label, confidence = model_label, p
+    elif not probabilities:
+        label, confidence = hit.label, hit.confidence
+    elif model_label == hit.label:
+        label, confidence = hit.label, min(0.995, 1 - (1 - hit.confidence) * (1 - p) ** 0.5)
+    else:
+        agreement = probabilities.get(hit.label, 0.0)
+        penalised = hit.confidence - 0.5 * (p - agreement)
+        if hit.confidence >= TRUSTED_RULE or penalised >= p:
+            label, confidence = hit.label, max(penalised, UNKNOWN_BELOW)
+        else:
+            label, confidence = model_label, p
+    if confidence < UNKNOWN_BELOW:
+        label = "unknown"
+    if len({c.label for c in candidates}) < 2:
+        candidates = candidates[:1] if label != "unknown" else candidates
+    return label, round(confidence, 4), candidates
+
+
+def judge_run(run: Run, parsed: Sequence[Parsed], rules: RuleSet,
+              model: LinearModel | None, gpu_peak_fraction: float | None = None) -> RunVerdict:
+    hits = match_run(rules, run, parsed)
+    hit = hits[0] if hits else None
+    probabilities = (model.probabilities(featurize(run, parsed, gpu_peak_fraction))
+                     if model is not None else None)
+    vote = RuleVote(hit.label, hit.confidence, hit.rule.id) if hit is not None else None
+    label, confidence, candidates = decide(vote, probabilities)
+    phase = hit.phase if hit is not None else None
+    if label == "healthy" or phase is None:
+        phase = run.last_phase() if label == "healthy" else phase or _failure_phase(run)
+    verdict = RunVerdict(run, label, confidence, candidates, hit, phase)
+    verdict.evidence = _evidence(verdict, parsed)
+    return verdict
+
+
+def _failure_phase(run: Run) -> str | None:
+    for tb in run.tracebacks:
+        phase = tb.phase()
+        if phase is not None:
+            return phase
+    return run.last_phase()
+
+
+def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[int]:
+    """Positions of the lines that show the verdict: the rule's line and its support, the
+    exception lines of its traceback, and systemd's word on how the run ended."""
+    run, hit = verdict.run, verdict.hit
+    chosen: list[int] = []
+    if hit is not None:
+        chosen.append(hit.position)
+        chosen.extend(hit.support)
+        for tb in run.tracebacks:
+            if hit.position in tb.indexes:
+                chosen.extend(tb.exceptions[:3])
+    elif run.tracebacks:
+        chosen.extend(run.tracebacks[-1].exceptions[:3])
+    for event in ("stop_timeout", "exit", "failed", "sigkill", "still_around"):
+        if event in run.events:
+            chosen.append(run.events[event])
+    seen: set[int] = set()
+    unique = [i for i in chosen if not (i in seen or seen.add(i))]  # type: ignore[func-returns-value]
+    return sorted(unique[:MAX_EVIDENCE])
+
+
+@dataclass
+class Diagnosis:
+    """A whole input: every run's verdict, and the one that matters most."""
+
+    parsed: list[Parsed]
+    verdicts: list[RunVerdict]
+
+    @property
+    def primary(self) -> RunVerdict | None:
+        """The first failed run; else the last run."""
+        failed = [v for v in self.verdicts if v.failed]
+        if failed:
+            return failed[0]
+        return self.verdicts[-1] if self.verdicts else None
+
+
+def diagnose(lines: Sequence[LogLine], rules: RuleSet, model: LinearModel | None) -> Diagnosis:
+    parsed = parse(lines)
+    runs = segment(parsed)
+    return Diagnosis(parsed, [judge_run(run, parsed, rules, model) for run in runs])
+
+
+def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The facts of the primary run, every key present, null where the log is silent."""
+    facts: dict[str, Any] = dict.fromkeys(FACT_KEYS)
+    verdict = diagnosis.primary
+    if verdict is None:
+        return facts
+    parsed, run = diagnosis.parsed, verdict.run
+    facts["engine"] = run.engine
+    for other in [run, *(v.run for v in diagnosis.verdicts if v.run is not run)]:
+        for key, value in other.config.items():
+            if facts[key] is None:
+                facts[key] = value
+    for i in run.indexes:
+        for key, value in parsed[i].facts.facts.items():
+            if key not in CONFIG_FACTS and facts.get(key) is None and key != "restart_count":
+                facts[key] = value
+    if verdict.hit is not None:
+        facts.update(verdict.hit.facts)
+    for key, value in run.event_facts.items():
+        if key != "restart_count":
+            facts[key] = value
+    restarts = [v.run.event_facts.get("restart_count") for v in diagnosis.verdicts]
+    counted = [r for r in restarts if r is not None]
+    facts["restart_count"] = max(counted) if counted else None
+    facts["phase"] = verdict.phase
+    return facts
+
+
+def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
+    """The `classify --json` object of DESIGN.md (plus candidates and the runs seen)."""
+    verdict = diagnosis.primary
+    parsed = diagnosis.parsed
+    if verdict is None:
+        return {"label": "unknown", "confidence": 0.0, "evidence": [],
+                "facts": dict.fromkeys(FACT_KEYS), "actions": [], "candidates": [],
+                "runs": [], "input": {"format": input_format, "lines": 0}}
+    evidence = [{"line": parsed[i].line.number, "text": clean_text(parsed[i].line.text)}
+                for i in verdict.evidence]
+    return {
+        "label": verdict.label,
+        "confidence": verdict.confidence,
+        "evidence": evidence,
+        "facts": facts_of(diagnosis),
+        "actions": [],
+        "candidates": [{"label": c.label, "confidence": c.confidence, "source": c.source,
+                        **({"rule": c.rule_id} if c.rule_id else {})}
+                       for c in verdict.candidates],
+        "runs": [{"unit": v.run.unit, "invocation_id": v.run.invocation_id, "label": v.label,
+                  "confidence": v.confidence, "phase": v.phase,
+                  "first_line": parsed[v.run.indexes[0]].line.number,
+                  "last_line": parsed[v.run.indexes[-1]].line.number}
+                 for v in diagnosis.verdicts],
+        "input": {"format": input_format, "lines": len(parsed)},
+    }

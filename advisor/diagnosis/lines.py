@@ -1,0 +1,172 @@
+"""One log line as diagnosis sees it, whatever shape it arrived in.
+
+A line comes from a stored `log.recorded` event, from a `journalctl -o json` line, or from
+plain text as people paste it (journalctl short output, `systemctl status`, docker/kubectl
+logs, raw server output). `split_line` peels the wrappers off the text — container and
+journal timestamps, the `host ident[pid]:` of journalctl, vLLM's `(Name pid=N)` process
+prefix and logger header, uvicorn's level, SGLang's `[time TP0]`, TGI's tracing header — and
+keeps what they said as attributes: who wrote the line (`pid` is the writer's own pid from
+vLLM's prefix, not journald's `_PID`, which every child shares with the main process), at
+which level, and for which engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# docker logs -t / kubectl logs --timestamps / journalctl -o short-iso(-precise)
+_ISO_PREFIX = re.compile(
+    r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s")
+_EPOCH_PREFIX = re.compile(r"^\d{10}\.\d{6}\s")
+_SYSLOG_TIME = re.compile(
+    r"^(?:[A-Z][a-z]{2} )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
+    r"\d\d:\d\d:\d\d(?:\.\d{1,6})?\s")
+_DMESG_TIME = re.compile(r"^\[\s*\d+\.\d+\]\s")
+# After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
+_HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
+_VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
+_VLLM_HEADER = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"(?:\[(?P<file>[^\]\s]{1,200}):(?P<line>\d+)\]|(?P<file0>[\w.]{1,100}):(?P<line0>\d+)\])"
+    r"(?: |$)")
+_UVICORN = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+_SGLANG = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?P<proc>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ")
+_TGI = re.compile(
+    r"^\s*(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) (?P<target>(?:[\w-]+(?:\{[^}]*\})?:)+) ")
+_STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
+_LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """A line with what its source knew about it. `number` is its 1-based position in the
+    input (for stored events: the event's sequence number)."""
+
+    number: int
+    text: str
+    time_us: int | None = None
+    unit: str | None = None
+    host: str | None = None
+    invocation_id: str | None = None
+    pid: int | None = None
+    identifier: str | None = None
+    message_id: str | None = None
+    transport: str | None = None
+    fields: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """`body` is the message without wrappers; the rest is what the wrappers said."""
+
+    body: str
+    engine: str | None = None       # vllm | sglang | tgi | systemd | kernel | None
+    process: str | None = None      # vLLM process name (EngineCore_DP0, Worker_TP1) or TP0
+    pid: int | None = None          # the writer's pid where the line says it
+    level: str | None = None
+    logger: str | None = None       # "file.py:123" of vLLM's logger header
+    identifier: str | None = None   # the journalctl short identifier (vllm, systemd, kernel)
+
+
+def clean_text(text: str) -> str:
+    """Colour codes removed; of tqdm's `\\r` refreshes only the last one kept."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return text.rstrip()
+
+
+def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
+    """Remove a leading container/journal timestamp and journalctl's `host ident[pid]: `."""
+    identifier = None
+    pid = None
+    stripped = False
+    for pattern in (_ISO_PREFIX, _EPOCH_PREFIX, _SYSLOG_TIME):
+        m = pattern.match(text)
+        if m:
+            text = text[m.end():]
+            stripped = True
+            break
+    if stripped:
+        m = _HOST_IDENT.match(text)
+        # Not a journal line when what follows looks like a logger header (docker logs of vLLM).
+        if m and not m.group(1).startswith((*_LOGGER_LEVELS, "(")):
+            identifier = m.group(2)
+            pid = int(m.group(3)) if m.group(3) else None
+            text = text[m.end():]
+    m = _DMESG_TIME.match(text)
+    if m:
+        text = text[m.end():]
+        identifier = identifier or "kernel"
+    return text, identifier, pid
+
+
+def split_line(text: str, *, journal_identifier: str | None = None,
+               transport: str | None = None) -> Split:
+    """Peel the wrappers off one cleaned line of text."""
+    body = text.lstrip()
+    status_line = _STATUS_BULLET.match(body)
+    if status_line:  # `systemctl status` header bullet: "● vllm.service - desc"
+        return Split(body=body[status_line.end():], engine="systemd", identifier="systemctl")
+    body, identifier, outer_pid = _strip_journal_wrapper(body)
+    identifier = identifier or journal_identifier
+    if identifier == "kernel" or transport == "kernel":
+        return Split(body=body, engine="kernel", identifier="kernel")
+    if identifier == "systemd" and (outer_pid in (None, 1)):
+        return Split(body=body, engine="systemd", pid=outer_pid, identifier=identifier)
+    engine: str | None = None
+    process = None
+    pid = None
+    level = None
+    logger = None
+    m = _VLLM_PROCESS.match(body)
+    if m:
+        process, pid = m.group("name"), int(m.group("pid"))
+        body = body[m.end():]
+        engine = "vllm"
+    m = _VLLM_HEADER.match(body)
+    if m:
+        level = m.group("level")
+        logger = f"{m.group('file') or m.group('file0')}:{m.group('line') or m.group('line0')}"
+        body = body[m.end():]
+        engine = "vllm"
+    else:
+        m = _UVICORN.match(body)
+        if m:
+            level = m.group("level")
+            body = body[m.end():]
+        else:
+            m = _SGLANG.match(body)
+            if m:
+                engine = "sglang"
+                process = m.group("proc").strip() or process
+                body = body[m.end():]
+            else:
+                body, tgi_level = _split_tgi(body)
+                if tgi_level is not None:
+                    engine, level = "tgi", tgi_level
+    if pid is None and outer_pid is not None:
+        pid = outer_pid
+    return Split(body=body, engine=engine, process=process, pid=pid, level=level,
+                 logger=logger, identifier=identifier)
+
+
+def _split_tgi(body: str) -> tuple[str, str | None]:
+    candidate = body
+    m = _ISO_PREFIX.match(candidate)
+    if m:
+        candidate = candidate[m.end():]
+    m = _TGI.match(candidate)
+    if m and ("text_generation" in m.group("target") or "shard-manager" in m.group("target")
+              or "warmup" in m.group("target")):
+        return candidate[m.end():], m.group("level")
+    return body, None

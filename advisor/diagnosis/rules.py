@@ -1,0 +1,291 @@
+"""Declarative rules: TOML files in `rules/`, validated on load, matched against a run.
+
+A rule file holds `[[rule]]` tables. A rule fires on a run when one of its `match` patterns
+is found in a line (that line is the evidence; its named groups are facts), every `also`
+pattern is found somewhere in the run, no `absent` pattern is, and its conditions on the
+engine, the phase at the evidence line, readiness and the run's facts hold. Tiers are tried
+in order — `failure`, then `fallback`, then `healthy` — and within the first tier that fires
+the highest confidence wins (the earliest evidence breaks ties).
+
+Users add a folder with `--rules DIR`; a rule there with the id of a shipped rule replaces it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from advisor.diagnosis.facts import FACT_KEYS, FACT_TYPES, convert
+from advisor.diagnosis.sequence import Parsed, Run
+from advisor.errors import InputError
+
+LABELS: Final = ("sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
+                 "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",
+                 "gpu_hardware_fault", "other_crash", "unknown", "healthy")
+FAILURE_LABELS: Final = tuple(label for label in LABELS if label not in ("unknown", "healthy"))
+TIERS: Final = ("failure", "fallback", "healthy")
+
+Label = Literal["sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
+                "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",
+                "gpu_hardware_fault", "other_crash", "healthy"]
+Phase = Literal["starting", "weights_loading", "memory_profiling", "kv_cache_allocation",
+                "cuda_graph_capture", "sampler_warmup", "ready", "shutdown"]
+_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
+
+
+class RuleSpec(BaseModel):
+    """One rule as written in a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,80}$")
+    label: Label
+    confidence: float = Field(gt=0, le=1)
+    tier: Literal["failure", "fallback", "healthy"] = "failure"
+    description: str = ""
+    engines: tuple[Literal["vllm", "sglang", "tgi"], ...] | None = None
+    match: tuple[str, ...] = Field(min_length=1)
+    also: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] | None = None
+    after_ready: bool | None = None
+    after_stop: bool | None = None
+    died: bool | None = None
+    facts: dict[str, bool | int | float | str] = Field(default_factory=dict)
+
+    @field_validator("match", "also", "absent")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {pattern!r} does not compile: {e}") from e
+            for name in compiled.groupindex:
+                if name not in FACT_TYPES:
+                    raise ValueError(f"named group {name!r} is not a fact "
+                                     f"(one of {', '.join(FACT_KEYS)})")
+        return patterns
+
+    @field_validator("facts")
+    @classmethod
+    def _known_facts(cls, facts: dict[str, Any]) -> dict[str, Any]:
+        for name in facts:
+            if name not in FACT_TYPES:
+                raise ValueError(f"{name!r} is not a fact")
+        return facts
+
+
+class _RuleFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: list[dict[str, Any]] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Rule:
+    spec: RuleSpec
+    origin: str
+    match: tuple[re.Pattern[str], ...]
+    also: tuple[re.Pattern[str], ...]
+    absent: tuple[re.Pattern[str], ...]
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+def _compile(spec: RuleSpec, origin: str) -> Rule:
+    return Rule(spec, origin, tuple(re.compile(p) for p in spec.match),
+                tuple(re.compile(p) for p in spec.also),
+                tuple(re.compile(p) for p in spec.absent))
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(rule)"
+
+
+def load_file(path: Path, text: str | None = None) -> list[Rule]:
+    """Rules of one file; InputError naming the file, the rule and the field when bad."""
+    try:
+        data = tomllib.loads(text if text is not None else path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read rule file: {e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from e
+    try:
+        container = _RuleFile.model_validate(data)
+    except ValidationError as e:
+        raise InputError(f"{path}: expected only [[rule]] tables: {e.errors()[0]['msg']}") from e
+    rules = []
+    for n, raw in enumerate(container.rule, start=1):
+        rule_name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{n}"
+        try:
+            spec = RuleSpec.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InputError(f"{path}: rule {rule_name}: field {_field_path(err['loc'])}: "
+                             f"{err['msg']}") from e
+        rules.append(_compile(spec, str(path)))
+    return rules
+
+
+def shipped_rule_files() -> list[tuple[str, str]]:
+    """(name, text) of the rule files that ship with advisor."""
+    folder = resources.files("advisor.rules")
+    return sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in folder.iterdir()
+                  if entry.name.endswith(".toml"))
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    prefilter: re.Pattern[str]
+
+    def by_id(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+
+def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
+    """Shipped rules, then each `--rules DIR` in order; a later rule replaces one by id."""
+    ordered: dict[str, Rule] = {}
+    seen_in: dict[str, str] = {}
+    for name, text in shipped_rule_files():
+        for rule in load_file(Path("rules") / name, text):
+            _add(ordered, seen_in, rule, allow_override=False)
+    for folder in extra_dirs:
+        if not folder.is_dir():
+            raise InputError(f"{folder}: --rules expects a folder of .toml rule files")
+        files = sorted(folder.glob("*.toml"))
+        if not files:
+            raise InputError(f"{folder}: no .toml rule files in this folder")
+        for path in files:
+            for rule in load_file(path):
+                _add(ordered, seen_in, rule, allow_override=True)
+    return build_ruleset(list(ordered.values()))
+
+
+def _add(ordered: dict[str, Rule], seen_in: dict[str, str], rule: Rule,
+         allow_override: bool) -> None:
+    previous = seen_in.get(rule.id)
+    if previous is not None and (previous == rule.origin or not allow_override):
+        raise InputError(f"{rule.origin}: rule {rule.id}: id already used in {previous}")
+    ordered[rule.id] = rule
+    seen_in[rule.id] = rule.origin
+
+
+def build_ruleset(rules: Sequence[Rule]) -> RuleSet:
+    parts = [_NAMED_GROUP.sub("(?:", p) for r in rules for p in r.spec.match]
+    prefilter = re.compile("|".join(f"(?:{p})" for p in parts) if parts else r"(?!x)x")
+    return RuleSet(tuple(rules), prefilter)
+
+
+# ------------------------------------------------------------------ matching
+@dataclass
+class Hit:
+    rule: Rule
+    position: int                        # the evidence line, as a position in the input
+    phase: str | None
+    facts: dict[str, Any] = field(default_factory=dict)
+    support: list[int] = field(default_factory=list)  # further evidence positions
+
+    @property
+    def label(self) -> str:
+        return self.rule.spec.label
+
+    @property
+    def confidence(self) -> float:
+        return self.rule.spec.confidence
+
+
+class _RunSearch:
+    """Pattern searches over one run's lines, each done once."""
+
+    def __init__(self, run: Run, parsed: Sequence[Parsed]) -> None:
+        self.run = run
+        self.parsed = parsed
+        self._cache: dict[str, int | None] = {}
+
+    def first(self, pattern: re.Pattern[str]) -> int | None:
+        key = pattern.pattern
+        if key not in self._cache:
+            self._cache[key] = next((i for i in self.run.indexes
+                                     if pattern.search(self.parsed[i].body)), None)
+        return self._cache[key]
+
+
+def phase_at(run: Run, position: int) -> str | None:
+    """The phase a failure at `position` happened in: its traceback's frames say it best."""
+    for tb in run.tracebacks:
+        if tb.indexes[0] <= position <= tb.indexes[-1] and position in tb.indexes:
+            phase = tb.phase()
+            if phase is not None:
+                return phase
+    return run.phase_before(position)
+
+
+def run_facts(run: Run) -> dict[str, Any]:
+    """The facts a run's condition checks see: config plus lifecycle."""
+    return {**run.config, **run.event_facts}
+
+
+def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]:
+    """Every rule that fires on the run (best first within tier order)."""
+    candidates = [i for i in run.indexes if ruleset.prefilter.search(parsed[i].body)]
+    if not candidates:
+        return []
+    search = _RunSearch(run, parsed)
+    facts = run_facts(run)
+    hits: list[Hit] = []
+    for rule in ruleset.rules:
+        hit = _try(rule, run, parsed, candidates, search, facts)
+        if hit is not None:
+            hits.append(hit)
+    hits.sort(key=lambda h: (TIERS.index(h.rule.spec.tier), -h.confidence, h.position))
+    return hits
+
+
+def _try(rule: Rule, run: Run, parsed: Sequence[Parsed], candidates: list[int],
+         search: _RunSearch, facts: dict[str, Any]) -> Hit | None:
+    spec = rule.spec
+    if spec.engines is not None and run.engine is not None and run.engine not in spec.engines:
+        return None
+    if spec.died is not None and run.died != spec.died:
+        return None
+    for key, wanted in spec.facts.items():
+        if facts.get(key) != wanted:
+            return None
+    support = []
+    for pattern in rule.also:
+        found = search.first(pattern)
+        if found is None:
+            return None
+        support.append(found)
+    for pattern in rule.absent:
+        if search.first(pattern) is not None:
+            return None
+    for i in candidates:
+        body = parsed[i].body
+        for pattern in rule.match:
+            m = pattern.search(body)
+            if m is None:
+                continue
+            phase = phase_at(run, i)
+            if spec.phases is not None and phase not in spec.phases:
+                continue
+            if spec.after_ready is not None and (
+                    (run.ready_at is not None and run.ready_at < i) != spec.after_ready):
+                continue
+            if spec.after_stop is not None and (
+                    (run.stop_at is not None and run.stop_at < i) != spec.after_stop):
+                continue
+            stated = {k: convert(k, v) for k, v in m.groupdict().items() if v is not None}
+            return Hit(rule, i, phase, {k: v for k, v in stated.items() if v is not None},
+                       support)
+    return None

@@ -1,0 +1,115 @@
+"""Python tracebacks stitched back together per writer, however the workers interleave.
+
+Each vLLM process writes its own tracebacks; in the journal their lines interleave with the
+other workers' and carry the main process's `_PID`. The writer is therefore the process in
+vLLM's prefix (`(Worker_TP1 pid=…)`), else the journal pid, else the input as a whole.
+A traceback runs from `Traceback (most recent call last):` through its frames to the
+exception line; chained exceptions (`The above exception was the direct cause…`,
+`During handling of the above exception…`) continue the same record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Fault)\b"
+    r"|^(?:[a-z_][\w]*\.)+[A-Z]\w+: |^[A-Z]\w*Error$")
+_CHAIN: Final = ("The above exception was the direct cause", "During handling of the above")
+
+# Function names in a traceback that say which startup phase failed (innermost wins).
+FRAME_PHASES: Final = {
+    "_dummy_sampler_run": "sampler_warmup", "_dummy_pooler_run": "sampler_warmup",
+    "capture_model": "cuda_graph_capture", "_capture_cudagraphs": "cuda_graph_capture",
+    "capture_one_batch_size": "cuda_graph_capture", "capture_graph": "cuda_graph_capture",
+    "load_model": "weights_loading", "load_weights": "weights_loading",
+    "initialize_model": "weights_loading", "_initialize_model": "weights_loading",
+    "get_model": "weights_loading", "weight_loader": "weights_loading",
+    "_process_weights_after_loading": "weights_loading",
+    "profile_run": "memory_profiling", "determine_available_memory": "memory_profiling",
+    "determine_num_available_blocks": "memory_profiling",
+    "profile_max_batch_size": "memory_profiling",
+    "initialize_kv_cache": "kv_cache_allocation", "_allocate_kv_cache": "kv_cache_allocation",
+    "_initialize_kv_caches": "kv_cache_allocation", "init_memory_pool": "kv_cache_allocation",
+    "initialize_cache": "kv_cache_allocation", "_init_cache_engine": "kv_cache_allocation",
+    "raise_if_cache_size_invalid": "kv_cache_allocation",
+    "check_enough_kv_cache_memory": "kv_cache_allocation",
+    "get_kv_cache_config": "kv_cache_allocation", "get_kv_cache_configs": "kv_cache_allocation",
+    "execute_model": "ready", "run_busy_loop": "ready", "forward_batch_generation": "ready",
+    "generate_token": "ready", "event_loop_normal": "ready", "step_with_batch_queue": "ready",
+}
+
+
+@dataclass(slots=True)
+class Traceback:
+    writer: object
+    indexes: list[int] = field(default_factory=list)     # positions of its lines
+    functions: list[str] = field(default_factory=list)   # frame functions, outermost first
+    exceptions: list[int] = field(default_factory=list)  # positions of exception lines
+    closed: bool = False
+
+    def phase(self) -> str | None:
+        """The startup phase the innermost recognised frame belongs to."""
+        for name in reversed(self.functions):
+            if name in FRAME_PHASES:
+                return FRAME_PHASES[name]
+        return None
+
+
+@dataclass(slots=True)
+class _Open:
+    tb: Traceback
+    after_frame: bool = False
+    after_exception: bool = False
+    chained: bool = False
+
+
+def stitch(bodies: Sequence[str], writers: Sequence[object]) -> list[Traceback]:
+    """Group line positions into tracebacks; `writers[i]` says who wrote line i."""
+    open_: dict[object, _Open] = {}
+    done: list[Traceback] = []
+    for i, (body, writer) in enumerate(zip(bodies, writers, strict=True)):
+        text = body.strip()
+        state = open_.get(writer)
+        if text.startswith("Traceback (most recent call last)"):
+            if state is not None and not state.after_exception:
+                state.tb.indexes.append(i)
+                state.after_frame = False
+                continue
+            if state is not None and state.chained:
+                state.tb.indexes.append(i)
+                state.after_exception = state.chained = False
+                continue
+            if state is not None:
+                done.append(state.tb)
+            open_[writer] = _Open(Traceback(writer, [i]))
+            continue
+        if state is None:
+            continue
+        tb = state.tb
+        frame = _FRAME.match(body)
+        if frame:
+            tb.indexes.append(i)
+            tb.functions.append(frame.group(2))
+            state.after_frame, state.after_exception = True, False
+        elif text.startswith(_CHAIN):
+            tb.indexes.append(i)
+            state.after_frame, state.chained = False, True
+        elif not text or set(text) <= set("^~ ") \
+                or (state.after_frame and not _EXCEPTION.match(text)):
+            tb.indexes.append(i)
+            state.after_frame = False
+        elif _EXCEPTION.match(text):
+            tb.indexes.append(i)
+            tb.exceptions.append(i)
+            state.after_frame, state.after_exception = False, True
+        else:
+            done.append(tb)
+            del open_[writer]
+    done.extend(state.tb for state in open_.values())
+    done.sort(key=lambda tb: tb.indexes[0])
+    return done

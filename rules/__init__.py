@@ -1,0 +1,1 @@
+"""Shipped rule files (TOML, data only): installed as the package `advisor.rules`."""
