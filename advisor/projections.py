@@ -398,4 +398,5 @@ def read_rows(store: EventStore, table_name: str, *, unit: str | None = None,
     order = {"runs": runs.c.first_seq, "incidents": incidents.c.opened_seq,
              "gpu_samples": gpu_samples.c.seq}[table_name]
     with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(query.order_by(order, *table.primary_key))]
+        rows = conn.execute(query.order_by(order, *table.primary_key)).all()
+    return [{str(k): v for k, v in r._mapping.items()} for r in rows]

@@ -179,8 +179,9 @@ def segment(parsed: Sequence[Parsed]) -> list[Run]:
         if current.unit is None and unit is not None:
             current.unit = unit
         current.indexes.append(i)
+        _absorb(current, i, p)
     for run in runs:
-        _summarize(run, parsed)
+        _finish(run, parsed)
     return runs
 
 
@@ -188,15 +189,14 @@ def single_run(parsed: Sequence[Parsed], unit: str | None,
                invocation_id: str | None) -> Run:
     """All of `parsed` as one run (its boundaries were decided already)."""
     run = Run(unit, invocation_id, list(range(len(parsed))))
-    _summarize(run, parsed)
+    for i, p in enumerate(parsed):
+        _absorb(run, i, p)
+    _finish(run, parsed)
     return run
 
 
-def _summarize(run: Run, parsed: Sequence[Parsed]) -> None:
-    """Fill in what the run's lines add up to (kept incremental-safe: positions only)."""
-    run.phase_at.clear()
-    for i in run.indexes:
-        _absorb(run, i, parsed[i])
+def _finish(run: Run, parsed: Sequence[Parsed]) -> None:
+    """What needs all of the run's lines: its tracebacks, and whether it died."""
     bodies = [parsed[i].body for i in run.indexes]
     writers = [parsed[i].writer for i in run.indexes]
     run.tracebacks = stitch(bodies, writers)
