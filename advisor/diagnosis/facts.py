@@ -70,8 +70,9 @@ def convert(key: str, raw: str) -> Any:
             return raw.lower() in ("1", "true", "yes")
     except ValueError:
         return None
-    if key == "dtype":
-        return raw.removeprefix("torch.")
+    if key in ("dtype", "quantization"):
+        raw = raw.removeprefix("torch.")
+        return None if raw == "auto" else raw
     return raw
 
 
@@ -120,7 +121,9 @@ _FLAG_ALIAS: Final = {
 _FLAG = re.compile(r"(?<!\S)(" + "|".join(re.escape(f) for f in sorted(
     _FLAG_ALIAS, key=len, reverse=True)) + r")(?:=|\s+)([^\s'\"]+)")
 _SERVE = re.compile(r"\bvllm(?:\.entrypoints\.\S+)? serve\s+([^\s-][^\s]*)")
-_CONFIG_CUES: Final = ("args", "config", "Args", "ServerArgs", "Namespace", "server_args")
+_CONFIG_CUES: Final = ("args", "config", "Args", "ServerArgs", "Namespace", "server_args",
+                       "model_id:", "num_shard:", "quantize:", "max_batch_prefill_tokens:",
+                       "max_total_tokens:", "dtype:")
 
 
 def _config(body: str, out: dict[str, Any]) -> None:

@@ -153,12 +153,13 @@ class RuleSet:
 
 
 def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
-    """Shipped rules, then each `--rules DIR` in order; a later rule replaces one by id."""
+    """Shipped rules, then each `--rules DIR` in order. A rule in a later folder replaces one
+    with its id from the shipped rules or an earlier folder; within one folder ids are unique."""
     ordered: dict[str, Rule] = {}
-    seen_in: dict[str, str] = {}
+    seen_in: dict[str, tuple[str, str]] = {}  # id → (folder, file)
     for name, text in shipped_rule_files():
         for rule in load_file(Path("rules") / name, text):
-            _add(ordered, seen_in, rule, allow_override=False)
+            _add(ordered, seen_in, rule, "(shipped)")
     for folder in extra_dirs:
         if not folder.is_dir():
             raise InputError(f"{folder}: --rules expects a folder of .toml rule files")
@@ -167,17 +168,17 @@ def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
             raise InputError(f"{folder}: no .toml rule files in this folder")
         for path in files:
             for rule in load_file(path):
-                _add(ordered, seen_in, rule, allow_override=True)
+                _add(ordered, seen_in, rule, str(folder))
     return build_ruleset(list(ordered.values()))
 
 
-def _add(ordered: dict[str, Rule], seen_in: dict[str, str], rule: Rule,
-         allow_override: bool) -> None:
+def _add(ordered: dict[str, Rule], seen_in: dict[str, tuple[str, str]], rule: Rule,
+         folder: str) -> None:
     previous = seen_in.get(rule.id)
-    if previous is not None and (previous == rule.origin or not allow_override):
-        raise InputError(f"{rule.origin}: rule {rule.id}: id already used in {previous}")
+    if previous is not None and previous[0] == folder:
+        raise InputError(f"{rule.origin}: rule {rule.id}: id already used in {previous[1]}")
     ordered[rule.id] = rule
-    seen_in[rule.id] = rule.origin
+    seen_in[rule.id] = (folder, rule.origin)
 
 
 def build_ruleset(rules: Sequence[Rule]) -> RuleSet:

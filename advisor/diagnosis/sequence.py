@@ -49,7 +49,8 @@ class Parsed:
         s = self.split
         if s.pid is not None:
             return s.pid
-        if s.process is not None:
+        # SGLang's [time TP0] heads a record whose further lines carry no prefix.
+        if s.process is not None and self.engine == "vllm":
             return s.process
         return self.line.pid
 

@@ -39,6 +39,7 @@ FRAME_PHASES: Final = {
     "raise_if_cache_size_invalid": "kv_cache_allocation",
     "check_enough_kv_cache_memory": "kv_cache_allocation",
     "get_kv_cache_config": "kv_cache_allocation", "get_kv_cache_configs": "kv_cache_allocation",
+    "configure_kv_pool": "kv_cache_allocation", "init_cublas": "kv_cache_allocation",
     "execute_model": "ready", "run_busy_loop": "ready", "forward_batch_generation": "ready",
     "generate_token": "ready", "event_loop_normal": "ready", "step_with_batch_queue": "ready",
 }
@@ -75,7 +76,7 @@ def stitch(bodies: Sequence[str], writers: Sequence[object]) -> list[Traceback]:
     for i, (body, writer) in enumerate(zip(bodies, writers, strict=True)):
         text = body.strip()
         state = open_.get(writer)
-        if text.startswith("Traceback (most recent call last)"):
+        if "Traceback (most recent call last)" in text:
             if state is not None and not state.after_exception:
                 state.tb.indexes.append(i)
                 state.after_frame = False
