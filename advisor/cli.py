@@ -13,7 +13,7 @@ from advisor.cli_ingest import ingest
 from advisor.cli_projections import incidents, rebuild, runs
 from advisor.progress import count_progress
 from advisor.render import event_json, event_line, safe_text
-from advisor.store import EventFilter, audit, migrate
+from advisor.store import EventFilter
 from advisor.timefmt import format_us, parse_time_us
 
 
@@ -38,6 +38,8 @@ def db() -> None:
 @handle_errors
 def db_upgrade(db_url: str | None) -> None:
     """Create the store or bring its schema up to date."""
+    from advisor.store import migrate
+
     store = store_for(db_url)
     with store.engine.connect() as conn:
         revision = migrate.current_revision(conn)
@@ -71,6 +73,8 @@ def events(stream: str | None, type_: str | None, since: str | None, limit: int 
 @handle_errors
 def status(as_json: bool, db_url: str | None) -> None:
     """Store URL, schema revision, counts per type and stream, last position per source."""
+    from advisor.store import audit
+
     st = audit.status(store_for(db_url))
     if as_json:
         echo_json(st.__dict__)
@@ -96,6 +100,8 @@ def status(as_json: bool, db_url: str | None) -> None:
 def verify(as_json: bool, db_url: str | None) -> None:
     """Walk the hash chain; name the first event that does not match (exit 3)."""
     store = store_for(db_url)
+    from advisor.store import audit
+
     with count_progress("verifying", audit.last_seq(store)) as progress:
         report = audit.verify(store, progress=progress)
     if as_json:

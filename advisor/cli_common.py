@@ -7,17 +7,17 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
-from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.errors import AdvisorError, StoreError
 from advisor.render import safe_text
 from advisor.settings import default_db_url
-from advisor.store import EventStore, open_store
-from advisor.store.engine import first_line
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +43,14 @@ def handle_errors(f: F) -> F:
         except AdvisorError as e:
             click.echo(f"Error: {safe_text(str(e))}", err=True)
             sys.exit(e.exit_code)
-        except SQLAlchemyError as e:  # the store failed mid-command (connection lost, disk full)
+        except Exception as e:
+            # The store failed mid-command (connection lost, disk full). SQLAlchemy is loaded
+            # only by commands that use the store, so it is looked up, not imported, here.
+            exc = sys.modules.get("sqlalchemy.exc")
+            if exc is None or not isinstance(e, exc.SQLAlchemyError):
+                raise
+            from advisor.store.engine import first_line
+
             click.echo(f"Error: event store: {safe_text(first_line(e))}", err=True)
             sys.exit(StoreError.exit_code)
         except KeyboardInterrupt:  # what was committed stays; a re-run resumes from there
@@ -55,6 +62,8 @@ def handle_errors(f: F) -> F:
 
 def store_for(db_url: str | None) -> EventStore:
     """Open the store for this command; it is closed when the command ends."""
+    from advisor.store import open_store
+
     store = open_store(db_url or default_db_url())
     return click.get_current_context().with_resource(store)
 

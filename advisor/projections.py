@@ -23,7 +23,7 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import Connection, delete, func, select
 
-from advisor.diagnosis.facts import CONFIG_FACTS, PHASE_ORDER
+from advisor.diagnosis.facts import PHASE_ORDER, merge_config
 from advisor.diagnosis.lines import LogLine
 from advisor.diagnosis.sequence import Parsed, ended_badly, parse, says_died, starts_new_run
 from advisor.events import (
@@ -107,9 +107,7 @@ class RunRow:
         f = p.facts
         if p.engine in _APP_ENGINES and self.engine is None:
             self.engine = p.engine
-        for key, value in f.facts.items():
-            if key in CONFIG_FACTS:
-                self.config.setdefault(key, value)
+        merge_config(self.config, f)
         if f.phase is not None:
             if f.phase not in self.phases:
                 self.phases.append(f.phase)

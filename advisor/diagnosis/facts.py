@@ -83,6 +83,9 @@ class LineFacts:
     facts: dict[str, Any] = field(default_factory=dict)
     phase: str | None = None
     event: str | None = None
+    # The engine's own config line states the resolved values (dtype, quantization after
+    # auto-detection); they replace what the arguments said.
+    resolved: bool = False
 
 
 _SIZE = r"[\d.,]+ (?:bytes|KiB|MiB|GiB|TiB)"
@@ -351,8 +354,17 @@ def _status_header(body: str, out: dict[str, Any]) -> str | None:
     return None
 
 
+# The bulk of a serving log: per-request lines and throughput stats, which state nothing.
+_REQUEST_PREFIXES: Final = ("Received request ", "Added request ", "Finished request ",
+                            "Aborted request ", "Engine 000: Avg prompt throughput",
+                            "Avg prompt throughput", "Prefill batch.", "Decode batch.")
+_ACCESS_LOG = re.compile(r'^[\d.:\[\]a-f]+:\d+ - "[A-Z]+ ')
+
+
 def read_facts(body: str, engine: str | None) -> LineFacts:
     """Everything one line (without its wrappers) states."""
+    if body.startswith(_REQUEST_PREFIXES) or _ACCESS_LOG.match(body):
+        return LineFacts()
     result = LineFacts()
     if engine is None and body.startswith(("Active: ", "Main PID: ")):
         result.event = _status_header(body, result.facts)
@@ -368,4 +380,15 @@ def read_facts(body: str, engine: str | None) -> LineFacts:
     _numbers(body, result.facts)
     _config(body, result.facts)
     result.phase = _phase(body, engine)
+    result.resolved = "with config:" in body
     return result
+
+
+def merge_config(config: dict[str, Any], line: LineFacts) -> None:
+    """Add a line's config facts to a run's: first stated wins, resolved values replace."""
+    for key, value in line.facts.items():
+        if key in CONFIG_FACTS:
+            if line.resolved:
+                config[key] = value
+            else:
+                config.setdefault(key, value)

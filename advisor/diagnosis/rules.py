@@ -13,11 +13,13 @@ Users add a folder with `--rules DIR`; a rule there with the id of a shipped rul
 from __future__ import annotations
 
 import re
+import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from re._constants import LITERAL as _LITERAL
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -145,11 +147,38 @@ def shipped_rule_files() -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class RuleSet:
+    """The rules in force, with a cheap test of whether a line can match any of them: every
+    pattern's longest mandatory literal (a substring test), else the pattern itself."""
+
     rules: tuple[Rule, ...]
-    prefilter: re.Pattern[str]
+    cues: tuple[str, ...]
+    uncued: tuple[re.Pattern[str], ...]
 
     def by_id(self, rule_id: str) -> Rule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
+
+    def may_match(self, body: str) -> bool:
+        for cue in self.cues:
+            if cue in body:
+                return True
+        return any(p.search(body) for p in self.uncued)
+
+
+def literal_cue(pattern: str) -> str | None:
+    """The longest run of literal characters that every match of `pattern` contains (taken
+    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer."""
+    parsed = _sre_parse.parse(_NAMED_GROUP.sub("(?:", pattern))
+    best, run = "", []
+    for op, arg in parsed:
+        if op is _LITERAL:
+            run.append(chr(arg))
+            continue
+        if len(run) > len(best):
+            best = "".join(run)
+        run = []
+    if len(run) > len(best):
+        best = "".join(run)
+    return best if len(best) >= 3 else None
 
 
 def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
@@ -182,9 +211,16 @@ def _add(ordered: dict[str, Rule], seen_in: dict[str, tuple[str, str]], rule: Ru
 
 
 def build_ruleset(rules: Sequence[Rule]) -> RuleSet:
-    parts = [_NAMED_GROUP.sub("(?:", p) for r in rules for p in r.spec.match]
-    prefilter = re.compile("|".join(f"(?:{p})" for p in parts) if parts else r"(?!x)x")
-    return RuleSet(tuple(rules), prefilter)
+    cues: set[str] = set()
+    uncued: list[re.Pattern[str]] = []
+    for rule in rules:
+        for text, compiled in zip(rule.spec.match, rule.match, strict=True):
+            cue = literal_cue(text)
+            if cue is None:
+                uncued.append(compiled)
+            else:
+                cues.add(cue)
+    return RuleSet(tuple(rules), tuple(sorted(cues)), tuple(uncued))
 
 
 # ------------------------------------------------------------------ matching
@@ -238,7 +274,7 @@ def run_facts(run: Run) -> dict[str, Any]:
 
 def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]:
     """Every rule that fires on the run (best first within tier order)."""
-    candidates = [i for i in run.indexes if ruleset.prefilter.search(parsed[i].body)]
+    candidates = [i for i in run.indexes if ruleset.may_match(parsed[i].body)]
     if not candidates:
         return []
     search = _RunSearch(run, parsed)

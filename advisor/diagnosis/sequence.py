@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from advisor.diagnosis.facts import CONFIG_FACTS, PHASE_ORDER, LineFacts, engine_hint, read_facts
+from advisor.diagnosis.facts import PHASE_ORDER, LineFacts, engine_hint, merge_config, read_facts
 from advisor.diagnosis.lines import LogLine, Split, clean_text, split_line
 from advisor.diagnosis.tracebacks import Traceback, stitch
 
@@ -166,21 +166,27 @@ def ended_badly(event_facts: dict[str, Any], events: Iterable[str]) -> bool:
 
 
 def segment(parsed: Sequence[Parsed]) -> list[Run]:
-    """Cut the input into runs, in order."""
+    """Cut the input into runs, per unit, in order of their first line. A line without a
+    unit (kernel messages, a paste) joins the run of the line before it."""
     runs: list[Run] = []
-    current: Run | None = None
+    current: dict[str | None, Run] = {}
+    last: Run | None = None
     for i, p in enumerate(parsed):
         unit = p.line.unit
-        invocation = p.line.invocation_id
-        if current is None or (current.indexes and starts_new_run(current, p)):
-            current = Run(unit, invocation)
-            runs.append(current)
-        if current.invocation_id is None and invocation is not None:
-            current.invocation_id = invocation
-        if current.unit is None and unit is not None:
-            current.unit = unit
-        current.indexes.append(i)
-        _absorb(current, i, p)
+        run = current.get(unit) if unit is not None or last is None else last
+        if run is None or (run.indexes and starts_new_run(run, p)):
+            run = Run(unit, p.line.invocation_id)
+            runs.append(run)
+        if run.invocation_id is None and p.line.invocation_id is not None:
+            run.invocation_id = p.line.invocation_id
+        if run.unit is None and unit is not None:
+            run.unit = unit
+        current[run.unit] = run
+        if unit is None:
+            current[None] = run
+        run.indexes.append(i)
+        _absorb(run, i, p)
+        last = run
     for run in runs:
         _finish(run, parsed)
     return runs
@@ -229,9 +235,7 @@ def _absorb(run: Run, i: int, p: Parsed) -> None:
     f = p.facts
     if p.engine in ("vllm", "sglang", "tgi") and run.engine is None:
         run.engine = p.engine
-    for key, value in f.facts.items():
-        if key in CONFIG_FACTS:
-            run.config.setdefault(key, value)
+    merge_config(run.config, f)
     if f.phase is not None:
         run.phase_at[i] = f.phase
         if f.phase == "ready" and run.ready_at is None:
