@@ -132,7 +132,7 @@ class RunRow:
             if "restart_count" in f.facts:
                 self.restart_count = max(f.facts["restart_count"], self.restart_count or 0)
         if not self.died and (ended_badly(self._event_facts(), self.events) or (
-                self.stop_us is None and says_died(p.body))):
+                self.stop_us is None and not f.noise and says_died(p.body))):
             self.died = True
         self.outcome = ("failed" if self.died else "stopped" if self.ended
                         else "stopping" if self.stop_us is not None

@@ -86,6 +86,8 @@ class LineFacts:
     # The engine's own config line states the resolved values (dtype, quantization after
     # auto-detection); they replace what the arguments said.
     resolved: bool = False
+    # A per-request or throughput line: what it says (a prompt!) is not evidence.
+    noise: bool = False
 
 
 _SIZE = r"[\d.,]+ (?:bytes|KiB|MiB|GiB|TiB)"
@@ -364,7 +366,7 @@ _ACCESS_LOG = re.compile(r'^[\d.:\[\]a-f]+:\d+ - "[A-Z]+ ')
 def read_facts(body: str, engine: str | None) -> LineFacts:
     """Everything one line (without its wrappers) states."""
     if body.startswith(_REQUEST_PREFIXES) or _ACCESS_LOG.match(body):
-        return LineFacts()
+        return LineFacts(noise=True)
     result = LineFacts()
     if engine is None and body.startswith(("Active: ", "Main PID: ")):
         result.event = _status_header(body, result.facts)

@@ -52,7 +52,7 @@ def featurize(run: Run, parsed: Sequence[Parsed],
     tokens: set[str] = set()
     for i in window(run, parsed):
         body = parsed[i].body
-        if any(cue in body for cue in _NOISE):
+        if parsed[i].facts.noise or any(cue in body for cue in _NOISE):
             tokens.add("line:noise")
             continue
         words = _WORD.findall(_mask(body))

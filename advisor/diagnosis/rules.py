@@ -274,7 +274,8 @@ def run_facts(run: Run) -> dict[str, Any]:
 
 def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]:
     """Every rule that fires on the run (best first within tier order)."""
-    candidates = [i for i in run.indexes if ruleset.may_match(parsed[i].body)]
+    candidates = [i for i in run.indexes
+                  if not parsed[i].facts.noise and ruleset.may_match(parsed[i].body)]
     if not candidates:
         return []
     search = _RunSearch(run, parsed)

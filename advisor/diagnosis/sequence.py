@@ -219,7 +219,8 @@ def _died(run: Run, parsed: Sequence[Parsed]) -> bool:
         return True
     stop = run.stop_at
     for i in run.indexes:
-        if (stop is None or i < stop) and says_died(parsed[i].body):
+        if (stop is None or i < stop) and not parsed[i].facts.noise \
+                and says_died(parsed[i].body):
             return True
     if not run.ended and run.tracebacks:
         # A paste that ends in a traceback: the process died with it.
