@@ -43,6 +43,7 @@ class RunVerdict:
     hit: Hit | None
     phase: str | None
     evidence: list[int] = field(default_factory=list)
+    related: list[Hit] = field(default_factory=list)  # other rules that found the same
 
     @property
     def failed(self) -> bool:
@@ -98,12 +99,30 @@ def judge_run(run: Run, parsed: Sequence[Parsed], rules: RuleSet,
                      if model is not None else None)
     vote = RuleVote(hit.label, hit.confidence, hit.rule.id) if hit is not None else None
     label, confidence, candidates = decide(vote, probabilities)
+    if hit is None and label not in ("healthy", "unknown") and not _shows_trouble(run, parsed):
+        label = "unknown"  # the model alone, on lifecycle lines only: too little to go on
+    if label == "healthy" and not any(h.label == "healthy" for h in hits):
+        label = "unknown"  # healthy needs the server to say so: ready, or a clean stop
     phase = hit.phase if hit is not None else None
     if label == "healthy" or phase is None:
         phase = run.last_phase() if label == "healthy" else phase or _failure_phase(run)
-    verdict = RunVerdict(run, label, confidence, candidates, hit, phase)
+    verdict = RunVerdict(run, label, confidence, candidates, hit, phase,
+                         related=[h for h in hits[1:] if h.label == label][:2])
     verdict.evidence = _evidence(verdict, parsed)
     return verdict
+
+
+_TROUBLE_EVENTS: Final = frozenset({"stop_timeout", "sigkill", "still_around", "oom_kill",
+                                    "stop_pending"})
+
+
+def _shows_trouble(run: Run, parsed: Sequence[Parsed]) -> bool:
+    """Is there anything besides lifecycle lines to judge by: a traceback, an error-level
+    line, a kernel message, a stop that would not end?"""
+    if run.tracebacks or _TROUBLE_EVENTS & run.events.keys():
+        return True
+    return any(parsed[i].split.level in ("ERROR", "CRITICAL") or parsed[i].engine == "kernel"
+               for i in run.indexes)
 
 
 def _failure_phase(run: Run) -> str | None:
@@ -122,6 +141,7 @@ def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[int]:
     if hit is not None:
         chosen.append(hit.position)
         chosen.extend(hit.support)
+        chosen.extend(h.position for h in verdict.related)
         for tb in run.tracebacks:
             if hit.position in tb.indexes:
                 chosen.extend(tb.exceptions[:3])
@@ -144,10 +164,14 @@ class Diagnosis:
 
     @property
     def primary(self) -> RunVerdict | None:
-        """The first failed run; else the last run."""
+        """The first failed run; else the first that died without a known cause; else the
+        last run."""
         failed = [v for v in self.verdicts if v.failed]
         if failed:
             return failed[0]
+        died = [v for v in self.verdicts if v.run.died]
+        if died:
+            return died[0]
         return self.verdicts[-1] if self.verdicts else None
 
 

@@ -292,7 +292,9 @@ _PHASE_CUES: Final = (
     ("sampler_warmup", ("Graph capturing finished", "Capture cuda graph end",
                         "warming up sampler", "Cudagraph is disabled")),
     ("ready", ("Application startup complete", "The server is fired up and ready to roll",
-               "Uvicorn running on", "text_generation_router: Connected")),
+               "Uvicorn running on", "text_generation_router: Connected",
+               # Only a serving engine dies this way (a starting one "failed to start").
+               "EngineCore encountered a fatal error", "died unexpectedly")),
     ("shutdown", ("Shutting down FastAPI HTTP server", "[shutdown] API server",
                   "Application shutdown complete", "Waiting for application shutdown",
                   "Engine is gracefully shutting down", "Gracefully stopping",
@@ -368,8 +370,8 @@ def read_facts(body: str, engine: str | None) -> LineFacts:
     if body.startswith(_REQUEST_PREFIXES) or _ACCESS_LOG.match(body):
         return LineFacts(noise=True)
     result = LineFacts()
-    if engine is None and body.startswith(("Active: ", "Main PID: ")):
-        result.event = _status_header(body, result.facts)
+    if engine is None and body.lstrip().startswith(("Active: ", "Main PID: ")):
+        result.event = _status_header(body.lstrip(), result.facts)
         return result
     if engine == "systemd":
         result.event = _systemd(body, result.facts)

@@ -27,7 +27,7 @@ _EPOCH_PREFIX = re.compile(r"^\d{10}\.\d{6}\s")
 _SYSLOG_TIME = re.compile(
     r"^(?:[A-Z][a-z]{2} )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
     r"\d\d:\d\d:\d\d(?:\.\d{1,6})?\s")
-_DMESG_TIME = re.compile(r"^\[\s*\d+\.\d+\]\s")
+_DMESG_TIME = re.compile(r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
 # After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 _VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
@@ -35,11 +35,14 @@ _VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[(?P<file>[^\]\s]{1,200}):(?P<line>\d+)\]|(?P<file0>[\w.]{1,100}):(?P<line0>\d+)\])"
     r"(?: |$)")
+# torch.distributed prefixes what each rank prints (tracebacks included).
+_RANK = re.compile(r"^\[rank(\d+)\]: ?")
 _UVICORN = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _SGLANG = re.compile(
     r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?P<proc>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ")
 _TGI = re.compile(
-    r"^\s*(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) (?P<target>(?:[\w-]+(?:\{[^}]*\})?:)+) ")
+    r"^\s*(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) (?P<target>(?:[\w-]+(?:\{[^}]*\})?:{1,2})+) "
+    r"(?:[\w/.-]+\.rs:\d+: )?")
 _STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
 _LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -113,11 +116,14 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
 def split_line(text: str, *, journal_identifier: str | None = None,
                transport: str | None = None) -> Split:
     """Peel the wrappers off one cleaned line of text."""
-    body = text.lstrip()
-    status_line = _STATUS_BULLET.match(body)
+    stripped = text.lstrip()
+    status_line = _STATUS_BULLET.match(stripped)
     if status_line:  # `systemctl status` header bullet: "● vllm.service - desc"
-        return Split(body=body[status_line.end():], engine="systemd", identifier="systemctl")
-    body, identifier, outer_pid = _strip_journal_wrapper(body)
+        return Split(body=stripped[status_line.end():], engine="systemd",
+                     identifier="systemctl")
+    body, identifier, outer_pid = _strip_journal_wrapper(stripped)
+    if body is stripped and text[:1].isspace():
+        body = text  # no wrapper: keep a raw traceback line's indentation
     identifier = identifier or journal_identifier
     if identifier == "kernel" or transport == "kernel":
         return Split(body=body, engine="kernel", identifier="kernel")
@@ -128,6 +134,10 @@ def split_line(text: str, *, journal_identifier: str | None = None,
     pid = None
     level = None
     logger = None
+    m = _RANK.match(body)
+    if m:
+        process = f"rank{m.group(1)}"
+        body = body[m.end():]
     m = _VLLM_PROCESS.match(body)
     if m:
         process, pid = m.group("name"), int(m.group("pid"))

@@ -33,6 +33,7 @@ LABELS: Final = ("sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda
                  "gpu_hardware_fault", "other_crash", "unknown", "healthy")
 FAILURE_LABELS: Final = tuple(label for label in LABELS if label not in ("unknown", "healthy"))
 TIERS: Final = ("failure", "fallback", "healthy")
+MORE_EVIDENCE: Final = 2  # further lines the winning rule matched, cited as evidence too
 
 Label = Literal["sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
                 "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",
@@ -257,10 +258,21 @@ class _RunSearch:
         return self._cache[key]
 
 
-def phase_at(run: Run, position: int) -> str | None:
-    """The phase a failure at `position` happened in: its traceback's frames say it best."""
+def phase_at(run: Run, position: int, parsed: Sequence[Parsed] | None = None) -> str | None:
+    """The phase a failure at `position` happened in: its traceback's frames say it best.
+    A kernel message is not in step with the service's lines (a dmesg block pasted above
+    them): it counts for the phase the run reached."""
+    if parsed is not None and parsed[position].engine == "kernel":
+        return next((tb.phase() for tb in run.tracebacks if tb.phase()), run.last_phase())
     for tb in run.tracebacks:
         if tb.indexes[0] <= position <= tb.indexes[-1] and position in tb.indexes:
+            phase = tb.phase()
+            if phase is not None:
+                return phase
+    # A re-raise in a parent process has no telling frames: the root cause's traceback,
+    # the earliest one that has them, speaks for it.
+    for tb in run.tracebacks:
+        if tb.indexes[0] <= position:
             phase = tb.phase()
             if phase is not None:
                 return phase
@@ -314,7 +326,7 @@ def _try(rule: Rule, run: Run, parsed: Sequence[Parsed], candidates: list[int],
             m = pattern.search(body)
             if m is None:
                 continue
-            phase = phase_at(run, i)
+            phase = phase_at(run, i, parsed)
             if spec.phases is not None and phase not in spec.phases:
                 continue
             if spec.after_ready is not None and (
@@ -324,6 +336,8 @@ def _try(rule: Rule, run: Run, parsed: Sequence[Parsed], candidates: list[int],
                     (run.stop_at is not None and run.stop_at < i) != spec.after_stop):
                 continue
             stated = {k: convert(k, v) for k, v in m.groupdict().items() if v is not None}
+            more = [j for j in candidates if j > i
+                    and any(p.search(parsed[j].body) for p in rule.match)][:MORE_EVIDENCE]
             return Hit(rule, i, phase, {k: v for k, v in stated.items() if v is not None},
-                       support)
+                       support + more)
     return None

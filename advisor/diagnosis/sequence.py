@@ -90,8 +90,9 @@ class Run:
     died: bool = False
 
     def phase_before(self, position: int) -> str | None:
-        """The furthest startup phase reached at or before `position`."""
-        best: str | None = None
+        """The furthest startup phase reached at or before `position` (`starting` when the
+        run's start was seen but no phase after it)."""
+        best: str | None = "starting" if self.started else None
         for i in self.indexes:
             if i > position:
                 break
@@ -107,6 +108,11 @@ class Run:
     @property
     def ended(self) -> bool:
         return any(e in self.events for e in _END_EVENTS)
+
+    @property
+    def started(self) -> bool:
+        """Did the input show this run's start (systemd's job lines or the server's banner)?"""
+        return "start" in self.events or "started" in self.events or bool(self.config)
 
     @property
     def has_app_lines(self) -> bool:
@@ -165,16 +171,34 @@ def ended_badly(event_facts: dict[str, Any], events: Iterable[str]) -> bool:
     return event_facts.get("exit_signal") not in (None, *_CLEAN_SIGNALS)
 
 
+def _status_header(parsed: Sequence[Parsed]) -> list[int]:
+    """Positions of a leading `systemctl status` header block (it describes the unit's state
+    now, so it belongs with the last run, not the first)."""
+    if not parsed or parsed[0].split.identifier != "systemctl":
+        return []
+    header = []
+    for i, p in enumerate(parsed):
+        if i and p.split.identifier is not None:
+            break
+        header.append(i)
+    return header
+
+
 def segment(parsed: Sequence[Parsed]) -> list[Run]:
     """Cut the input into runs, per unit, in order of their first line. A line without a
     unit (kernel messages, a paste) joins the run of the line before it."""
     runs: list[Run] = []
     current: dict[str | None, Run] = {}
     last: Run | None = None
-    for i, p in enumerate(parsed):
+    header = _status_header(parsed)
+    order = [*range(len(header), len(parsed)), *header]
+    for i in order:
+        p = parsed[i]
         unit = p.line.unit
         run = current.get(unit) if unit is not None or last is None else last
-        if run is None or (run.indexes and starts_new_run(run, p)):
+        if i in header and last is not None:
+            run = last
+        elif run is None or (run.indexes and starts_new_run(run, p)):
             run = Run(unit, p.line.invocation_id)
             runs.append(run)
         if run.invocation_id is None and p.line.invocation_id is not None:
@@ -188,6 +212,7 @@ def segment(parsed: Sequence[Parsed]) -> list[Run]:
         _absorb(run, i, p)
         last = run
     for run in runs:
+        run.indexes.sort()
         _finish(run, parsed)
     return runs
 
@@ -206,7 +231,8 @@ def _finish(run: Run, parsed: Sequence[Parsed]) -> None:
     """What needs all of the run's lines: its tracebacks, and whether it died."""
     bodies = [parsed[i].body for i in run.indexes]
     writers = [parsed[i].writer for i in run.indexes]
-    run.tracebacks = stitch(bodies, writers)
+    records = [parsed[i].split.logger for i in run.indexes]
+    run.tracebacks = stitch(bodies, writers, records)
     for tb in run.tracebacks:  # positions inside the run → positions in the input
         tb.indexes = [run.indexes[j] for j in tb.indexes]
         tb.exceptions = [run.indexes[j] for j in tb.exceptions]

@@ -69,30 +69,36 @@ class _Open:
     chained: bool = False
 
 
-def stitch(bodies: Sequence[str], writers: Sequence[object]) -> list[Traceback]:
-    """Group line positions into tracebacks; `writers[i]` says who wrote line i."""
+def stitch(bodies: Sequence[str], writers: Sequence[object],
+           records: Sequence[str | None] | None = None) -> list[Traceback]:
+    """Group line positions into tracebacks; `writers[i]` says who wrote line i, and
+    `records[i]` the logger header (file:line) of a vLLM log record, whose lines all belong
+    to the record. A frame line with no traceback open starts one (a paste cut above it)."""
     open_: dict[object, _Open] = {}
     done: list[Traceback] = []
+    heads: dict[object, str | None] = {}
     for i, (body, writer) in enumerate(zip(bodies, writers, strict=True)):
+        record = records[i] if records is not None else None
         text = body.strip()
         state = open_.get(writer)
         if "Traceback (most recent call last)" in text:
-            if state is not None and not state.after_exception:
+            if state is not None and (not state.after_exception or state.chained):
                 state.tb.indexes.append(i)
-                state.after_frame = False
-                continue
-            if state is not None and state.chained:
-                state.tb.indexes.append(i)
-                state.after_exception = state.chained = False
+                state.after_frame = state.after_exception = state.chained = False
                 continue
             if state is not None:
                 done.append(state.tb)
             open_[writer] = _Open(Traceback(writer, [i]))
+            heads[writer] = record
             continue
-        if state is None:
-            continue
-        tb = state.tb
         frame = _FRAME.match(body)
+        if state is None:
+            if frame is None:
+                continue
+            state = open_[writer] = _Open(Traceback(writer, []))
+            heads[writer] = record
+        tb = state.tb
+        same_record = record is not None and record == heads.get(writer)
         if frame:
             tb.indexes.append(i)
             tb.functions.append(frame.group(2))
@@ -100,17 +106,18 @@ def stitch(bodies: Sequence[str], writers: Sequence[object]) -> list[Traceback]:
         elif text.startswith(_CHAIN):
             tb.indexes.append(i)
             state.after_frame, state.chained = False, True
-        elif not text or set(text) <= set("^~ ") \
-                or (state.after_frame and not _EXCEPTION.match(text)):
-            tb.indexes.append(i)
-            state.after_frame = False
         elif _EXCEPTION.match(text):
             tb.indexes.append(i)
             tb.exceptions.append(i)
             state.after_frame, state.after_exception = False, True
+        elif not text or set(text) <= set("^~ ") or state.after_frame or body[:1].isspace() \
+                or (same_record and not state.after_exception):
+            tb.indexes.append(i)  # code lines, carets, blank lines of a logger record
+            state.after_frame = False
         else:
             done.append(tb)
             del open_[writer]
     done.extend(state.tb for state in open_.values())
+    done = [tb for tb in done if tb.indexes]
     done.sort(key=lambda tb: tb.indexes[0])
     return done

@@ -128,7 +128,7 @@ def _fit(examples: Sequence[Example]) -> tuple[Any, list[str]]:
     vocabulary = _vocabulary(examples)
     x = _matrix(examples, vocabulary)
     y = [ex.label for ex in examples]
-    clf = LogisticRegression(C=C, max_iter=3000, tol=1e-6, random_state=SEED)
+    clf = LogisticRegression(C=C, max_iter=1000, tol=1e-4, random_state=SEED)
     clf.fit(x, y)
     return clf, vocabulary
 
