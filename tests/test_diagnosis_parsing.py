@@ -21,7 +21,8 @@ SPLIT_CASES = [
     ("(Worker_TP0 pid=34322) INFO 05-06 20:59:59 [gpu_model_runner.py:4879] Model loading took "
      "12.66 GiB memory and 31.657031 seconds",
      "Model loading took 12.66 GiB memory and 31.657031 seconds", "vllm", 34322, "Worker_TP0"),
-    ("INFO 12-13 02:10:29 distributed_gpu_executor.py:58] # GPU blocks: 189945, # CPU blocks: 21845",
+    ("INFO 12-13 02:10:29 distributed_gpu_executor.py:58] # GPU blocks: 189945, "
+     "# CPU blocks: 21845",
      "# GPU blocks: 189945, # CPU blocks: 21845", "vllm", None, None),
     ("Mar 16 06:12:38 gpu01 vllm[4242]: INFO 03-16 06:12:38 [api_server.py:1090] vLLM API "
      "server version 0.8.1", "vLLM API server version 0.8.1", "vllm", 4242, None),

@@ -27,7 +27,8 @@ _EPOCH_PREFIX = re.compile(r"^\d{10}\.\d{6}\s")
 _SYSLOG_TIME = re.compile(
     r"^(?:[A-Z][a-z]{2} )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
     r"\d\d:\d\d:\d\d(?:\.\d{1,6})?\s")
-_DMESG_TIME = re.compile(r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
+_DMESG_TIME = re.compile(  # dmesg, and dmesg -T
+    r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
 # After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 _VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
