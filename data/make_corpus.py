@@ -4538,13 +4538,18 @@ def make_example(label: str, idx: int) -> dict[str, object]:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write the learned model's training corpus.")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"default: {OUT}")
+    out: Path = parser.parse_args().out
     labels = [(lab, PER_FAILURE) for lab in FAILURE_LABELS] + [("healthy", HEALTHY)]
     buf = bytearray()
     for label, n in labels:
         for i in range(n):
             ex = make_example(label, i)
             buf += (json.dumps(ex, ensure_ascii=False) + "\n").encode()
-    with OUT.open("wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0,
+    with out.open("wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0,
                                             compresslevel=9) as gz:
         gz.write(bytes(buf))
 
