@@ -80,8 +80,10 @@ def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
     else:
         agreement = probabilities.get(hit.label, 0.0)
         penalised = hit.confidence - 0.5 * (p - agreement)
-        if hit.confidence >= TRUSTED_RULE or penalised >= p:
+        if hit.confidence >= TRUSTED_RULE:
             label, confidence = hit.label, max(penalised, UNKNOWN_BELOW)
+        elif penalised >= p:
+            label, confidence = hit.label, penalised
         else:
             label, confidence = model_label, p
     if confidence < UNKNOWN_BELOW:
@@ -147,7 +149,7 @@ def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[int]:
                 chosen.extend(tb.exceptions[:3])
     elif run.tracebacks:
         chosen.extend(run.tracebacks[-1].exceptions[:3])
-    for event in ("stop_timeout", "exit", "failed", "sigkill", "still_around"):
+    for event in ("stop_timeout", "exit", "failed", "sigkill", "still_around", "deactivated"):
         if event in run.events:
             chosen.append(run.events[event])
     seen: set[int] = set()
