@@ -141,3 +141,18 @@ def test_unknown_when_there_is_no_evidence(tmp_path: Path) -> None:
     out = json.loads(CliRunner().invoke(cli, ["classify", str(log), "--json"]).output)
     assert out["label"] == "unknown"
     assert out["facts"]["exit_code"] == 1
+
+
+def test_classify_the_seed_scenario(seed_journal: Path) -> None:
+    out = json.loads(CliRunner().invoke(cli, ["classify", str(seed_journal), "--json"]).output)
+    assert (out["label"], out["facts"]["phase"]) == ("sampler_warmup_oom", "sampler_warmup")
+    facts = out["facts"]
+    assert (facts["max_num_seqs"], facts["max_model_len"], facts["tensor_parallel_size"]) == \
+        (1024, 131072, 4)
+    assert facts["tried_to_allocate_gib"] == 782 / 1024
+    assert facts["free_gib"] == 411.62 / 1024
+    assert facts["total_capacity_gib"] == 94.97
+    assert facts["model"] == "MiniMaxAI/MiniMax-M2.5" and facts["vocab_size"] is None
+    assert [r["label"] for r in out["runs"]] == ["sampler_warmup_oom", "wedged_stop"]
+    assert any("warming up sampler with 1024 dummy requests" in e["text"]
+               for e in out["evidence"])

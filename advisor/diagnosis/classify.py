@@ -18,7 +18,7 @@ from advisor.diagnosis.features import featurize
 from advisor.diagnosis.lines import LogLine, clean_text
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
-from advisor.diagnosis.sequence import Parsed, Run, parse, segment
+from advisor.diagnosis.sequence import Parsed, Run, is_serving, parse, segment
 
 UNKNOWN_BELOW: Final = 0.55
 TRUSTED_RULE: Final = 0.85      # a rule at least this sure keeps its label against the model
@@ -93,6 +93,20 @@ def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
     return label, round(confidence, 4), candidates
 
 
+def final_label(vote: RuleVote | None, probabilities: dict[str, float] | None, *,
+                healthy_seen: bool, trouble: bool) -> tuple[str, float, list[Candidate]]:
+    """`decide`, then two guards: the model alone does not name a failure from lifecycle
+    lines only (`trouble`), and `healthy` needs the server to have said so (`healthy_seen`:
+    a healthy rule fired — ready, or a clean stop — or it was serving requests)."""
+    label, confidence, candidates = decide(vote, probabilities)
+    weak = vote is None or vote.confidence < UNKNOWN_BELOW
+    if weak and label not in ("healthy", "unknown") and not trouble:
+        label = "unknown"
+    if label == "healthy" and not healthy_seen:
+        label = "unknown"
+    return label, confidence, candidates
+
+
 def judge_run(run: Run, parsed: Sequence[Parsed], rules: RuleSet,
               model: LinearModel | None, gpu_peak_fraction: float | None = None) -> RunVerdict:
     hits = match_run(rules, run, parsed)
@@ -100,11 +114,10 @@ def judge_run(run: Run, parsed: Sequence[Parsed], rules: RuleSet,
     probabilities = (model.probabilities(featurize(run, parsed, gpu_peak_fraction))
                      if model is not None else None)
     vote = RuleVote(hit.label, hit.confidence, hit.rule.id) if hit is not None else None
-    label, confidence, candidates = decide(vote, probabilities)
-    if hit is None and label not in ("healthy", "unknown") and not _shows_trouble(run, parsed):
-        label = "unknown"  # the model alone, on lifecycle lines only: too little to go on
-    if label == "healthy" and not any(h.label == "healthy" for h in hits):
-        label = "unknown"  # healthy needs the server to say so: ready, or a clean stop
+    label, confidence, candidates = final_label(
+        vote, probabilities,
+        healthy_seen=any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
+        trouble=shows_trouble(run, parsed))
     phase = hit.phase if hit is not None else None
     if label == "healthy" or phase is None:
         phase = run.last_phase() if label == "healthy" else phase or _failure_phase(run)
@@ -118,13 +131,32 @@ _TROUBLE_EVENTS: Final = frozenset({"stop_timeout", "sigkill", "still_around", "
                                     "stop_pending"})
 
 
-def _shows_trouble(run: Run, parsed: Sequence[Parsed]) -> bool:
+def shows_trouble(run: Run, parsed: Sequence[Parsed]) -> bool:
     """Is there anything besides lifecycle lines to judge by: a traceback, an error-level
     line, a kernel message, a stop that would not end?"""
-    if run.tracebacks or _TROUBLE_EVENTS & run.events.keys():
+    if _TROUBLE_EVENTS & run.events.keys():
         return True
-    return any(parsed[i].split.level in ("ERROR", "CRITICAL") or parsed[i].engine == "kernel"
+    if any(not _relays(parsed[i].body) for tb in run.tracebacks for i in tb.exceptions):
+        return True
+    if any("(most recent call first)" in parsed[i].body for i in run.indexes):
+        return True  # faulthandler's dump of a crashed interpreter
+    return any((parsed[i].split.level in ("ERROR", "CRITICAL") and not _relays(parsed[i].body)
+                and not _in_traceback(run, i)) or parsed[i].engine == "kernel"
                for i in run.indexes)
+
+
+# Lines that only point at an error shown elsewhere (which the input may have lost).
+_RELAYS: Final = ("root cause above", "stack trace (above)", "stack trace above",
+                  "EngineDeadError", "failed to start.", "encountered a fatal error.",
+                  "hit an exception.", "died unexpectedly", "Traceback (most recent call last)")
+
+
+def _relays(body: str) -> bool:
+    return any(cue in body for cue in _RELAYS)
+
+
+def _in_traceback(run: Run, position: int) -> bool:
+    return any(position in tb.indexes for tb in run.tracebacks)
 
 
 def _failure_phase(run: Run) -> str | None:
@@ -147,8 +179,9 @@ def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[int]:
         for tb in run.tracebacks:
             if hit.position in tb.indexes:
                 chosen.extend(tb.exceptions[:3])
-    elif run.tracebacks:
-        chosen.extend(run.tracebacks[-1].exceptions[:3])
+    elif run.tracebacks:  # the root cause first: each traceback's first exception line
+        chosen.extend(tb.exceptions[0] for tb in run.tracebacks[:3] if tb.exceptions)
+        chosen.extend(run.tracebacks[-1].exceptions[-1:])
     for event in ("stop_timeout", "exit", "failed", "sigkill", "still_around", "deactivated"):
         if event in run.events:
             chosen.append(run.events[event])

@@ -367,7 +367,8 @@ _ACCESS_LOG = re.compile(r'^[\d.:\[\]a-f]+:\d+ - "[A-Z]+ ')
 
 def read_facts(body: str, engine: str | None) -> LineFacts:
     """Everything one line (without its wrappers) states."""
-    if body.startswith(_REQUEST_PREFIXES) or _ACCESS_LOG.match(body):
+    if body.startswith(_REQUEST_PREFIXES) or _ACCESS_LOG.match(body) \
+            or "{parameters=GenerateParameters" in body:  # TGI's per-request span
         return LineFacts(noise=True)
     result = LineFacts()
     if engine is None and body.lstrip().startswith(("Active: ", "Main PID: ")):

@@ -249,13 +249,20 @@ def _died(run: Run, parsed: Sequence[Parsed]) -> bool:
                 and says_died(parsed[i].body):
             return True
     if not run.ended and run.tracebacks:
-        # A paste that ends in a traceback: the process died with it.
+        # A paste that ends in a traceback: the process died with it (unless it went on
+        # serving requests afterwards: then it was one request's error).
         last = run.tracebacks[-1]
-        tail = run.indexes[-8:]
-        if last.exceptions and last.exceptions[-1] >= tail[0] and (stop is None
-                                                                    or last.indexes[0] < stop):
-            return True
+        if last.exceptions and (stop is None or last.indexes[0] < stop):
+            after = [parsed[i] for i in run.indexes if i > last.exceptions[-1]]
+            if len(after) <= 12 and not any(p.facts.noise or p.split.level in ("INFO", "DEBUG")
+                                            for p in after):
+                return True
     return False
+
+
+def is_serving(run: Run, parsed: Sequence[Parsed]) -> bool:
+    """Did the run serve requests (access-log, request and throughput lines) and not die?"""
+    return not run.died and sum(1 for i in run.indexes if parsed[i].facts.noise) >= 3
 
 
 def _absorb(run: Run, i: int, p: Parsed) -> None:

@@ -18,12 +18,12 @@ from typing import Any, Final
 
 import orjson
 
-from advisor.diagnosis.classify import RuleVote, decide, judge_run
+from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_trouble
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.inputs import lines_from_texts, read_log
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import FAILURE_LABELS, RuleSet, match_run
-from advisor.diagnosis.sequence import Parsed, Run, parse, segment
+from advisor.diagnosis.sequence import Parsed, Run, is_serving, parse, segment
 from advisor.errors import InputError
 
 MODEL_LABELS: Final = (*FAILURE_LABELS, "healthy")
@@ -47,6 +47,8 @@ class Example:
     tokens: tuple[str, ...]
     rule_label: str | None
     rule_confidence: float | None
+    healthy_seen: bool
+    trouble: bool
 
 
 def primary_run(runs: Sequence[Run], parsed: Sequence[Parsed], rules: RuleSet) -> Run:
@@ -66,7 +68,9 @@ def example_from_lines(ident: str, label: str, texts: Sequence[str], rules: Rule
     run = primary_run(runs, parsed, rules)
     hits = match_run(rules, run, parsed)
     return Example(ident, label, tuple(featurize(run, parsed)),
-                   hits[0].label if hits else None, hits[0].confidence if hits else None)
+                   hits[0].label if hits else None, hits[0].confidence if hits else None,
+                   any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
+                   shows_trouble(run, parsed))
 
 
 def load_corpus(path: Path | None) -> Iterator[dict[str, Any]]:
@@ -196,6 +200,22 @@ def train(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5) -> 
 
 
 # ------------------------------------------------------------------ evaluation
+def calibration_error(confidences: Sequence[float], correct: Sequence[bool],
+                      bins: int = 10) -> float:
+    """Expected calibration error: how far stated confidence is from observed accuracy,
+    averaged over confidence bins weighted by their size (0 is perfectly calibrated)."""
+    total = 0.0
+    for b in range(bins):
+        low, high = b / bins, (b + 1) / bins
+        members = [i for i, c in enumerate(confidences)
+                   if low < c <= high or (b == 0 and c == 0)]
+        if members:
+            accuracy = sum(correct[i] for i in members) / len(members)
+            mean_conf = sum(confidences[i] for i in members) / len(members)
+            total += len(members) * abs(accuracy - mean_conf)
+    return total / max(1, len(confidences))
+
+
 def _scores_table(truth: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
     labels = sorted(set(truth) | set(predicted))
     per_label = {}
@@ -222,26 +242,36 @@ def evaluate(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5
     truth = [e.label for e in examples]
     temperature = fit_temperature(scores, [classes.index(t) for t in truth])
     model_pred, combined_pred, rules_pred = [], [], []
+    model_conf, combined_conf = [], []
     for ex, row in zip(examples, scores, strict=True):
         top = max(row)
         exps = [math.exp((s - top) / temperature) for s in row]
         probabilities = {c: e / sum(exps) for c, e in zip(classes, exps, strict=True)}
         model_pred.append(max(probabilities, key=lambda k: probabilities[k]))
+        model_conf.append(max(probabilities.values()))
         rules_pred.append(ex.rule_label or "unknown")
-        combined_pred.append(_combined(ex, probabilities))
+        label, confidence = _combined(ex, probabilities)
+        combined_pred.append(label)
+        combined_conf.append(confidence)
     report = _scores_table(truth, model_pred)
     report["folds"] = folds
     report["examples"] = len(examples)
     report["temperature"] = temperature
     report["accuracy_rules_only"] = _scores_table(truth, rules_pred)["accuracy"]
     report["accuracy_combined"] = _scores_table(truth, combined_pred)["accuracy"]
+    report["calibration_error_model"] = round(calibration_error(
+        model_conf, [t == p for t, p in zip(truth, model_pred, strict=True)]), 4)
+    report["calibration_error_combined"] = round(calibration_error(
+        combined_conf, [t == p for t, p in zip(truth, combined_pred, strict=True)]), 4)
     return report
 
 
-def _combined(ex: Example, probabilities: dict[str, float]) -> str:
+def _combined(ex: Example, probabilities: dict[str, float]) -> tuple[str, float]:
     vote = (RuleVote(ex.rule_label, ex.rule_confidence or 0.0, "corpus")
             if ex.rule_label is not None else None)
-    return decide(vote, probabilities)[0]
+    label, confidence, _ = final_label(vote, probabilities, healthy_seen=ex.healthy_seen,
+                                       trouble=ex.trouble)
+    return label, confidence
 
 
 def evaluate_golden(folder: Path, rules: RuleSet) -> dict[str, Any]:
@@ -278,9 +308,10 @@ def evaluate_golden(folder: Path, rules: RuleSet) -> dict[str, Any]:
 
 def format_report(name: str, report: dict[str, Any]) -> str:
     lines = [f"{name}: {report.get('examples')} examples, accuracy {report['accuracy']:.3f}"]
-    for key in ("accuracy_rules_only", "accuracy_model_only", "accuracy_combined"):
+    for key in ("accuracy_rules_only", "accuracy_model_only", "accuracy_combined",
+                "calibration_error_model", "calibration_error_combined"):
         if key in report:
-            lines.append(f"  {key.removeprefix('accuracy_').replace('_', ' ')}: {report[key]:.3f}")
+            lines.append(f"  {key.replace('_', ' ')}: {report[key]:.3f}")
     lines.append(f"  {'label':<20} {'prec':>6} {'recall':>6} {'f1':>6} {'n':>5}")
     for label, s in report["per_label"].items():
         lines.append(f"  {label:<20} {s['precision']:>6.3f} {s['recall']:>6.3f} "
