@@ -223,3 +223,24 @@ def test_runs_are_cut_at_systemd_starts_and_at_a_new_banner() -> None:
               "ERROR 03-16 06:12:46 [core.py:396] EngineCore failed to start.",
               "INFO 03-16 06:13:39 [api_server.py:1] vLLM API server version 0.8.5"]
     assert [len(r.indexes) for r in segment(parse(lines_from_texts(docker)))] == [3, 1]
+
+
+def test_a_kernel_line_joins_the_run_of_the_process_it_names() -> None:
+    from advisor.diagnosis.lines import LogLine
+
+    def app(n: int, unit: str, text: str) -> LogLine:
+        return LogLine(number=n, text=text, unit=unit, pid=100 if unit == "a.service" else 200)
+
+    lines = [
+        app(1, "a.service", "(EngineCore_DP0 pid=111) INFO 01-01 00:00:01 [core.py:1] "
+            "Initializing a V1 LLM engine (v0.11.0) with config: model='m'"),
+        app(2, "b.service", "(EngineCore_DP0 pid=222) INFO 01-01 00:00:01 [core.py:1] "
+            "Initializing a V1 LLM engine (v0.11.0) with config: model='n'"),
+        LogLine(number=3, text="NVRM: Xid (PCI:0000:3b:00): 79, pid=222, name=VLLM::EngineCor, "
+                "GPU has fallen off the bus.", transport="kernel"),
+        LogLine(number=4, text="NVRM: Xid (PCI:0000:18:00): 13, Graphics Exception: ESR",
+                transport="kernel"),
+    ]
+    parsed = parse(lines)
+    runs = {r.unit: [parsed[i].line.number for i in r.indexes] for r in segment(parsed)}
+    assert runs == {"a.service": [1, 4], "b.service": [2, 3, 4]}

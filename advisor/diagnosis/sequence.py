@@ -9,6 +9,7 @@ context) join the run in progress.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -184,17 +185,35 @@ def _status_header(parsed: Sequence[Parsed]) -> list[int]:
     return header
 
 
+_KERNEL_PID = re.compile(r"(?:\bpid=|Killed process )(\d+)")
+
+
 def segment(parsed: Sequence[Parsed]) -> list[Run]:
     """Cut the input into runs, per unit, in order of their first line. A line without a
-    unit (kernel messages, a paste) joins the run of the line before it."""
+    unit (a paste) joins the run of the line before it. A kernel line joins the run of the
+    process it names (`pid=N`, `Killed process N`); failing that, with several units in the
+    input, every inference server's run still going — it is evidence about the host, not
+    about one service."""
     runs: list[Run] = []
     current: dict[str | None, Run] = {}
+    by_pid: dict[int, Run] = {}
     last: Run | None = None
     header = _status_header(parsed)
     order = [*range(len(header), len(parsed)), *header]
     for i in order:
         p = parsed[i]
         unit = p.line.unit
+        if p.engine == "kernel" and unit is None and len(current) > 1:
+            m = _KERNEL_PID.search(p.body)
+            owner = by_pid.get(int(m.group(1))) if m else None
+            targets = [owner] if owner is not None else [
+                r for r in current.values() if not r.ended and r.engine is not None]
+            if not targets and last is not None:
+                targets = [last]
+            for target in {id(r): r for r in targets}.values():
+                target.indexes.append(i)
+                _absorb(target, i, p)
+            continue
         run = current.get(unit) if unit is not None or last is None else last
         if i in header and last is not None:
             run = last
@@ -208,6 +227,9 @@ def segment(parsed: Sequence[Parsed]) -> list[Run]:
         current[run.unit] = run
         if unit is None:
             current[None] = run
+        for pid in (p.split.pid, p.line.pid):
+            if pid is not None and pid != 1:
+                by_pid[pid] = run
         run.indexes.append(i)
         _absorb(run, i, p)
         last = run
