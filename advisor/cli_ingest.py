@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 strict_option = click.option("--strict", is_flag=True,
                              help="A line that cannot be parsed is an error; nothing is written.")
+diagnose_option = click.option(
+    "--diagnose/--no-diagnose", default=True, show_default=True,
+    help="Diagnose what was ingested (runs, incidents) before returning; --no-diagnose "
+         "leaves it to `advisor diagnose` (faster bulk imports).")
 host_option = click.option("--host", default=None,
                            help="Host name for entries that lack one (default: this host).")
 
@@ -80,12 +84,13 @@ def ingest() -> None:
 @click.option("--since", help="Without a saved cursor, start here (journalctl --since).")
 @strict_option
 @host_option
+@diagnose_option
 @json_option
 @db_option
 @handle_errors
 def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: bool,
                    units: tuple[str, ...], since: str | None, strict: bool, host: str | None,
-                   as_json: bool, db_url: str | None) -> None:
+                   diagnose: bool, as_json: bool, db_url: str | None) -> None:
     """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
     from ingest import journal_sources as js
 
@@ -103,7 +108,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
     elif file_ != "-":
         resolve(Path(file_))
     store = store_for(db_url)
-    if follow:
+    if follow and diagnose:
         diagnose_after(store, follow=True)
     if file_ == "-":
         report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
@@ -121,7 +126,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
                                               default_host=host)
         except KeyboardInterrupt:
             return
-    print_report(report, as_json, diagnose_after(store))
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
 
 @ingest.command("text")
@@ -129,11 +134,12 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
 @click.option("--service", required=True, help="The service (unit) the log belongs to.")
 @strict_option
 @host_option
+@diagnose_option
 @json_option
 @db_option
 @handle_errors
-def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_json: bool,
-                db_url: str | None) -> None:
+def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagnose: bool,
+                as_json: bool, db_url: str | None) -> None:
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
     from ingest.text import ingest_text_file
 
@@ -142,7 +148,7 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_js
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_text_file(store, file_, service, host or this_host(), strict=strict,
                                   progress=progress)
-    print_report(report, as_json, diagnose_after(store))
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
 
 @ingest.command("nvidia-smi")
@@ -151,11 +157,12 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, as_js
               help="Time zone the log's timestamps were written in.")
 @strict_option
 @host_option
+@diagnose_option
 @json_option
 @db_option
 @handle_errors
-def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_json: bool,
-                      db_url: str | None) -> None:
+def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diagnose: bool,
+                      as_json: bool, db_url: str | None) -> None:
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
     from ingest.nvidia_smi import ingest_nvidia_smi_file
 
@@ -165,7 +172,7 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_j
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
                                         progress=progress)
-    print_report(report, as_json, diagnose_after(store))
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
 
 @ingest.command("gpu")
@@ -181,12 +188,13 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, as_j
               help="Ingest a recording made with --record instead of sampling.")
 @strict_option
 @host_option
+@diagnose_option
 @json_option
 @db_option
 @handle_errors
 def ingest_gpu(interval: float, count: int | None, duration: float | None, process_every: int,
                record_path: Path | None, replay_path: Path | None, strict: bool,
-               host: str | None, as_json: bool, db_url: str | None) -> None:
+               host: str | None, diagnose: bool, as_json: bool, db_url: str | None) -> None:
     """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
     from ingest.gpu import replay_recording, sample_live
     from ingest.nvml import NvmlSampler
@@ -198,7 +206,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
         store = store_for(db_url)
         with byte_progress(f"replaying {replay_path.name}") as progress:
             report = replay_recording(store, replay_path, strict=strict, progress=progress)
-        print_report(report, as_json, diagnose_after(store))
+        print_report(report, as_json, diagnose_after(store) if diagnose else None)
         return
     # Open NVML before anything else: without a GPU nothing may be written.
     with NvmlSampler(host or this_host(), process_every=process_every) as sampler:

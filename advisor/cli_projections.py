@@ -71,6 +71,23 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
 
 
 @click.command()
+@json_option
+@db_option
+@handle_errors
+def diagnose(as_json: bool, db_url: str | None) -> None:
+    """Bring the projections up to date and diagnose the runs not diagnosed yet (what
+    `ingest --no-diagnose` left)."""
+    from advisor.processing import Processor
+
+    report = Processor(store_for(db_url)).run(final=True)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    click.echo(f"folded {report.folded} events, diagnosed {report.diagnosed} runs, "
+               f"{report.diagnosis_events} new diagnosis events")
+
+
+@click.command()
 @db_option
 @handle_errors
 def rebuild(db_url: str | None) -> None:

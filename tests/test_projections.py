@@ -173,3 +173,15 @@ def test_hostile_unit_names_are_data_only(sqlite_url: str, opener: Callable[[str
     Processor(store, load_rules()).run(final=True)
     (run,) = read_rows(store, "runs")
     assert run["died"] and run["label"] is not None
+
+
+def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--json",
+                                 "--no-diagnose", "--db", sqlite_url])
+    assert result.exit_code == 0 and "diagnosis" not in json.loads(result.output)
+    assert json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output) == []
+    result = runner.invoke(cli, ["diagnose", "--json", "--db", sqlite_url])
+    assert json.loads(result.output) == {"folded": 92, "diagnosed": 2, "diagnosis_events": 6}
+    result = runner.invoke(cli, ["diagnose", "--db", sqlite_url])
+    assert result.output == "folded 0 events, diagnosed 0 runs, 0 new diagnosis events\n"
