@@ -185,3 +185,18 @@ def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
     assert json.loads(result.output) == {"folded": 92, "diagnosed": 2, "diagnosis_events": 6}
     result = runner.invoke(cli, ["diagnose", "--db", sqlite_url])
     assert result.output == "folded 0 events, diagnosed 0 runs, 0 new diagnosis events\n"
+
+
+def test_following_diagnoses_after_every_committed_batch(
+        sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path) -> None:
+    store = opener(sqlite_url)
+    Processor(store, load_rules()).follow()
+    events = _journal_events(seed_journal)
+    store.append(events[:40])
+    assert read_rows(store, "incidents") == []  # run 1 has not ended yet
+    store.append(events[40:50])  # its exit and result: diagnosed at once
+    (incident,) = read_rows(store, "incidents")
+    assert incident["label"] == "sampler_warmup_oom"
+    store.append(events[50:])
+    assert [i["label"] for i in read_rows(store, "incidents")] == \
+        ["sampler_warmup_oom", "wedged_stop"]
