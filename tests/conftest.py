@@ -15,7 +15,9 @@ from sqlalchemy import create_engine, text
 from advisor.store import EventStore, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ROOT.parent / "shared" / "scenarios"
+# Copies of ../shared/scenarios/seed-minimax-m25.* (the team's seed scenario), so the suite
+# does not depend on a folder outside the repository.
+SCENARIOS = ROOT / "tests" / "fixtures"
 PG_ENV = "ADVISOR_TEST_PG_URL"
 
 
