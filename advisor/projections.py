@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, select, text
 
 from advisor.diagnosis.facts import PHASE_ORDER, merge_config
 from advisor.diagnosis.lines import LogLine
@@ -37,10 +38,11 @@ from advisor.events import (
     StoredEvent,
 )
 from advisor.store import EventFilter, EventStore
-from advisor.store.engine import WRITE_OPTION
+from advisor.store.engine import WRITE_OPTION, retry_busy
 from advisor.store.schema import PROJECTION_TABLES, checkpoints, gpu_samples, incidents, runs
 
 CHECKPOINT: Final = "projections"
+PROJECTION_LOCK_ID: Final = 0x616476_70726F  # pg advisory lock key for folding ("advpro")
 CHUNK: Final = 5000
 _END: Final = frozenset({"exit", "failed", "deactivated", "stopped", "start_failed",
                          "start_limit", "restart_scheduled"})
@@ -190,15 +192,20 @@ class Projector:
                                 CHUNK))
             if not batch:
                 return done
-            with self._writing() as conn:
-                # Re-read under the write lock: another process may have folded them.
-                current = conn.execute(select(checkpoints.c.position).where(
-                    checkpoints.c.name == CHECKPOINT)).scalar()
-                if current is not None and int(orjson.loads(current)["seq"]) != after:
-                    continue
-                _Fold(conn).apply(batch)
-                _save_position(conn, batch[-1].seq)
-            done += len(batch)
+            if retry_busy(partial(self._fold, batch, after)):
+                done += len(batch)
+
+    def _fold(self, batch: list[StoredEvent], after: int) -> bool:
+        """Fold one chunk in one write transaction; False when another process folded it."""
+        with self._writing() as conn:
+            # Re-read under the write lock: another process may have folded them.
+            current = conn.execute(select(checkpoints.c.position).where(
+                checkpoints.c.name == CHECKPOINT)).scalar()
+            if current is not None and int(orjson.loads(current)["seq"]) != after:
+                return False
+            _Fold(conn).apply(batch)
+            _save_position(conn, batch[-1].seq)
+        return True
 
     def rebuild(self) -> int:
         """Empty the projections and fold every event again."""
@@ -213,6 +220,8 @@ class Projector:
         """A write transaction (SQLite: BEGIN IMMEDIATE), committed on success."""
         with self.store.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, \
                 conn.begin():
+            if conn.dialect.name == "postgresql":  # one folder at a time, as SQLite's lock
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PROJECTION_LOCK_ID})
             yield conn
 
 

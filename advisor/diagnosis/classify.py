@@ -185,9 +185,7 @@ def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[int]:
     for event in ("stop_timeout", "exit", "failed", "sigkill", "still_around", "deactivated"):
         if event in run.events:
             chosen.append(run.events[event])
-    seen: set[int] = set()
-    unique = [i for i in chosen if not (i in seen or seen.add(i))]  # type: ignore[func-returns-value]
-    return sorted(unique[:MAX_EVIDENCE])
+    return sorted(list(dict.fromkeys(chosen))[:MAX_EVIDENCE])
 
 
 @dataclass

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from advisor.errors import StoreError
@@ -17,6 +19,31 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 WRITE_OPTION = "advisor_write"
 SQLITE_CACHE_KIB = 16 * 1024  # 32 MiB was no faster at 1,000,000 events, and costs RSS
 SQLITE_WAL_CHECKPOINT_PAGES = 16384
+
+
+T = TypeVar("T")
+BUSY_RETRIES = 8
+
+
+def is_busy(e: OperationalError) -> bool:
+    """SQLite's "database is locked" / "busy": another writer, worth waiting for."""
+    message = str(e.orig).lower()
+    return "locked" in message or "busy" in message
+
+
+def retry_busy(work: Callable[[], T]) -> T:
+    """Run `work`, again after a pause when SQLite says it is busy without having waited
+    (a lock upgrade, a journal-mode switch racing another process on a new file)."""
+    delay = 0.05
+    for attempt in range(BUSY_RETRIES):
+        try:
+            return work()
+        except OperationalError as e:
+            if not is_busy(e) or attempt == BUSY_RETRIES - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
 
 
 def parse_url(url: str) -> URL:

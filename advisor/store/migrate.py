@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import advisor.migrations
 from advisor.errors import StoreError
-from advisor.store.engine import WRITE_OPTION, first_line, redact
+from advisor.store.engine import WRITE_OPTION, first_line, redact, retry_busy
 
 MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes
 
@@ -40,19 +40,23 @@ def current_revision(conn: Connection) -> str | None:
 
 def upgrade(engine: Engine) -> str | None:
     """Bring the schema to the head revision; return the revision now in place."""
-    head = head_revision()
     try:
-        with engine.connect() as conn:
-            if current_revision(conn) == head:
-                return head
-        with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
-            with conn.begin():
-                if conn.dialect.name == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_ID})
-                cfg = _config()
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-            return current_revision(conn)
+        return retry_busy(lambda: _upgrade(engine))
     except SQLAlchemyError as e:
         raise StoreError(f"cannot open the store {redact(engine.url)}: "
                          f"{first_line(e)}") from e
+
+
+def _upgrade(engine: Engine) -> str | None:
+    head = head_revision()
+    with engine.connect() as conn:
+        if current_revision(conn) == head:
+            return head
+    with engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_ID})
+            cfg = _config()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return current_revision(conn)

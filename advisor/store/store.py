@@ -15,19 +15,18 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, select, text
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.errors import StoreError
 from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
-from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact
+from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
 from advisor.store.schema import checkpoints, events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
 GENESIS_HASH = bytes(32)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
-_RETRIES = 8
 
 
 def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, time_us: int,
@@ -85,19 +84,10 @@ class EventStore:
 
     def _append_retrying(self, batch: Sequence[Prepared],
                          checkpoint: Checkpoint | None) -> AppendResult:
-        delay = 0.05
-        for attempt in range(_RETRIES):
-            try:
-                return self._append_once(batch, checkpoint)
-            except OperationalError as e:
-                if not _is_busy(e) or attempt == _RETRIES - 1:
-                    raise StoreError(f"cannot append to {self.display_url}: "
-                                     f"{first_line(e)}") from e
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-            except SQLAlchemyError as e:
-                raise StoreError(f"cannot append to {self.display_url}: {first_line(e)}") from e
-        raise AssertionError("unreachable")
+        try:
+            return retry_busy(lambda: self._append_once(batch, checkpoint))
+        except SQLAlchemyError as e:
+            raise StoreError(f"cannot append to {self.display_url}: {first_line(e)}") from e
 
     def _append_once(self, batch: Sequence[Prepared],
                      checkpoint: Checkpoint | None) -> AppendResult:
@@ -225,11 +215,6 @@ class EventStore:
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
-
-
-def _is_busy(e: OperationalError) -> bool:
-    message = str(e.orig).lower()
-    return "locked" in message or "busy" in message
 
 
 def open_store(url: str, *, upgrade: bool = True) -> EventStore:
