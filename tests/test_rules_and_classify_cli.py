@@ -156,3 +156,17 @@ def test_classify_the_seed_scenario(seed_journal: Path) -> None:
     assert [r["label"] for r in out["runs"]] == ["sampler_warmup_oom", "wedged_stop"]
     assert any("warming up sampler with 1024 dummy requests" in e["text"]
                for e in out["evidence"])
+
+
+def test_a_hung_task_after_a_stop_request_is_a_wedged_stop(tmp_path: Path) -> None:
+    log = _write(tmp_path, "hung.log", "\n".join([
+        "Mar 16 06:12:38 gpu01 systemd[1]: Stopping vllm.service - vLLM...",
+        "Mar 16 06:12:38 gpu01 vllm[42]: INFO 03-16 06:12:38 [launcher.py:99] Shutting down "
+        "FastAPI HTTP server.",
+        "Mar 16 06:14:41 gpu01 kernel: INFO: task VLLM::EngineCor:4711 blocked for more than "
+        "120 seconds.",
+        "Mar 16 06:14:41 gpu01 kernel:       Tainted: P           OE      6.1.0-18-amd64 #1",
+    ]) + "\n")
+    out = json.loads(CliRunner().invoke(cli, ["classify", str(log), "--json"]).output)
+    assert out["label"] == "wedged_stop"
+    assert any("blocked for more than 120 seconds" in e["text"] for e in out["evidence"])
