@@ -250,14 +250,18 @@ def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
         return {"label": "unknown", "confidence": 0.0, "evidence": [],
                 "facts": dict.fromkeys(FACT_KEYS), "actions": [], "candidates": [],
                 "runs": [], "input": {"format": input_format, "lines": 0}}
+    from advisor.recommend import PlanContext, plan, summary
+
     evidence = [{"line": parsed[i].line.number, "text": clean_text(parsed[i].line.text)}
                 for i in verdict.evidence]
+    facts = facts_of(diagnosis)
+    actions = plan(verdict.label, verdict.confidence, facts, PlanContext(unit=verdict.run.unit))
     return {
         "label": verdict.label,
         "confidence": verdict.confidence,
         "evidence": evidence,
-        "facts": facts_of(diagnosis),
-        "actions": [],
+        "facts": facts,
+        "actions": summary(actions),
         "candidates": [{"label": c.label, "confidence": c.confidence, "source": c.source,
                         **({"rule": c.rule_id} if c.rule_id else {})}
                        for c in verdict.candidates],

@@ -1,0 +1,304 @@
+"""From a diagnosis to a plan: an ordered list of typed actions, each with the numbers behind
+it and what it should change.
+
+Actions come from a closed vocabulary (DESIGN.md): nothing here is a shell string, and no
+value read from a log is passed on without being checked — a unit name must be a systemd unit
+name, a flag value is a number this module computed. `unknown`, and any label below
+`ACT_BELOW`, gets `notify` only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart",
+                     "reset_failed", "hold_restarts", "notify"]
+
+ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change nothing
+SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have
+SAMPLER_BYTES_PER_ELEMENT: Final = 20  # float32 logits + sorted values + int64 indices + probs
+DEFAULT_RELEASE_S: Final = 30.0   # DOMAIN.md 7.1: memory not back 10–30 s after exit is abnormal
+HARDENED_TIMEOUT_STOP: Final = "30s"
+GIB: Final = 1024 ** 3
+MIB: Final = 1024 ** 2
+_UNIT_NAME = re.compile(
+    r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\@-]{0,240}\."
+    r"(?:service|scope|socket|target|timer|mount|slice|path|swap|automount)$")
+
+
+def is_unit_name(name: str) -> bool:
+    """A name systemd would accept as a unit (no globs, no paths, no shell)."""
+    return bool(_UNIT_NAME.match(name)) and ".." not in name
+
+
+class Action(BaseModel):
+    """One step of a plan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ActionKind
+    unit: str | None = None
+    flag: str | None = None
+    value: int | float | str | None = None
+    option: str | None = None
+    seconds: float | None = None
+    pid: int | None = None
+    why: str
+    arithmetic: tuple[str, ...] = ()
+    expected: str | None = None
+    alternative: bool = False   # instead of the set_flag before it, not as well
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process NVML says holds memory on the unit's GPUs."""
+
+    pid: int
+    used_bytes: int | None
+    unit: str | None
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the store knows beyond the log: samples, history, the host."""
+
+    unit: str | None = None
+    free_before_bytes: int | None = None   # free GPU memory just before the failing phase
+    gpu_total_bytes: int | None = None
+    release_p95_s: float | None = None     # p95 of this host's memory release after a kill
+    holders: tuple[Holder, ...] = ()
+    idle_gpus: int | None = None
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def _mib(n: float) -> str:
+    return f"{n / MIB:.2f} MiB"
+
+
+@dataclass
+class _Plan:
+    unit: str | None
+    actions: list[Action] = field(default_factory=list)
+
+    def add(self, kind: ActionKind, why: str, **fields: Any) -> None:
+        self.actions.append(Action(kind=kind, unit=self.unit, why=why, **fields))
+
+
+def plan(label: str, confidence: float, facts: Mapping[str, Any],
+         context: PlanContext | None = None) -> list[Action]:
+    """The plan for one diagnosis."""
+    ctx = context or PlanContext()
+    unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
+    p = _Plan(unit)
+    if label == "healthy":
+        return []
+    if label == "unknown" or confidence < ACT_BELOW:
+        p.add("notify", f"{label} at confidence {confidence:.2f}: not enough to act on; "
+                        "a person should look at the evidence")
+        return p.actions
+    if ctx.unit is not None and unit is None:
+        p.add("notify", f"the unit name {ctx.unit[:80]!r} is not a systemd unit name; "
+                        "nothing is changed")
+        return p.actions
+    builder = _BUILDERS.get(label)
+    if builder is None:
+        p.add("notify", _ADVICE.get(label, f"{label}: no automatic remedy"))
+        return p.actions
+    builder(p, facts, ctx)
+    changes = any(a.kind in ("set_flag", "set_unit_option") for a in p.actions)
+    if changes and (facts.get("restart_count") or 0) >= 1:
+        p.actions.insert(0, Action(
+            kind="hold_restarts", unit=unit, why=f"the unit is in a restart loop (restart "
+            f"counter {facts['restart_count']}): hold it before changing anything, so nothing "
+            "races the fix", expected="no new start until the plan restarts the unit"))
+    return p.actions
+
+
+# ------------------------------------------------------------------ per label
+def _sampler(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+    seqs = facts.get("max_num_seqs") or facts.get("dummy_requests")
+    if not seqs:
+        p.add("notify", "sampler warm-up ran out of memory but the log states neither "
+                        "max_num_seqs nor the dummy request count: lower --max-num-seqs by hand")
+        return
+    vocab = facts.get("vocab_size")
+    tried = facts.get("tried_to_allocate_gib")
+    free = facts.get("free_gib")
+    total = facts.get("total_capacity_gib")
+    lines: list[str] = []
+    per_request = None
+    if vocab:
+        per_request = SAMPLER_BYTES_PER_ELEMENT * vocab
+        lines.append(f"per request: {vocab:,} logits × {SAMPLER_BYTES_PER_ELEMENT} B (float32 "
+                     f"logits, sorted values, int64 indices, probabilities) = "
+                     f"{_mib(per_request)}")
+    elif tried and facts.get("dummy_requests"):
+        dummies = facts["dummy_requests"]
+        row = tried * GIB / dummies
+        per_request = row / 4 * SAMPLER_BYTES_PER_ELEMENT
+        lines.append(f"the failed allocation is one [{dummies} × vocab] float32 tensor: "
+                     f"{tried * GIB / MIB:.2f} MiB / {dummies} = {_mib(row)} a request, so vocab "
+                     f"≈ {row / 4:,.0f}")
+        lines.append(f"per request: {row / 4:,.0f} × {SAMPLER_BYTES_PER_ELEMENT} B = "
+                     f"{_mib(per_request)}")
+    available = ctx.free_before_bytes
+    if available is not None:
+        lines.append(f"free GPU memory before the warm-up (NVML samples): {_gib(available)}")
+    elif free is not None and tried is not None:
+        available = int((free + tried) * GIB)
+        lines.append(f"free at the failure {free:.2f} GiB + the {tried:.2f} GiB it asked for "
+                     f"= {_gib(available)} the sampler could have had at most")
+    if per_request and available:
+        fit = math.floor(SAMPLER_MARGIN * available / per_request)
+        value = max(1, min(seqs - 1, 2 ** int(math.log2(fit)) if fit >= 1 else 1))
+        need = per_request * seqs
+        lines.append(f"needed for {seqs}: {seqs} × {_mib(per_request)} = {_gib(need)}")
+        lines.append(f"fits: {SAMPLER_MARGIN:.0%} × {_gib(available)} / {_mib(per_request)} = "
+                     f"{fit} → {value} (a power of two, below {seqs})")
+        p.add("set_flag", f"the sampler warm-up needs about {_gib(need)} for {seqs} dummy "
+                          f"requests and had about {_gib(available)}", flag="--max-num-seqs",
+              value=value, arithmetic=tuple(lines),
+              expected=f"warm-up needs about {_gib(per_request * value)}, which fits")
+        util = facts.get("gpu_memory_utilization")
+        if util and total:
+            missing = max(0.0, need - available) / GIB
+            lowered = math.floor((util - missing / total) * 100) / 100
+            if 0.5 <= lowered < util:
+                p.add("set_flag", f"keeps {seqs} concurrent sequences: gives the KV cache "
+                                  f"{missing:.2f} GiB less so the sampler fits",
+                      flag="--gpu-memory-utilization", value=lowered, alternative=True,
+                      arithmetic=(f"missing: {_gib(need)} − {_gib(available)} = "
+                                  f"{missing:.2f} GiB",
+                                  f"{util} − {missing:.2f} / {total} GiB = {lowered:.2f}"),
+                      expected="the same concurrency with a smaller KV cache")
+    else:
+        value = max(1, seqs // 2)
+        p.add("set_flag", "the log does not give the memory figures to compute with: halve it",
+              flag="--max-num-seqs", value=value, arithmetic=(f"{seqs} / 2 = {value}",),
+              expected="half the warm-up memory")
+    p.add("restart", "start the service with the new setting",
+          expected="the warm-up completes and the server says it is ready")
+
+
+def _kv_cache(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+    capacity = facts.get("kv_cache_tokens")
+    estimate = facts.get("estimated_max_model_len")
+    current = facts.get("max_model_len")
+    engine = facts.get("engine")
+    if engine == "tgi" and facts.get("max_batch_prefill_tokens"):
+        value = facts["max_batch_prefill_tokens"] // 2
+        p.add("set_flag", "the warm-up batch does not fit in the memory left at start",
+              flag="--max-batch-prefill-tokens", value=value,
+              arithmetic=(f"{facts['max_batch_prefill_tokens']} / 2 = {value}",),
+              expected="the warm-up batch fits")
+    else:
+        limit = min(x for x in (capacity, estimate) if x) if (capacity or estimate) else None
+        if limit:
+            value = limit // 1024 * 1024
+            source = ("KV capacity" if limit == capacity else "estimated maximum model length")
+            flag = "--context-length" if engine == "sglang" else "--max-model-len"
+            if value >= 1024 and (current is None or value < current):
+                p.add("set_flag", f"one request of max_model_len {current} needs more KV cache "
+                                  f"than the {source} the log states ({limit:,} tokens)",
+                      flag=flag, value=value,
+                      arithmetic=(f"{limit:,} tokens rounded down to a multiple of 1024 = "
+                                  f"{value:,}",),
+                      expected="the KV cache holds one full-length request")
+        needed, available = facts.get("kv_cache_needed_gib"), facts.get("available_kv_cache_gib")
+        util, total = facts.get("gpu_memory_utilization"), facts.get("total_capacity_gib")
+        headroom = ctx.free_before_bytes
+        if needed and available and util and total and headroom:
+            missing = needed - available
+            raised = math.ceil((util + missing / total) * 100) / 100
+            if missing * GIB < headroom and raised <= 0.98:
+                p.add("set_flag", f"the GPUs have {_gib(headroom)} unused (samples): give the "
+                                  f"KV cache the {missing:.2f} GiB it lacks",
+                      flag="--gpu-memory-utilization", value=raised, alternative=True,
+                      arithmetic=(f"{needed} − {available} = {missing:.2f} GiB",
+                                  f"{util} + {missing:.2f} / {total} = {raised:.2f}"),
+                      expected="the full max_model_len fits")
+        tp = facts.get("tensor_parallel_size") or 1
+        if ctx.idle_gpus is not None and ctx.idle_gpus >= tp:
+            p.add("set_flag", f"{ctx.idle_gpus} GPUs on this host are idle: spread the model "
+                              f"over {tp * 2}", flag="--tensor-parallel-size", value=tp * 2,
+                  alternative=True, arithmetic=(f"{tp} × 2 = {tp * 2}",),
+                  expected="twice the KV cache memory")
+    if not any(a.kind == "set_flag" for a in p.actions):
+        p.add("notify", "KV cache does not fit, and the log states no capacity to compute a "
+                        "max_model_len from: lower --max-model-len or raise "
+                        "--gpu-memory-utilization by hand")
+        return
+    p.add("restart", "start the service with the new setting",
+          expected="KV cache allocated, the server says it is ready")
+
+
+def _wedged(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+    p.add("kill", "the stop timed out: SIGKILL the unit's whole control group",
+          expected="no process of the unit left")
+    seconds = ctx.release_p95_s or DEFAULT_RELEASE_S
+    source = ("p95 of this host's past releases after a kill" if ctx.release_p95_s
+              else "no history on this host yet: the documented default")
+    p.add("wait_gpu_free", "the driver frees GPU memory some seconds after the processes go",
+          seconds=seconds, arithmetic=(f"bound {seconds:.0f} s: {source}",),
+          expected="the unit's GPUs back to their idle memory, stable for a few samples")
+    p.add("set_unit_option", "a shorter stop timeout: SIGKILL sooner next time", option=
+          "TimeoutStopSec", value=HARDENED_TIMEOUT_STOP, expected="the next stop ends in 30 s")
+    p.add("set_unit_option", "signal every process of the unit, the workers too",
+          option="KillMode", value="control-group",
+          expected="no orphaned worker keeps GPU memory")
+
+
+def _held(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+    for holder in ctx.holders:
+        used = f" ({_gib(holder.used_bytes)})" if holder.used_bytes else ""
+        if holder.unit is not None and is_unit_name(holder.unit) and holder.unit != p.unit:
+            p.actions.append(Action(kind="stop", unit=holder.unit, pid=holder.pid,
+                                    why=f"PID {holder.pid} of {holder.unit} holds GPU "
+                                        f"memory{used}", expected="its memory is freed"))
+        elif holder.unit is not None and holder.unit == p.unit:
+            p.add("kill", f"PID {holder.pid}, left over from a previous run of this unit, "
+                          f"holds GPU memory{used}", pid=holder.pid,
+                  expected="the leftover process is gone")
+        else:
+            p.add("notify", f"PID {holder.pid} holds GPU memory{used} and belongs to no "
+                            "unit: a person must decide (it is never killed automatically)",
+                  pid=holder.pid)
+    if not ctx.holders:
+        p.add("notify", "GPU memory was held by another process at start; GPU samples with "
+                        "the process list would name it")
+        return
+    p.add("wait_gpu_free", "let the driver release the memory",
+          seconds=ctx.release_p95_s or DEFAULT_RELEASE_S, expected="memory free and stable")
+    p.add("restart", "start the service again", expected="enough free memory at start")
+
+
+_BUILDERS = {"sampler_warmup_oom": _sampler, "kv_cache_oom": _kv_cache,
+             "wedged_stop": _wedged, "gpu_memory_held": _held}
+_ADVICE: Final = {
+    "weights_load_oom": "the weights do not fit at this parallelism: a larger "
+                        "--tensor-parallel-size or a quantised model",
+    "cuda_graph_oom": "CUDA graph capture ran out of memory: lower --gpu-memory-utilization "
+                      "a little, or --enforce-eager",
+    "runtime_oom": "out of memory while serving: lower --max-num-seqs or "
+                   "--max-num-batched-tokens",
+    "nccl_error": "NCCL failed: check the interconnect and NCCL_* settings before restarting",
+    "gpu_hardware_fault": "the GPU reported a hardware fault: drain the host and check the GPU "
+                          "(Xid, ECC) before restarting anything on it",
+    "other_crash": "a crash with no automatic remedy: read the evidence",
+}
+
+
+def summary(actions: Sequence[Action]) -> list[dict[str, Any]]:
+    """Actions as the `actions` list of `classify --json`."""
+    return [a.model_dump(exclude_none=True, exclude_defaults=True) | {"kind": a.kind,
+                                                                        "why": a.why}
+            for a in actions]
