@@ -95,9 +95,14 @@ def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
 
 def final_label(vote: RuleVote | None, probabilities: dict[str, float] | None, *,
                 healthy_seen: bool, trouble: bool) -> tuple[str, float, list[Candidate]]:
-    """`decide`, then two guards: the model alone does not name a failure from lifecycle
-    lines only (`trouble`), and `healthy` needs the server to have said so (`healthy_seen`:
-    a healthy rule fired — ready, or a clean stop — or it was serving requests)."""
+    """`decide`, with two guards: `healthy` needs the server to have said so (`healthy_seen`:
+    a healthy rule fired — ready, or a clean stop — or it was serving requests), and the
+    model alone does not name a failure from lifecycle lines only (`trouble`)."""
+    if probabilities and not healthy_seen and "healthy" in probabilities:
+        # Without a sign of health the model may not vote for it: its other labels share it.
+        rest = {k: v for k, v in probabilities.items() if k != "healthy"}
+        total = sum(rest.values())
+        probabilities = {k: v / total for k, v in rest.items()} if total > 0 else None
     label, confidence, candidates = decide(vote, probabilities)
     weak = vote is None or vote.confidence < UNKNOWN_BELOW
     if weak and label not in ("healthy", "unknown") and not trouble:
