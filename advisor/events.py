@@ -151,13 +151,88 @@ class IncidentResolved(Payload):
     run_id: str
 
 
+ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart",
+                     "reset_failed", "hold_restarts", "notify"]
+
+
+class ActionProposed(Payload):
+    """One step of a plan for an incident, with the numbers behind it. Nothing runs until an
+    `action.approved` names it."""
+
+    type: Literal["action.proposed"] = "action.proposed"
+    action_id: str
+    plan_id: str
+    step: int = Field(ge=0)
+    incident_id: str | None = None
+    host: str
+    unit: str | None = None
+    kind: ActionKind
+    flag: str | None = None
+    value: int | float | str | None = None
+    option: str | None = None
+    seconds: float | None = None
+    pid: int | None = None
+    why: str
+    arithmetic: tuple[str, ...] = ()
+    expected: str | None = None
+    alternative: bool = False
+
+
+class ActionApproved(Payload):
+    type: Literal["action.approved"] = "action.approved"
+    action_id: str
+    by: str          # "human:<user>" or "policy:<file>"
+
+
+class ActionRejected(Payload):
+    type: Literal["action.rejected"] = "action.rejected"
+    action_id: str
+    by: str
+    why: str
+
+
+class ActionStarted(Payload):
+    type: Literal["action.started"] = "action.started"
+    action_id: str
+    backend: str
+
+
+class ActionSucceeded(Payload):
+    type: Literal["action.succeeded"] = "action.succeeded"
+    action_id: str
+    detail: str
+    # For set_flag / set_unit_option on systemd: the drop-in written and where its previous
+    # content was kept, so `advisor rollback` can put it back.
+    dropin: str | None = None
+    previous: str | None = None
+
+
+class ActionFailed(Payload):
+    type: Literal["action.failed"] = "action.failed"
+    action_id: str
+    error: str
+
+
+class ActionRolledBack(Payload):
+    type: Literal["action.rolled_back"] = "action.rolled_back"
+    action_id: str
+    detail: str
+
+
 AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
-                       | IncidentClassified | IncidentRecurred | IncidentResolved,
+                       | IncidentClassified | IncidentRecurred | IncidentResolved
+                       | ActionProposed | ActionApproved | ActionRejected | ActionStarted
+                       | ActionSucceeded | ActionFailed | ActionRolledBack,
                        Field(discriminator="type")]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
     "incident.opened": IncidentOpened, "incident.classified": IncidentClassified,
-    "incident.recurred": IncidentRecurred, "incident.resolved": IncidentResolved}
+    "incident.recurred": IncidentRecurred, "incident.resolved": IncidentResolved,
+    "action.proposed": ActionProposed, "action.approved": ActionApproved,
+    "action.rejected": ActionRejected, "action.started": ActionStarted,
+    "action.succeeded": ActionSucceeded, "action.failed": ActionFailed,
+    "action.rolled_back": ActionRolledBack}
+ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 

@@ -28,6 +28,13 @@ from advisor.diagnosis.facts import PHASE_ORDER, merge_config
 from advisor.diagnosis.lines import LogLine
 from advisor.diagnosis.sequence import Parsed, ended_badly, parse, says_died, starts_new_run
 from advisor.events import (
+    ActionApproved,
+    ActionFailed,
+    ActionProposed,
+    ActionRejected,
+    ActionRolledBack,
+    ActionStarted,
+    ActionSucceeded,
     GpuSampled,
     IncidentClassified,
     IncidentOpened,
@@ -39,7 +46,14 @@ from advisor.events import (
 )
 from advisor.store import EventFilter, EventStore
 from advisor.store.engine import WRITE_OPTION, retry_busy
-from advisor.store.schema import PROJECTION_TABLES, checkpoints, gpu_samples, incidents, runs
+from advisor.store.schema import (
+    PROJECTION_TABLES,
+    actions,
+    checkpoints,
+    gpu_samples,
+    incidents,
+    runs,
+)
 
 CHECKPOINT: Final = "projections"
 PROJECTION_LOCK_ID: Final = 0x616476_70726F  # pg advisory lock key for folding ("advpro")
@@ -243,6 +257,7 @@ class _Fold:
         self.current: dict[str, RunRow | None] = {}   # stream → its latest run
         self.runs: dict[str, RunRow] = {}             # run_id → row, touched in this chunk
         self.incidents: dict[str, dict[str, Any]] = {}
+        self.actions: dict[str, dict[str, Any]] = {}
         self.sample_hosts: dict[str, tuple[int, int]] = {}  # host → (min, max) sample time
 
     def apply(self, batch: Iterable[StoredEvent]) -> None:
@@ -256,6 +271,8 @@ class _Fold:
                 run = self._run(p.run_id)
                 if run is not None:
                     run.label, run.confidence = p.label, p.confidence
+            elif event.type.startswith("action."):
+                self._action(event)
             else:
                 self._incident(event)
         self._recompute_peaks()
@@ -380,6 +397,50 @@ class _Fold:
         if run is not None:
             run.incident_id = incident_id
 
+    # -- actions -----------------------------------------------------------------------
+    def _load_action(self, action_id: str) -> dict[str, Any] | None:
+        if action_id not in self.actions:
+            row = self.conn.execute(select(actions).where(
+                actions.c.action_id == action_id)).first()
+            if row is None:
+                return None
+            self.actions[action_id] = {str(k): v for k, v in row._mapping.items()}
+        return self.actions[action_id]
+
+    def _action(self, event: StoredEvent) -> None:
+        p = event.payload
+        if isinstance(p, ActionProposed):
+            if p.action_id in self.actions or self._load_action(p.action_id) is not None:
+                return
+            spec = p.model_dump(exclude={"type"}, exclude_none=True)
+            self.actions[p.action_id] = {
+                "action_id": p.action_id, "plan_id": p.plan_id, "step": p.step,
+                "incident_id": p.incident_id, "host": p.host, "unit": p.unit, "kind": p.kind,
+                "alternative": p.alternative,
+                "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
+                "status": "proposed", "proposed_seq": event.seq, "proposed_us": event.time_us,
+                "updated_us": event.time_us, "decided_by": None, "decided_why": None,
+                "detail": None, "dropin": None, "previous": None}
+            return
+        action_id = getattr(p, "action_id", None)
+        row = self._load_action(action_id) if isinstance(action_id, str) else None
+        if row is None:
+            return
+        row["updated_us"] = event.time_us
+        if isinstance(p, ActionApproved):
+            row.update(status="approved", decided_by=p.by)
+        elif isinstance(p, ActionRejected):
+            row.update(status="rejected", decided_by=p.by, decided_why=p.why)
+        elif isinstance(p, ActionStarted):
+            row.update(status="started")
+        elif isinstance(p, ActionSucceeded):
+            row.update(status="succeeded", detail=p.detail, dropin=p.dropin,
+                       previous=p.previous)
+        elif isinstance(p, ActionFailed):
+            row.update(status="failed", detail=p.error)
+        elif isinstance(p, ActionRolledBack):
+            row.update(status="rolled_back", detail=p.detail)
+
     # -- writing -----------------------------------------------------------------------
     def _write(self) -> None:
         if self.runs:
@@ -390,6 +451,10 @@ class _Fold:
             ids = sorted(self.incidents)
             self.conn.execute(delete(incidents).where(incidents.c.incident_id.in_(ids)))
             self.conn.execute(incidents.insert(), [self.incidents[i] for i in ids])
+        if self.actions:
+            ids = sorted(self.actions)
+            self.conn.execute(delete(actions).where(actions.c.action_id.in_(ids)))
+            self.conn.execute(actions.insert(), [self.actions[i] for i in ids])
 
 
 # ------------------------------------------------------------------ reading
@@ -403,7 +468,7 @@ def read_rows(store: EventStore, table_name: str, *, unit: str | None = None,
     if host is not None and "host" in table.c:
         query = query.where(table.c.host == host)
     order = {"runs": runs.c.first_seq, "incidents": incidents.c.opened_seq,
-             "gpu_samples": gpu_samples.c.seq}[table_name]
+             "gpu_samples": gpu_samples.c.seq, "actions": actions.c.proposed_seq}[table_name]
     with store.engine.connect() as conn:
         rows = conn.execute(query.order_by(order, *table.primary_key)).all()
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]

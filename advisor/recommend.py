@@ -13,12 +13,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart",
-                     "reset_failed", "hold_restarts", "notify"]
+from advisor.events import ActionKind
 
 ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change nothing
 SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have

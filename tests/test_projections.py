@@ -20,7 +20,7 @@ from advisor.store import EventFilter, EventStore
 from ingest.journal import json_line_record
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 
-TABLES = ("runs", "incidents", "gpu_samples")
+TABLES = ("runs", "incidents", "gpu_samples", "actions")
 
 
 def _journal_events(path: Path) -> list[Any]:
@@ -96,6 +96,15 @@ def test_seed_is_diagnosed_and_rebuild_is_identical_row_for_row(
     evidence = orjson.loads(incidents[0]["evidence"])
     assert any("warming up sampler with 1024" in e["text"] for e in evidence)
     assert len(live["gpu_samples"]) == 1208
+    plans = [[(a["kind"], a["status"]) for a in live["actions"] if a["plan_id"] == i["incident_id"]]
+             for i in incidents]
+    assert plans == [
+        [("hold_restarts", "proposed"), ("set_flag", "proposed"), ("set_flag", "proposed"),
+         ("restart", "proposed")],
+        [("kill", "proposed"), ("wait_gpu_free", "proposed"), ("set_unit_option", "proposed"),
+         ("set_unit_option", "proposed")]]
+    seqs = orjson.loads(live["actions"][1]["spec"])
+    assert (seqs["flag"], seqs["value"]) == ("--max-num-seqs", 256)
 
     # Diagnosing again adds nothing: every diagnosis event has its idempotency key.
     before = sum(1 for _ in store.read())
@@ -152,7 +161,7 @@ def test_cli_ingest_diagnoses_and_rebuild_runs_and_incidents_read_back(
                                  "--db", sqlite_url])
     assert json.loads(result.output) == []
     result = runner.invoke(cli, ["rebuild", "--db", sqlite_url])
-    assert result.exit_code == 0 and "rebuilt projections from 92 events" in result.output
+    assert result.exit_code == 0 and "rebuilt projections from 100 events" in result.output
     result = runner.invoke(cli, ["incidents", "--open", "--db", sqlite_url])
     assert "sampler_warmup_oom" in result.output and "runs=1" in result.output
 
@@ -182,7 +191,7 @@ def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
     assert result.exit_code == 0 and "diagnosis" not in json.loads(result.output)
     assert json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output) == []
     result = runner.invoke(cli, ["diagnose", "--json", "--db", sqlite_url])
-    assert json.loads(result.output) == {"folded": 92, "diagnosed": 2, "diagnosis_events": 6}
+    assert json.loads(result.output) == {"folded": 100, "diagnosed": 2, "diagnosis_events": 14}
     result = runner.invoke(cli, ["diagnose", "--db", sqlite_url])
     assert result.output == "folded 0 events, diagnosed 0 runs, 0 new diagnosis events\n"
 

@@ -219,15 +219,14 @@ def diagnose(lines: Sequence[LogLine], rules: RuleSet, model: LinearModel | None
     return Diagnosis(parsed, [judge_run(run, parsed, rules, model) for run in runs])
 
 
-def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The facts of the primary run, every key present, null where the log is silent."""
+def verdict_facts(verdict: RunVerdict, parsed: Sequence[Parsed],
+                  others: Sequence[RunVerdict] = ()) -> dict[str, Any]:
+    """The facts of one run, every key present, null where the log is silent; config the
+    run does not state may come from the other runs of the same input."""
     facts: dict[str, Any] = dict.fromkeys(FACT_KEYS)
-    verdict = diagnosis.primary
-    if verdict is None:
-        return facts
-    parsed, run = diagnosis.parsed, verdict.run
+    run = verdict.run
     facts["engine"] = run.engine
-    for other in [run, *(v.run for v in diagnosis.verdicts if v.run is not run)]:
+    for other in [run, *(v.run for v in others if v.run is not run)]:
         for key, value in other.config.items():
             if facts[key] is None:
                 facts[key] = value
@@ -240,11 +239,19 @@ def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
     for key, value in run.event_facts.items():
         if key != "restart_count":
             facts[key] = value
-    restarts = [v.run.event_facts.get("restart_count") for v in diagnosis.verdicts]
+    restarts = [v.run.event_facts.get("restart_count") for v in [verdict, *others]]
     counted = [r for r in restarts if r is not None]
     facts["restart_count"] = max(counted) if counted else None
     facts["phase"] = verdict.phase
     return facts
+
+
+def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The facts of the primary run (see `verdict_facts`)."""
+    verdict = diagnosis.primary
+    if verdict is None:
+        return dict.fromkeys(FACT_KEYS)
+    return verdict_facts(verdict, diagnosis.parsed, diagnosis.verdicts)
 
 
 def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:

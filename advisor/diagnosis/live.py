@@ -19,8 +19,7 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import select
 
-from advisor.diagnosis.classify import RunVerdict, judge_run
-from advisor.diagnosis.facts import FACT_KEYS
+from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
 from advisor.diagnosis.inputs import line_from_payload
 from advisor.diagnosis.lines import LogLine, clean_text
 from advisor.diagnosis.model import LinearModel
@@ -62,19 +61,20 @@ class Diagnoser:
         """The events that diagnosing one run adds (empty when there is nothing to say)."""
         if not run["ended"] and not run["died"]:
             return self._resolutions(run)  # up and ready: earlier incidents are over
-        verdict, lines = self._judge(run)
+        verdict, lines, facts = self._judge(run)
         events = [self._event(run, {
             "type": "run.classified", "run_id": run["run_id"], "host": run["host"],
             "unit": run["unit"], "label": verdict.label, "confidence": verdict.confidence,
             "phase": verdict.phase, "through_seq": run["last_seq"]}, "run.classified")]
         if verdict.failed:
-            events.extend(self._incident(run, verdict, lines))
+            events.extend(self._incident(run, verdict, lines, facts))
         elif verdict.label == "healthy":
             events.extend(self._resolutions(run))
         return events
 
     # -- helpers ---------------------------------------------------------------------
-    def _judge(self, run: dict[str, Any]) -> tuple[RunVerdict, list[LogLine]]:
+    def _judge(self, run: dict[str, Any]
+               ) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
         lines: list[tuple[int, int, LogLine]] = []
         for event in self.store.read(EventFilter(stream=run["stream"],
                                                  after_seq=run["first_seq"] - 1)):
@@ -98,8 +98,9 @@ class Diagnoser:
         if run["peak_gpu_used_bytes"] is not None and run["peak_gpu_total_bytes"]:
             peak = run["peak_gpu_used_bytes"] / run["peak_gpu_total_bytes"]
         verdict = judge_run(whole, parsed, self.rules, self.model, peak)
+        facts = verdict_facts(verdict, parsed)
         verdict.evidence = [parsed[i].line.number for i in verdict.evidence]
-        return verdict, ordered
+        return verdict, ordered, facts
 
     def _event(self, run: dict[str, Any], payload: dict[str, Any], kind: str,
                ident: str | None = None) -> NewEvent:
@@ -118,26 +119,17 @@ class Diagnoser:
                                .order_by(incidents.c.opened_seq.desc()).limit(1)).first()
         return dict(row._mapping) if row is not None else None
 
-    def _incident(self, run: dict[str, Any], verdict: RunVerdict,
-                  lines: Sequence[LogLine]) -> list[NewEvent]:
-        config = orjson.loads(run["config"])
-        key = config_key(config)
+    def _incident(self, run: dict[str, Any], verdict: RunVerdict, lines: Sequence[LogLine],
+                  facts: dict[str, Any]) -> list[NewEvent]:
+        key = config_key(orjson.loads(run["config"]))
         existing = self._open_incident(run, verdict.label, key)
         if existing is not None and existing["first_run_id"] != run["run_id"]:
             return [self._event(run, {
                 "type": "incident.recurred", "incident_id": existing["incident_id"],
                 "run_id": run["run_id"], "runs": existing["runs"] + 1}, "incident.recurred")]
         by_seq = {line.number: line for line in lines}
-        facts = dict.fromkeys(FACT_KEYS)
-        facts.update({k: v for k, v in config.items() if k in facts})
-        hit = verdict.hit
-        if hit is not None:
-            facts.update(hit.facts)
-        facts.update(phase=verdict.phase, exit_code=run["exit_code"],
-                     exit_signal=run["exit_signal"], unit_result=run["unit_result"],
-                     restart_count=run["restart_count"], engine=run["engine"],
-                     stop_timed_out=run["stop_timed_out"] or None)
         incident_id = run["run_id"]
+        proposals = self._proposals(run, incident_id, verdict, facts)
         return [
             self._event(run, {"type": "incident.opened", "incident_id": incident_id,
                               "host": run["host"], "unit": run["unit"], "run_id": run["run_id"],
@@ -153,7 +145,23 @@ class Diagnoser:
                                for c in verdict.candidates],
                 "through_seq": run["last_seq"], "model": self.model_name},
                 "incident.classified"),
+            *proposals,
         ]
+
+    def _proposals(self, run: dict[str, Any], incident_id: str, verdict: RunVerdict,
+                   facts: dict[str, Any]) -> list[NewEvent]:
+        """The plan for a new incident, one `action.proposed` per step."""
+        from advisor.recommend import PlanContext, plan
+
+        actions = plan(verdict.label, verdict.confidence, facts, PlanContext(unit=run["unit"]))
+        events = []
+        for step, action in enumerate(actions):
+            action_id = f"{incident_id}#{step}"
+            events.append(self._event(run, {
+                "type": "action.proposed", "action_id": action_id, "plan_id": incident_id,
+                "step": step, "incident_id": incident_id, "host": run["host"],
+                **action.model_dump(exclude_none=True)}, "action.proposed", action_id))
+        return events
 
     def _resolutions(self, run: dict[str, Any]) -> list[NewEvent]:
         with self.store.engine.connect() as conn:

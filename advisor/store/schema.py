@@ -120,4 +120,26 @@ gpu_samples = Table(
     Column("units", Text),
 )
 
-PROJECTION_TABLES = (runs, incidents, gpu_samples)
+actions = Table(  # migration 0003
+    "actions", metadata,
+    Column("action_id", Text, primary_key=True),
+    Column("plan_id", Text, nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("incident_id", Text),
+    Column("host", Text, nullable=False),
+    Column("unit", Text),
+    Column("kind", Text, nullable=False),
+    Column("alternative", Boolean, nullable=False),
+    Column("spec", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("proposed_seq", BigInteger, nullable=False),
+    Column("proposed_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("decided_by", Text),
+    Column("decided_why", Text),
+    Column("detail", Text),
+    Column("dropin", Text),
+    Column("previous", Text),
+)
+
+PROJECTION_TABLES = (runs, incidents, gpu_samples, actions)
