@@ -1,0 +1,1 @@
+"""Carrying out approved actions: backends (systemd, dry run) and the step runner."""
