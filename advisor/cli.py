@@ -11,7 +11,7 @@ from advisor.cli_actions import actions_cmd, approve, reject, remediate, rollbac
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_diagnose import classify, model_group, rules_group
 from advisor.cli_ingest import ingest
-from advisor.cli_projections import diagnose, incidents, rebuild, runs
+from advisor.cli_projections import diagnose, explain, incidents, rebuild, runs
 from advisor.progress import count_progress
 from advisor.render import event_json, event_line, safe_text
 from advisor.store import EventFilter
@@ -126,7 +126,7 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (actions_cmd, approve, reject, rollback, remediate):
+for command in (actions_cmd, approve, reject, rollback, remediate, explain):
     cli.add_command(command)
 
 

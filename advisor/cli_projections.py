@@ -96,3 +96,21 @@ def rebuild(db_url: str | None) -> None:
 
     folded = Projector(store_for(db_url)).rebuild()
     click.echo(f"rebuilt projections from {folded} events")
+
+
+@click.command()
+@click.argument("service")
+@click.option("--incident", "incident_id", help="This incident instead of the latest.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
+              show_default=True, help="How to print the post-mortem.")
+@db_option
+@handle_errors
+def explain(service: str, incident_id: str | None, fmt: str, db_url: str | None) -> None:
+    """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT)."""
+    from advisor.report import build, render_text
+
+    report = build(store_for(db_url), service, incident_id)
+    if fmt == "json":
+        echo_json(report)
+    else:
+        click.echo(render_text(report, markdown=fmt == "markdown"), nl=False)

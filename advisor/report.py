@@ -1,0 +1,162 @@
+"""The post-mortem of an incident, from the store: what `advisor explain` prints.
+
+Built as one plain dict (`build`), then rendered as text, Markdown or JSON, so the three say
+the same thing. Everything in it comes from events and the projections folded from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from advisor.diagnosis.inputs import line_from_payload
+from advisor.diagnosis.sequence import parse
+from advisor.errors import InputError
+from advisor.events import LogRecorded
+from advisor.projections import Projector, read_rows
+from advisor.render import safe_text
+from advisor.store import EventFilter, EventStore
+from advisor.timefmt import format_us
+
+SPARK: Final = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH: Final = 48
+_TIMELINE_EVENTS: Final = {
+    "start": "start requested", "started": "started", "stop_requested": "stop requested",
+    "stop_timeout": "stop timed out: SIGKILL", "exit": "main process exited",
+    "failed": "failed", "restart_scheduled": "restart scheduled",
+    "deactivated": "stopped cleanly", "still_around": "processes survived SIGKILL"}
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """Fractions 0..1 as a row of block characters, `width` buckets (the maximum of each)."""
+    if not values:
+        return ""
+    buckets = [max(values[i * len(values) // width:max(i * len(values) // width + 1,
+                                                          (i + 1) * len(values) // width)])
+               for i in range(min(width, len(values)))]
+    return "".join(SPARK[min(len(SPARK) - 1, int(v * len(SPARK)))] for v in buckets)
+
+
+def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str]]:
+    """(time, what) for the run's start, phases, failure line and lifecycle steps."""
+    lines = []
+    for event in store.read(EventFilter(stream=run["stream"], after_seq=run["first_seq"] - 1)):
+        if event.seq > run["last_seq"]:
+            break
+        if isinstance(event.payload, LogRecorded):
+            lines.append(line_from_payload(event.seq, event.payload.model_dump(), event.time_us))
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for p in parse(lines):
+        t = p.line.time_us or run["started_us"]
+        if p.facts.phase and p.facts.phase not in seen:
+            seen.add(p.facts.phase)
+            out.append((t, f"phase {p.facts.phase}"))
+        step = p.facts.event
+        if step is not None and step in _TIMELINE_EVENTS and step not in seen:
+            seen.add(step)
+            out.append((t, _TIMELINE_EVENTS[step]))
+    return out
+
+
+def build(store: EventStore, service: str, incident_id: str | None = None) -> dict[str, Any]:
+    """The post-mortem of SERVICE's latest incident (or of `incident_id`)."""
+    Projector(store).catch_up()
+    host, _, unit = service.rpartition("/")
+    incidents = read_rows(store, "incidents", unit=unit, host=host or None)
+    if incident_id is not None:
+        incidents = [i for i in incidents if i["incident_id"] == incident_id]
+    if not incidents:
+        raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
+    incident = incidents[-1]
+    runs = [r for r in read_rows(store, "runs", unit=incident["unit"], host=incident["host"])]
+    first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
+    last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
+    window = runs[max(0, first - 1):last + 2]
+    timeline: list[dict[str, Any]] = []
+    for run in window:
+        for t, what in _run_timeline(store, run):
+            timeline.append({"time_us": t, "run": run["run_id"], "what": what})
+    plan = [r for r in read_rows(store, "actions") if r["plan_id"] == incident["incident_id"]]
+    for row in plan:
+        if row["status"] != "proposed":
+            timeline.append({"time_us": row["updated_us"], "run": None,
+                             "what": f"action {row['kind']} {row['status']}"})
+    timeline.sort(key=lambda e: e["time_us"])
+    start = window[0]["started_us"]
+    end = max((r["ended_us"] or r["started_us"]) for r in window) + 30_000_000
+    samples = [s for s in read_rows(store, "gpu_samples", host=incident["host"])
+               if start <= s["time_us"] <= end]
+    gpus: dict[int, list[float]] = {}
+    for s in samples:
+        gpus.setdefault(s["gpu"], []).append(s["used_bytes"] / s["total_bytes"]
+                                             if s["total_bytes"] else 0.0)
+    similar = [i for i in read_rows(store, "incidents", host=incident["host"])
+               if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]]
+    evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
+    times = {e.seq: e.time_us for e in store.read(EventFilter(stream=incident["stream"]))
+             if e.seq in {ev["seq"] for ev in evidence}}
+    return {
+        "incident": {k: incident[k] for k in ("incident_id", "host", "unit", "label",
+                                              "confidence", "phase", "runs", "status")},
+        "opened": format_us(incident["opened_us"]),
+        "config": orjson.loads(runs[first]["config"]),
+        "facts": {k: v for k, v in (orjson.loads(incident["facts"]) if incident["facts"]
+                                    else {}).items() if v is not None},
+        "evidence": [{"time": format_us(times[e["seq"]]) if e["seq"] in times else None,
+                      "seq": e["seq"], "text": e["text"]} for e in evidence],
+        "timeline": [{"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]}
+                     for e in timeline],
+        "plan": [{"action_id": r["action_id"], "kind": r["kind"], "status": r["status"],
+                  "alternative": r["alternative"], "detail": r["detail"],
+                  **{k: v for k, v in orjson.loads(r["spec"]).items()
+                     if k in ("flag", "value", "option", "seconds", "why", "arithmetic")}}
+                 for r in plan],
+        "gpu_memory": {str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
+                       for g, v in sorted(gpus.items())},
+        "similar": [{"incident_id": i["incident_id"], "unit": i["unit"],
+                     "opened": format_us(i["opened_us"]), "runs": i["runs"],
+                     "status": i["status"]} for i in similar],
+    }
+
+
+def render_text(report: dict[str, Any], markdown: bool = False) -> str:
+    inc = report["incident"]
+
+    def h(title: str) -> str:
+        return f"\n## {title}\n" if markdown else f"\n{title}\n" + "-" * len(title)
+
+    out = [("# " if markdown else "") + safe_text(
+        f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"),
+        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, "
+                  f"{inc['runs']} failed run(s), {inc['status']}; failing phase: "
+                  f"{inc['phase'] or 'unknown'}")]
+    out.append(h("Timeline"))
+    out += [safe_text(f"{e['time']}  {e['what']}") for e in report["timeline"]]
+    out.append(h("Config"))
+    out += [safe_text(f"{k}: {v}") for k, v in sorted(report["config"].items())]
+    out.append(h("Evidence"))
+    out += [safe_text(f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}")
+            for e in report["evidence"]]
+    if report["facts"]:
+        out.append(h("Facts"))
+        out += [safe_text(f"{k}: {v}") for k, v in sorted(report["facts"].items())]
+    out.append(h("Plan"))
+    for step in report["plan"]:
+        what = step["kind"] + (f" {step['flag']} {step['value']}" if step.get("flag") else "")
+        what += f" {step['option']}={step['value']}" if step.get("option") else ""
+        alt = " (alternative)" if step["alternative"] else ""
+        out.append(safe_text(f"[{step['status']}] {what}{alt}: {step.get('why', '')}"))
+        out += [safe_text(f"    {line}") for line in step.get("arithmetic", ())]
+        if step.get("detail"):
+            out.append(safe_text(f"    → {step['detail']}"))
+    if report["gpu_memory"]:
+        out.append(h("GPU memory (used / total, over the incident)"))
+        out += [f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
+                for g, v in report["gpu_memory"].items()]
+    out.append(h("Similar incidents on this host"))
+    out += [safe_text(f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}")
+            for s in report["similar"]] or ["none"]
+    return "\n".join(out) + "\n"

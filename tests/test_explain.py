@@ -1,0 +1,66 @@
+"""`advisor explain`: the post-mortem from the store, in text, Markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from advisor.cli import cli
+from advisor.report import sparkline
+
+UNIT = "vllm-minimax-m25.service"
+FIRST = f"gpu-node-07/{UNIT}@1"
+
+
+def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path) -> CliRunner:
+    runner = CliRunner()
+    for argv in (["ingest", "journal", "--file", str(seed_journal)],
+                 ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"]):
+        assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
+    return runner
+
+
+def test_explain_tells_the_story_with_numbers(sqlite_url: str, seed_journal: Path,
+                                              seed_csv: Path) -> None:
+    runner = _store(sqlite_url, seed_journal, seed_csv)
+    text = runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--db", sqlite_url]).output
+    assert text.startswith(f"gpu-node-07/{UNIT}: sampler_warmup_oom (confidence 0.9")
+    for expected in ("2026-02-21T00:33:16.013Z  phase sampler_warmup",
+                     "2026-02-21T00:33:17.200Z  main process exited",
+                     "2026-02-21T00:33:27.299Z  restart scheduled",
+                     "failing phase: sampler_warmup", "max_num_seqs: 1024",
+                     "#41  (Worker_TP0 pid=227750) ERROR",
+                     "[proposed] set_flag --max-num-seqs 256",
+                     "fits: 90% × 1.17 GiB / 3.82 MiB = 281 → 256"):
+        assert expected in text, expected
+    gpu_lines = [line for line in text.splitlines() if line.startswith("gpu") and "peak" in line]
+    assert len(gpu_lines) == 8 and "peak 99%" in gpu_lines[0] and "peak 0%" in gpu_lines[7]
+    latest = runner.invoke(cli, ["explain", f"gpu-node-07/{UNIT}", "--format", "json",
+                                 "--db", sqlite_url])
+    report = json.loads(latest.output)
+    assert report["incident"]["label"] == "wedged_stop"
+    assert [s["kind"] for s in report["plan"]][:2] == ["kill", "wait_gpu_free"]
+    md = runner.invoke(cli, ["explain", UNIT, "--format", "markdown", "--db", sqlite_url])
+    assert "\n## Timeline\n" in md.output and "\n## Plan\n" in md.output
+
+
+def test_explain_shows_what_the_actions_did(sqlite_url: str, seed_journal: Path,
+                                            seed_csv: Path) -> None:
+    runner = _store(sqlite_url, seed_journal, seed_csv)
+    assert runner.invoke(cli, ["remediate", UNIT, "--yes", "--backend", "dry-run",
+                               "--db", sqlite_url]).exit_code == 0
+    text = runner.invoke(cli, ["explain", UNIT, "--db", sqlite_url]).output
+    assert "[succeeded] kill" in text and f"→ dry run: would kill {UNIT}" in text
+    assert "action kill succeeded" in text
+
+
+def test_explain_errors(sqlite_url: str) -> None:
+    result = CliRunner().invoke(cli, ["explain", "nope.service", "--db", sqlite_url])
+    assert result.exit_code == 4 and "nope.service: no incident" in result.output
+
+
+def test_sparkline() -> None:
+    assert sparkline([0.0, 0.5, 1.0], width=3) == "▁▅█"
+    assert len(sparkline([0.1] * 500)) == 48 and sparkline([]) == ""
