@@ -7,7 +7,7 @@ import sys
 import click
 import orjson
 
-from advisor.cli_actions import actions_cmd, approve, reject, remediate, rollback
+from advisor.cli_actions import actions_cmd, approve, auto, reject, remediate, rollback
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_diagnose import classify, model_group, rules_group
 from advisor.cli_ingest import ingest
@@ -126,7 +126,7 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (actions_cmd, approve, reject, rollback, remediate, explain):
+for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto):
     cli.add_command(command)
 
 

@@ -154,3 +154,45 @@ def remediate(service: str, yes: bool, backend: str, systemd_root: Path,
                f"{': ' + report.why if report.why else ''}")
     if report.state == "stopped":
         raise SystemExit(1)
+
+
+@click.command()
+@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
+              help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Seconds between passes.")
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@backend_option
+@root_option
+@db_option
+@handle_errors
+def auto(policy_path: Path, interval: float, once: bool, backend: str, systemd_root: Path,
+         db_url: str | None) -> None:
+    """Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person."""
+    import time
+
+    from advisor.auto import auto_once
+    from advisor.cli_common import sigterm_as_interrupt
+    from advisor.policy import load_policy
+
+    policy = load_policy(policy_path)
+    store = store_for(db_url)
+    chosen = _backend(backend, systemd_root)
+    reported: dict[str, str] = {}
+    try:
+        with sigterm_as_interrupt():
+            while True:
+                report = auto_once(store, chosen, policy, policy_path.name)
+                for plan_id in report.applied:
+                    click.echo(f"applied {safe_text(plan_id)}")
+                for plan_id in report.would:
+                    click.echo(f"dry run: would apply {safe_text(plan_id)}")
+                for plan_id, why in report.left.items():
+                    if reported.get(plan_id) != why:  # say it once, not every pass
+                        click.echo(f"left for a person: {safe_text(plan_id)}: {safe_text(why)}")
+                        reported[plan_id] = why
+                if once:
+                    return
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return

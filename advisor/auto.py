@@ -1,0 +1,83 @@
+"""Auto-remediation: approve (as the policy) and run the plans a policy allows.
+
+One pass (`auto_once`) looks at every plan with proposed steps; if the policy allows every one
+of its main steps now, it approves them (`by = "policy:<file>"`) and runs the plan; otherwise
+the plan is left for a person and the reason is reported. `advisor auto` repeats the pass.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.executor.backends import Backend
+from advisor.executor.run import approve, execute, plan_rows
+from advisor.policy import CHANGES, History, Policy, decide
+from advisor.projections import Projector, read_rows
+from advisor.store import EventFilter, EventStore
+
+
+@dataclass
+class AutoReport:
+    applied: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)   # plan → why a person must decide
+    would: list[str] = field(default_factory=list)       # dry run: plans it would apply
+
+
+def _history(store: EventStore, unit: str | None, host: str, label: str,
+             now_us: int) -> History:
+    approvals = [e.time_us for e in store.read(EventFilter(type="action.approved",
+                                                           since_us=now_us - 3_600_000_000))
+                 if getattr(e.payload, "by", "").startswith("policy:")]
+    changes = [r["updated_us"] for r in read_rows(store, "actions", unit=unit, host=host)
+               if r["status"] == "succeeded" and r["kind"] in CHANGES]
+    incidents = [i for i in read_rows(store, "incidents", unit=unit, host=host)
+                 if i["label"] == label]
+    return History(now_us, approvals, max(changes) if changes else None, len(incidents))
+
+
+def auto_once(store: EventStore, backend: Backend, policy: Policy, name: str,
+              now_us: int | None = None) -> AutoReport:
+    report = AutoReport()
+    Projector(store).catch_up()
+    incidents = {i["incident_id"]: i for i in read_rows(store, "incidents")}
+    plans = sorted({r["plan_id"] for r in read_rows(store, "actions")
+                    if r["status"] in ("proposed", "approved")})
+    for plan_id in plans:
+        rows = plan_rows(store, plan_id)
+        incident = incidents.get(plan_id)
+        if incident is None or incident["status"] != "open":
+            continue
+        now = now_us if now_us is not None else time.time_ns() // 1000
+        steps = [r for r in rows if r["status"] == "proposed" and not r["alternative"]]
+        if not steps and not any(r["status"] == "approved" for r in rows):
+            continue  # nothing left to decide or run (an unchosen alternative stays proposed)
+        refusal = _refusal(store, policy, steps, incident, now)
+        if refusal is not None:
+            report.left[plan_id] = refusal
+            continue
+        if policy.dry_run:
+            report.would.append(plan_id)
+            continue
+        if steps:
+            approve(store, plan_id, f"policy:{name}")
+        result = execute(store, backend, plan_id)
+        report.applied.append(plan_id)
+        if result.state == "stopped":
+            report.left[plan_id] = result.why
+    return report
+
+
+def _refusal(store: EventStore, policy: Policy, steps: list[dict[str, Any]],
+             incident: dict[str, Any], now: int) -> str | None:
+    import orjson
+
+    history = _history(store, incident["unit"], incident["host"], incident["label"], now)
+    for row in steps:
+        spec = orjson.loads(row["spec"]) | {"unit": row["unit"]}
+        decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0,
+                          history)
+        if not decision.allowed:
+            return f"step {row['step']} ({row['kind']}): {decision.why}"
+    return None

@@ -1,0 +1,111 @@
+"""Auto-remediation: a policy allows kinds per unit, within rate limits, cooldowns, bounds and
+a number of attempts; what it does not allow waits for a person."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.auto import auto_once
+from advisor.cli import cli
+from advisor.errors import InputError
+from advisor.executor.backends import DryRunBackend
+from advisor.executor.run import plan_rows, reject
+from advisor.policy import History, Policy, decide, load_policy
+from advisor.processing import Processor
+from advisor.store import EventStore
+from ingest.journal_sources import ingest_json_file
+
+UNIT = "vllm-minimax-m25.service"
+SAMPLER_PLAN = f"gpu-node-07/{UNIT}@1"
+WEDGE_PLAN = f"gpu-node-07/{UNIT}@48"
+ALL = '["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart"]'
+NOW = 1_800_000_000_000_000
+
+
+def _policy(tmp_path: Path, extra: str = "", units: str = "vllm-*.service") -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(f'cooldown_s = 0\n{extra}\n[[allow]]\nunits = "{units}"\nkinds = {ALL}\n')
+    return path
+
+
+@pytest.fixture
+def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
+              seed_journal: Path) -> EventStore:
+    store = opener(sqlite_url)
+    ingest_json_file(store, seed_journal)
+    Processor(store).run(final=True)
+    return store
+
+
+def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) -> None:
+    backend = DryRunBackend()
+    report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "policy.toml")
+    assert report.applied == [SAMPLER_PLAN, WEDGE_PLAN] and report.left == {}
+    assert backend.done[:3] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
+                                f"restart {UNIT}"]
+    rows = plan_rows(diagnosed, SAMPLER_PLAN)
+    assert {r["decided_by"] for r in rows if not r["alternative"]} == {"policy:policy.toml"}
+    assert auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)),
+                     "policy.toml").applied == []
+
+
+def test_nothing_runs_that_no_rule_allows(diagnosed: EventStore, tmp_path: Path) -> None:
+    backend = DryRunBackend()
+    policy = load_policy(_policy(tmp_path, units="sglang-*.service"))
+    report = auto_once(diagnosed, backend, policy, "p")
+    assert backend.done == [] and "no rule allows hold_restarts" in report.left[SAMPLER_PLAN]
+
+
+def test_bounds_rate_limits_and_dry_run(diagnosed: EventStore, tmp_path: Path) -> None:
+    bounded = load_policy(_policy(tmp_path, '[bounds]\n"--max-num-seqs" = { min = 512 }'))
+    report = auto_once(diagnosed, DryRunBackend(), bounded, "p")
+    assert "--max-num-seqs 256 is below the policy's lower bound 512" in report.left[SAMPLER_PLAN]
+    assert report.applied == [WEDGE_PLAN]
+    limited = load_policy(_policy(tmp_path, "max_actions_per_hour = 0"))
+    assert "actions in the last hour: the policy allows 0" in auto_once(
+        diagnosed, DryRunBackend(), limited, "p").left[SAMPLER_PLAN]
+    dry = load_policy(_policy(tmp_path, "dry_run = true"))
+    backend = DryRunBackend()
+    assert auto_once(diagnosed, backend, dry, "p").would == [SAMPLER_PLAN]
+    assert backend.done == []
+
+
+def test_a_rejected_step_never_runs_even_under_a_policy(diagnosed: EventStore,
+                                                        tmp_path: Path) -> None:
+    reject(diagnosed, f"{WEDGE_PLAN}#0", "human:test", "investigating")
+    backend = DryRunBackend()
+    report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "p")
+    assert f"kill {UNIT}" not in backend.done and "rejected" in report.left[WEDGE_PLAN]
+
+
+def test_cooldown_and_attempts() -> None:
+    policy = Policy.model_validate({"allow": [{"units": "*", "kinds": ["set_flag"]}],
+                                    "cooldown_s": 300, "max_attempts": 2})
+    step = {"kind": "set_flag", "unit": "v.service", "flag": "--max-num-seqs", "value": 64}
+    recent = History(NOW, [], NOW - 60_000_000, 1)
+    assert "cooldown: v.service changed 60 s ago, 240 s to go" in \
+        decide(policy, step, "x", 0.95, recent).why
+    assert decide(policy, step, "x", 0.95, History(NOW, [], NOW - 400_000_000, 1)).allowed
+    many = History(NOW, [], None, 3)
+    assert "more than max_attempts 2" in decide(policy, step, "x", 0.95, many).why
+    assert "below the policy's 0.90" in decide(policy, step, "x", 0.6, many).why
+
+
+def test_a_bad_policy_file_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('[[allow]]\nunits = "*"\nkinds = ["reboot"]\n')
+    with pytest.raises(InputError, match=r"p.toml: field allow.0.kinds.0: Input should be"):
+        load_policy(path)
+
+
+def test_auto_cli_once(sqlite_url: str, seed_journal: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url])
+    result = runner.invoke(cli, ["auto", "--policy", str(_policy(tmp_path)), "--once",
+                                 "--backend", "dry-run", "--interval", "1", "--db", sqlite_url])
+    assert result.exit_code == 0
+    assert result.output == f"applied {SAMPLER_PLAN}\napplied {WEDGE_PLAN}\n"
