@@ -12,6 +12,7 @@ from advisor.cli_common import db_option, echo_json, handle_errors, json_option,
 from advisor.cli_diagnose import classify, model_group, rules_group
 from advisor.cli_ingest import ingest
 from advisor.cli_projections import diagnose, explain, incidents, rebuild, runs
+from advisor.cli_watch import watch
 from advisor.progress import count_progress
 from advisor.render import event_json, event_line, safe_text
 from advisor.store import EventFilter
@@ -126,7 +127,7 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto):
+for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch):
     cli.add_command(command)
 
 

@@ -7,6 +7,8 @@ batch while following) and by `advisor rebuild`.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +40,30 @@ class Processor:
                                    model.digest if model is not None else None)
         self.store = store
         self._busy = False
+        self._lock = threading.Lock()
+        self._after: Callable[[], None] | None = None
 
-    def follow(self) -> None:
-        """Diagnose after every batch the store commits (live ingestion)."""
+    def follow(self, after: Callable[[], None] | None = None) -> None:
+        """Diagnose after every batch the store commits (live ingestion); then call `after`
+        (auto-remediation). Batches from several threads (journal, GPU sampler) are taken one
+        at a time; a batch that arrives meanwhile is folded by the pass in progress or the
+        next one."""
+        self._after = after
         self.store.on_append(self._after_append)
 
     def _after_append(self, _result: AppendResult) -> None:
-        if not self._busy:  # our own diagnosis events come back through here
+        if self._busy or not self._lock.acquire(blocking=False):
+            return  # our own diagnosis events come back through here; or another pass runs
+        try:
             self.run(final=False)
+            if self._after is not None:
+                self._busy = True
+                try:
+                    self._after()
+                finally:
+                    self._busy = False
+        finally:
+            self._lock.release()
 
     def run(self, *, final: bool) -> ProcessReport:
         """Catch up and diagnose; `final` when the input is complete (no more lines coming)."""

@@ -113,12 +113,14 @@ def plan(label: str, confidence: float, facts: Mapping[str, Any],
         p.add("notify", _ADVICE.get(label, f"{label}: no automatic remedy"))
         return p.actions
     builder(p, facts, ctx)
-    changes = any(a.kind in ("set_flag", "set_unit_option") for a in p.actions)
-    if changes and (facts.get("restart_count") or 0) >= 1:
+    if any(a.kind == "set_flag" for a in p.actions):
+        loop = facts.get("restart_count")
+        why = (f"the unit is in a restart loop (restart counter {loop})" if loop else
+               "Restart= may start the unit again at any moment")
         p.actions.insert(0, Action(
-            kind="hold_restarts", unit=unit, why=f"the unit is in a restart loop (restart "
-            f"counter {facts['restart_count']}): hold it before changing anything, so nothing "
-            "races the fix", expected="no new start until the plan restarts the unit"))
+            kind="hold_restarts", unit=unit, why=f"{why}: hold it before changing anything, "
+            "so nothing races the fix", expected="no new start until the plan restarts the "
+            "unit (the restart step lifts the hold)"))
     return p.actions
 
 

@@ -57,7 +57,9 @@ def build_argv(*, files: Sequence[Path] = (), units: Sequence[str] = (), follow:
     elif follow:
         argv.append("--boot")
     if follow:
-        argv.append("--follow")
+        # --follow alone prints only the last 10 entries of the match (-n 10): --no-tail
+        # starts at the boot / time / cursor chosen above instead.
+        argv += ["--follow", "--no-tail"]
     return argv
 
 

@@ -116,13 +116,17 @@ def test_systemd_backend_writes_dropins_atomically_and_rolls_back(
     assert "[Service]\nExecStart=\nExecStart=/opt/vllm/bin/vllm serve" in text
     assert "--max-num-seqs 256 --max-model-len 131072" in text
     assert '"/etc/vllm/my template.jinja"' in text
-    hold = root / f"{UNIT}.d" / "50-advisor-Restart.conf"
-    assert hold.read_text().endswith("[Service]\nRestart=no\n")
+    hold = root / f"{UNIT}.d" / "40-advisor-hold-restarts.conf"
+    assert not hold.exists()  # written by hold_restarts, lifted by the restart step
     assert systemctl.calls == [
         ["/bin/systemctl", "daemon-reload"], ["/bin/systemctl", "stop", UNIT],
         ["/bin/systemctl", "show", "--property=MainPID", "--value", UNIT],
         ["/bin/systemctl", "show", "--property=ExecStart", "--value", UNIT],
-        ["/bin/systemctl", "daemon-reload"], ["/bin/systemctl", "restart", UNIT]]
+        ["/bin/systemctl", "daemon-reload"], ["/bin/systemctl", "daemon-reload"],
+        ["/bin/systemctl", "restart", UNIT]]
+    rows = {r["kind"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
+    assert rows["hold_restarts"]["dropin"] == str(hold)
+    assert rows["restart"]["detail"].startswith(f"removed {hold}; systemctl daemon-reload;")
     assert not list(dropin.parent.glob(".*.tmp"))
     detail = rollback(diagnosed, backend, f"{SAMPLER_PLAN}#1")
     assert detail.startswith(f"removed {dropin}") and not dropin.exists()

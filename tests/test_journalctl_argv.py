@@ -15,7 +15,7 @@ from ingest.journalctl import build_argv
 def test_follow_units_from_the_current_boot() -> None:
     assert build_argv(units=["vllm*.service", "sglang@0.service"], follow=True) == [
         "journalctl", "--output=export", "--all", "--no-pager", "--quiet",
-        "--unit=vllm*.service", "--unit=sglang@0.service", "--boot", "--follow"]
+        "--unit=vllm*.service", "--unit=sglang@0.service", "--boot", "--follow", "--no-tail"]
 
 
 def test_resume_starts_at_the_saved_cursor() -> None:

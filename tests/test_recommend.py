@@ -30,8 +30,9 @@ def test_sampler_warmup_with_vocab_and_samples_computes_max_num_seqs() -> None:
               total_capacity_gib=94.97)
     ctx = PlanContext(unit="vllm.service", free_before_bytes=2 * GIB)
     actions = plan("sampler_warmup_oom", 0.97, f, ctx)
-    assert kinds(actions) == ["set_flag", "set_flag", "restart"]
-    seqs, util = actions[0], actions[1]
+    assert kinds(actions) == ["hold_restarts", "set_flag", "set_flag", "restart"]
+    assert "Restart= may start the unit again" in actions[0].why
+    seqs, util = actions[1], actions[2]
     # 0.9 × 2 GiB / (200,064 × 20 B) = 483.03 → 256 (a power of two)
     assert (seqs.flag, seqs.value, seqs.alternative) == ("--max-num-seqs", 256, False)
     assert any("= 483 → 256" in line for line in seqs.arithmetic)
@@ -51,8 +52,8 @@ def test_sampler_warmup_in_a_restart_loop_holds_restarts_first() -> None:
 
 def test_sampler_warmup_without_figures_halves() -> None:
     actions = plan("sampler_warmup_oom", 0.97, facts(dummy_requests=1024), PlanContext())
-    assert (actions[0].flag, actions[0].value) == ("--max-num-seqs", 512)
-    assert actions[0].arithmetic == ("1024 / 2 = 512",)
+    assert (actions[1].flag, actions[1].value) == ("--max-num-seqs", 512)
+    assert actions[1].arithmetic == ("1024 / 2 = 512",)
 
 
 @pytest.mark.parametrize(("stated", "flag", "value"), [
@@ -65,7 +66,8 @@ def test_sampler_warmup_without_figures_halves() -> None:
 ])
 def test_kv_cache_fixes_to_the_digit(stated: dict[str, Any], flag: str, value: int) -> None:
     actions = plan("kv_cache_oom", 0.96, facts(**stated), PlanContext(unit="x.service"))
-    assert (actions[0].kind, actions[0].flag, actions[0].value) == ("set_flag", flag, value)
+    assert actions[0].kind == "hold_restarts"
+    assert (actions[1].kind, actions[1].flag, actions[1].value) == ("set_flag", flag, value)
     assert actions[-1].kind == "restart"
 
 
@@ -73,7 +75,8 @@ def test_kv_cache_alternatives_need_samples_or_idle_gpus() -> None:
     f = facts(max_model_len=32768, estimated_max_model_len=8336, kv_cache_needed_gib=4.0,
               available_kv_cache_gib=1.02, gpu_memory_utilization=0.85, total_capacity_gib=79.19,
               tensor_parallel_size=1)
-    assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == ["set_flag", "restart"]
+    assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == ["hold_restarts", "set_flag",
+                                                                   "restart"]
     rich = PlanContext(free_before_bytes=10 * GIB, idle_gpus=2)
     alts = [a for a in plan("kv_cache_oom", 0.96, f, rich) if a.alternative]
     # 0.85 + 2.98 / 79.19 = 0.8876 → 0.89

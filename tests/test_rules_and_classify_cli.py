@@ -90,7 +90,8 @@ def test_classify_json_contract_and_rules_option(tmp_path: Path) -> None:
     assert out["facts"]["dummy_requests"] == 512 and out["facts"]["max_num_seqs"] is None
     assert out["evidence"] == [{"line": 1, "text": SAMPLER_LINE}]
     assert [(a["kind"], a.get("flag"), a.get("value")) for a in out["actions"]] == [
-        ("set_flag", "--max-num-seqs", 256), ("restart", None, None)]
+        ("hold_restarts", None, None), ("set_flag", "--max-num-seqs", 256),
+        ("restart", None, None)]
     folder = _write(tmp_path / "r", "x.toml", """
 [[rule]]
 id = "vllm.sampler-warmup-oom"

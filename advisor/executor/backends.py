@@ -27,6 +27,8 @@ from advisor.executor.dropins import (
 )
 from advisor.recommend import is_unit_name
 
+HOLD_DROPIN = "40-advisor-hold-restarts.conf"
+
 
 class BackendError(AdvisorError):
     """An action could not be carried out."""
@@ -100,15 +102,22 @@ class SystemdBackend:
         return Outcome(f"systemctl kill --signal=SIGKILL {unit}")
 
     def restart(self, unit: str) -> Outcome:
+        hold = self._dropin_dir(unit) / HOLD_DROPIN
+        lifted = ""
+        if hold.exists():  # the plan's hold_restarts ends here
+            hold.unlink()
+            self._ctl("daemon-reload")
+            lifted = f"removed {hold}; systemctl daemon-reload; "
         self._ctl("restart", _unit(unit))
-        return Outcome(f"systemctl restart {unit}")
+        return Outcome(f"{lifted}systemctl restart {unit}")
 
     def reset_failed(self, unit: str) -> Outcome:
         self._ctl("reset-failed", _unit(unit))
         return Outcome(f"systemctl reset-failed {unit}")
 
     def hold_restarts(self, unit: str) -> Outcome:
-        out = self.set_unit_option(unit, "Restart", "no", "hold")
+        """Restart=no in a drop-in of its own (lifted by `restart`), then stop the unit."""
+        out = self._write(unit, HOLD_DROPIN, option_dropin("Restart", "no"))
         self._ctl("stop", unit)
         return Outcome(f"{out.detail}; systemctl stop {unit}", out.dropin, out.previous)
 

@@ -1,0 +1,133 @@
+"""`advisor watch` as systemd runs it: follows the journal, diagnoses and proposes as lines
+arrive, speaks the notify protocol (READY, WATCHDOG, STOPPING), stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from advisor.projections import Projector, read_rows
+from advisor.store import EventStore
+from tests.conftest import advisor_argv
+from tests.journal_fixtures import Entry, have_journal_tools, make_journal
+
+needs_journal = pytest.mark.skipif(not have_journal_tools(),
+                                   reason="journalctl and systemd-journal-remote are needed")
+
+
+def _fields(obj: dict[str, object]) -> Entry:
+    out: Entry = []
+    for name, value in obj.items():
+        if name == "__CURSOR":
+            continue
+        if isinstance(value, list):
+            out.append((name, bytes(value)))  # type: ignore[arg-type]
+        elif isinstance(value, str):
+            out.append((name, value))
+    return out
+
+
+def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 40
+    while not condition():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+@needs_journal
+def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: str,
+                                                   opener: Callable[[str], EventStore],
+                                                   seed_journal: Path) -> None:
+    entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
+    journal = make_journal(tmp_path / "live.journal", entries[:47])
+    address = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(address)
+        sock.settimeout(60)
+        env = {**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "400000"}
+        proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
+                                             "--db", sqlite_url),
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert sock.recv(4096).startswith(b"READY=1\nSTATUS=watching ")
+            store = opener(sqlite_url)
+
+            def incidents(n: int) -> Callable[[], bool]:
+                def check() -> bool:
+                    Projector(store).catch_up()
+                    return len(read_rows(store, "incidents")) >= n
+                return check
+
+            _wait(incidents(1), proc, "the sampler OOM was not diagnosed live")
+            make_journal(journal, entries[47:])
+            _wait(incidents(2), proc, "the wedged stop was not diagnosed live")
+            messages = [sock.recv(4096) for _ in range(2)]
+            assert b"WATCHDOG=1" in messages
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        rest = []
+        sock.settimeout(0.5)
+        try:
+            while True:
+                rest.append(sock.recv(4096))
+        except TimeoutError:
+            pass
+        assert b"STOPPING=1" in rest
+    labels = [i["label"] for i in read_rows(store, "incidents")]
+    assert labels == ["sampler_warmup_oom", "wedged_stop"]
+    assert len(read_rows(store, "actions")) == 8
+    assert sum(1 for e in store.read() if e.type == "log.recorded") == 86
+
+
+def test_watch_refuses_bad_arguments(tmp_path: Path, sqlite_url: str) -> None:
+    from click.testing import CliRunner
+
+    from advisor.cli import cli
+
+    result = CliRunner().invoke(cli, ["watch", "--auto", "--db", sqlite_url])
+    assert result.exit_code == 2 and "--auto needs --policy FILE" in result.output
+    result = CliRunner().invoke(cli, ["watch", "--journal-file", str(tmp_path / "none.journal"),
+                                      "--db", sqlite_url])
+    assert result.exit_code in (2, 4)
+
+
+def test_discovery_reads_the_running_command_lines(tmp_path: Path) -> None:
+    from advisor.discover import inference_units
+
+    (tmp_path / "100").mkdir()
+    (tmp_path / "100" / "cmdline").write_bytes(b"/opt/venv/bin/python3\0-m\0vllm.entrypoints."
+                                               b"openai.api_server\0--model\0x\0")
+    (tmp_path / "200").mkdir()
+    (tmp_path / "200" / "cmdline").write_bytes(b"/usr/sbin/sshd\0-D\0")
+    pids = {"vllm-a.service": "100", "ssh.service": "200", "$(x).service": "100"}
+
+    def run(argv: list[str] | tuple[str, ...]) -> str:
+        if "list-units" in argv:
+            return "".join(f"{u} loaded active running x\n" for u in pids)
+        return pids[argv[-1]] + "\n"
+
+    assert inference_units(run, proc=tmp_path) == ["vllm-a.service"]
+
+
+def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
+    import configparser
+
+    path = Path(__file__).resolve().parents[1] / "deploy" / "advisor-watch.service"
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read_string(path.read_text())
+    service = unit["Service"]
+    assert service["Type"] == "notify" and int(service["WatchdogSec"]) > 0
+    assert service["ExecStart"].split()[1:] == ["watch"]
+    assert service["KillMode"] == "mixed" and unit["Install"]["WantedBy"] == "multi-user.target"
