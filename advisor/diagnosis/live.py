@@ -151,9 +151,12 @@ class Diagnoser:
     def _proposals(self, run: dict[str, Any], incident_id: str, verdict: RunVerdict,
                    facts: dict[str, Any]) -> list[NewEvent]:
         """The plan for a new incident, one `action.proposed` per step."""
+        from advisor.history import release_p95_s
         from advisor.recommend import PlanContext, plan
 
-        actions = plan(verdict.label, verdict.confidence, facts, PlanContext(unit=run["unit"]))
+        context = PlanContext(unit=run["unit"], release_p95_s=release_p95_s(self.store,
+                                                                            run["host"]))
+        actions = plan(verdict.label, verdict.confidence, facts, context)
         events = []
         for step, action in enumerate(actions):
             action_id = f"{incident_id}#{step}"

@@ -1,0 +1,62 @@
+"""What this host's history says: how long GPU memory takes to be released after a kill.
+
+For every run of the host that ended killed (SIGKILL — a stop that timed out, or a `kill`
+action), the release time is from the run's end to the first GPU sample at which every GPU
+the run had used (above `USED`) is back under `FREE` of its capacity. The recommender waits
+for the p95 of these (nearest rank) in `wait_gpu_free`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from sqlalchemy import select
+
+from advisor.store import EventStore
+from advisor.store.schema import gpu_samples, runs
+
+USED: Final = 0.10       # a GPU the run used: above 10% of its memory during the run
+FREE: Final = 0.05       # released: under 5% again
+HORIZON_US: Final = 300_000_000  # look up to 5 minutes past the end
+
+
+def release_times(store: EventStore, host: str) -> list[float]:
+    """Seconds from each killed run's end to its GPUs' memory being free, oldest first."""
+    out: list[float] = []
+    with store.engine.connect() as conn:
+        killed = conn.execute(select(runs.c.started_us, runs.c.ended_us)
+                              .where(runs.c.host == host).where(runs.c.exit_signal == "KILL")
+                              .where(runs.c.ended_us.isnot(None))
+                              .order_by(runs.c.ended_us)).all()
+        for started, ended in killed:
+            rows = conn.execute(select(gpu_samples.c.gpu, gpu_samples.c.time_us,
+                                       gpu_samples.c.used_bytes, gpu_samples.c.total_bytes)
+                                .where(gpu_samples.c.host == host)
+                                .where(gpu_samples.c.time_us >= started)
+                                .where(gpu_samples.c.time_us <= ended + HORIZON_US)
+                                .order_by(gpu_samples.c.time_us, gpu_samples.c.gpu)).all()
+            used = {g for g, t, u, total in rows if t <= ended and total and u / total > USED}
+            if not used:
+                continue
+            last: dict[int, float] = {}
+            for g, t, u, total in rows:
+                if g not in used or not total:
+                    continue
+                last[g] = u / total
+                if t > ended and len(last) == len(used) and all(v < FREE for v in last.values()):
+                    out.append((t - ended) / 1e6)
+                    break
+    return out
+
+
+def p95(values: list[float]) -> float | None:
+    """Nearest-rank 95th percentile; None without values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def release_p95_s(store: EventStore, host: str) -> float | None:
+    return p95(release_times(store, host))
