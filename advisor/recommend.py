@@ -186,8 +186,7 @@ def _sampler(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
         p.add("set_flag", "the log does not give the memory figures to compute with: halve it",
               flag="--max-num-seqs", value=value, arithmetic=(f"{seqs} / 2 = {value}",),
               expected="half the warm-up memory")
-    p.add("restart", "start the service with the new setting",
-          expected="the warm-up completes and the server says it is ready")
+    _wait_then_restart(p, ctx, "the warm-up completes and the server says it is ready")
 
 
 def _kv_cache(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
@@ -238,16 +237,27 @@ def _kv_cache(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
                         "max_model_len from: lower --max-model-len or raise "
                         "--gpu-memory-utilization by hand")
         return
-    p.add("restart", "start the service with the new setting",
-          expected="KV cache allocated, the server says it is ready")
+    _wait_then_restart(p, ctx, "KV cache allocated, the server says it is ready")
+
+
+def _release_bound(ctx: PlanContext) -> tuple[float, str]:
+    if ctx.release_p95_s:
+        return ctx.release_p95_s, "p95 of this host's past releases after a kill"
+    return DEFAULT_RELEASE_S, "no history on this host yet: the documented default"
+
+
+def _wait_then_restart(p: _Plan, ctx: PlanContext, expected: str) -> None:
+    seconds, source = _release_bound(ctx)
+    p.add("wait_gpu_free", "the stopped run's GPU memory must be back before the next start",
+          seconds=seconds, arithmetic=(f"bound {seconds:.0f} s: {source}",),
+          expected="the unit's GPUs back to their idle memory, stable for a few samples")
+    p.add("restart", "start the service with the new setting", expected=expected)
 
 
 def _wedged(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
     p.add("kill", "the stop timed out: SIGKILL the unit's whole control group",
           expected="no process of the unit left")
-    seconds = ctx.release_p95_s or DEFAULT_RELEASE_S
-    source = ("p95 of this host's past releases after a kill" if ctx.release_p95_s
-              else "no history on this host yet: the documented default")
+    seconds, source = _release_bound(ctx)
     p.add("wait_gpu_free", "the driver frees GPU memory some seconds after the processes go",
           seconds=seconds, arithmetic=(f"bound {seconds:.0f} s: {source}",),
           expected="the unit's GPUs back to their idle memory, stable for a few samples")

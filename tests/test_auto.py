@@ -45,8 +45,8 @@ def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) 
     backend = DryRunBackend()
     report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "policy.toml")
     assert report.applied == [SAMPLER_PLAN, WEDGE_PLAN] and report.left == {}
-    assert backend.done[:3] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                                f"restart {UNIT}"]
+    assert backend.done[:4] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
+                                f"wait up to 30 s for {UNIT}'s GPU memory", f"restart {UNIT}"]
     rows = plan_rows(diagnosed, SAMPLER_PLAN)
     assert {r["decided_by"] for r in rows if not r["alternative"]} == {"policy:policy.toml"}
     assert auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)),

@@ -71,16 +71,17 @@ def test_nothing_runs_without_approval_and_a_rejected_step_never_runs(
 
 def test_an_approved_plan_runs_in_order_and_every_step_is_events(diagnosed: EventStore) -> None:
     assert approve(diagnosed, SAMPLER_PLAN, "human:test") == [
-        f"{SAMPLER_PLAN}#0", f"{SAMPLER_PLAN}#1", f"{SAMPLER_PLAN}#3"]  # not the alternative
+        f"{SAMPLER_PLAN}#0", f"{SAMPLER_PLAN}#1", f"{SAMPLER_PLAN}#3",
+        f"{SAMPLER_PLAN}#4"]  # not the alternative
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert report.state == "done"
     assert backend.done == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                            f"restart {UNIT}"]
+                            f"wait up to 30 s for {UNIT}'s GPU memory", f"restart {UNIT}"]
     assert _types(diagnosed, f"{SAMPLER_PLAN}#1") == [
         "action.proposed", "action.approved", "action.started", "action.succeeded"]
     assert [r["status"] for r in plan_rows(diagnosed, SAMPLER_PLAN)] == [
-        "succeeded", "succeeded", "proposed", "succeeded"]
+        "succeeded", "succeeded", "proposed", "succeeded", "succeeded"]
     again = DryRunBackend()
     assert execute(diagnosed, again, SAMPLER_PLAN).ran == [] and again.done == []
 
@@ -107,7 +108,8 @@ def test_systemd_backend_writes_dropins_atomically_and_rolls_back(
         diagnosed: EventStore, tmp_path: Path) -> None:
     root = tmp_path / "etc-systemd-system"
     systemctl = Systemctl()
-    backend = SystemdBackend(root=root, runner=systemctl, systemctl="/bin/systemctl")
+    backend = SystemdBackend(root=root, runner=systemctl, systemctl="/bin/systemctl",
+                             gpu_used=lambda unit: 0, poll_s=0.01)
     approve(diagnosed, SAMPLER_PLAN, "human:test")
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert report.state == "done", report.why
@@ -182,7 +184,7 @@ def test_the_cli_lists_approves_rejects_and_remediates(sqlite_url: str, seed_jou
                                "--db", sqlite_url]).exit_code == 0
     pending = json.loads(runner.invoke(cli, ["actions", "--pending", "--json",
                                              "--db", sqlite_url]).output)
-    assert len(pending) == 8 and pending[1]["spec"]["value"] == 256
+    assert len(pending) == 9 and pending[1]["spec"]["value"] == 256
     result = runner.invoke(cli, ["reject", f"{SAMPLER_PLAN}#2", "--why", "keep the KV cache",
                                  "--db", sqlite_url])
     assert result.exit_code == 0

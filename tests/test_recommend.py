@@ -30,7 +30,8 @@ def test_sampler_warmup_with_vocab_and_samples_computes_max_num_seqs() -> None:
               total_capacity_gib=94.97)
     ctx = PlanContext(unit="vllm.service", free_before_bytes=2 * GIB)
     actions = plan("sampler_warmup_oom", 0.97, f, ctx)
-    assert kinds(actions) == ["hold_restarts", "set_flag", "set_flag", "restart"]
+    assert kinds(actions) == ["hold_restarts", "set_flag", "set_flag", "wait_gpu_free",
+                              "restart"]
     assert "Restart= may start the unit again" in actions[0].why
     seqs, util = actions[1], actions[2]
     # 0.9 × 2 GiB / (200,064 × 20 B) = 483.03 → 256 (a power of two)
@@ -75,8 +76,8 @@ def test_kv_cache_alternatives_need_samples_or_idle_gpus() -> None:
     f = facts(max_model_len=32768, estimated_max_model_len=8336, kv_cache_needed_gib=4.0,
               available_kv_cache_gib=1.02, gpu_memory_utilization=0.85, total_capacity_gib=79.19,
               tensor_parallel_size=1)
-    assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == ["hold_restarts", "set_flag",
-                                                                   "restart"]
+    assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == [
+        "hold_restarts", "set_flag", "wait_gpu_free", "restart"]
     rich = PlanContext(free_before_bytes=10 * GIB, idle_gpus=2)
     alts = [a for a in plan("kv_cache_oom", 0.96, f, rich) if a.alternative]
     # 0.85 + 2.98 / 79.19 = 0.8876 → 0.89
@@ -133,7 +134,7 @@ def test_actions_are_a_closed_vocabulary() -> None:
 def test_classify_json_carries_the_plan(seed_journal: Path) -> None:
     out = json.loads(CliRunner().invoke(cli, ["classify", str(seed_journal), "--json"]).output)
     assert [a["kind"] for a in out["actions"]] == ["hold_restarts", "set_flag", "set_flag",
-                                                   "restart"]
+                                                   "wait_gpu_free", "restart"]
     seqs = out["actions"][1]
     assert (seqs["flag"], seqs["value"], seqs["unit"]) == \
         ("--max-num-seqs", 256, "vllm-minimax-m25.service")

@@ -86,7 +86,7 @@ def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: s
         assert b"STOPPING=1" in rest
     labels = [i["label"] for i in read_rows(store, "incidents")]
     assert labels == ["sampler_warmup_oom", "wedged_stop"]
-    assert len(read_rows(store, "actions")) == 8
+    assert len(read_rows(store, "actions")) == 9
     assert sum(1 for e in store.read() if e.type == "log.recorded") == 86
 
 

@@ -96,7 +96,7 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
 class ExecReport:
     plan_id: str
     ran: list[str] = field(default_factory=list)
-    state: str = "done"     # done | waiting (for approval) | stopped (failed, rejected, ...)
+    state: str = "done"     # done | paused | waiting (approval) | stopped (failed, rejected)
     why: str = ""
 
 
@@ -119,8 +119,10 @@ def _perform(backend: Backend, spec: dict[str, Any], tag: str) -> Outcome:
     return operations[kind]()
 
 
-def execute(store: EventStore, backend: Backend, plan_id: str) -> ExecReport:
-    """Run the plan's approved steps in order, as far as they may go."""
+def execute(store: EventStore, backend: Backend, plan_id: str,
+            max_steps: int | None = None) -> ExecReport:
+    """Run the plan's approved steps in order, as far as they may go (at most `max_steps`
+    of them; the report's state is then `paused` if more remain)."""
     report = ExecReport(plan_id)
     rows = plan_rows(store, plan_id)
     if not rows:
@@ -150,6 +152,9 @@ def execute(store: EventStore, backend: Backend, plan_id: str) -> ExecReport:
                                  EXECUTOR_SOURCE, f"failed:{row['action_id']}", _now_us())])
             Projector(store).catch_up()
             report.state, report.why = "stopped", f"step {row['step']} was interrupted"
+            return report
+        if max_steps is not None and len(report.ran) >= max_steps:
+            report.state = "paused"
             return report
         _run_step(store, backend, row, report)
         if report.state != "done":
