@@ -9,6 +9,7 @@ import orjson
 
 from advisor.cli_actions import actions_cmd, approve, auto, reject, remediate, rollback
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_demo import demo
 from advisor.cli_diagnose import classify, model_group, rules_group
 from advisor.cli_ingest import ingest
 from advisor.cli_projections import diagnose, explain, incidents, rebuild, runs
@@ -127,7 +128,7 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch):
+for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch, demo):
     cli.add_command(command)
 
 

@@ -23,6 +23,7 @@ ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change n
 SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have
 SAMPLER_BYTES_PER_ELEMENT: Final = 20  # float32 logits + sorted values + int64 indices + probs
 DEFAULT_RELEASE_S: Final = 30.0   # DOMAIN.md 7.1: memory not back 10–30 s after exit is abnormal
+MIN_RELEASE_S: Final = 5.0        # a bound, not a sleep: polling ends as soon as memory is free
 HARDENED_TIMEOUT_STOP: Final = "30s"
 GIB: Final = 1024 ** 3
 MIB: Final = 1024 ** 2
@@ -241,7 +242,10 @@ def _kv_cache(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
 
 
 def _release_bound(ctx: PlanContext) -> tuple[float, str]:
-    if ctx.release_p95_s:
+    if ctx.release_p95_s is not None:
+        if ctx.release_p95_s < MIN_RELEASE_S:
+            return MIN_RELEASE_S, (f"p95 of this host's past releases after a kill is "
+                                   f"{ctx.release_p95_s:.1f} s; at least {MIN_RELEASE_S:.0f} s")
         return ctx.release_p95_s, "p95 of this host's past releases after a kill"
     return DEFAULT_RELEASE_S, "no history on this host yet: the documented default"
 

@@ -26,9 +26,9 @@ def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
         store.close()
     rows = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
     wait = next(r for r in rows if r["kind"] == "wait_gpu_free")
-    assert wait["spec"]["seconds"] == 4.9
+    assert wait["spec"]["seconds"] == 5.0
     assert wait["spec"]["arithmetic"] == ["bound 5 s: p95 of this host's past releases after "
-                                          "a kill"]
+                                          "a kill is 4.9 s; at least 5 s"]
 
 
 def test_p95_nearest_rank() -> None:

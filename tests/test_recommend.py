@@ -92,8 +92,8 @@ def test_wedged_stop_kills_waits_the_learned_time_and_hardens_the_unit() -> None
     assert [(a.option, a.value) for a in actions[2:]] == [("TimeoutStopSec", "30s"),
                                                           ("KillMode", "control-group")]
     learned = plan("wedged_stop", 0.9, facts(), PlanContext(unit="vllm.service",
-                                                            release_p95_s=5.5))
-    assert learned[1].seconds == 5.5 and "p95" in learned[1].arithmetic[0]
+                                                            release_p95_s=12.5))
+    assert learned[1].seconds == 12.5 and "p95" in learned[1].arithmetic[0]
 
 
 def test_gpu_memory_held_acts_only_on_processes_of_units() -> None:

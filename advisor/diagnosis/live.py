@@ -68,8 +68,8 @@ class Diagnoser:
             "phase": verdict.phase, "through_seq": run["last_seq"]}, "run.classified")]
         if verdict.failed:
             events.extend(self._incident(run, verdict, lines, facts))
-        elif verdict.label == "healthy":
-            events.extend(self._resolutions(run))
+        elif verdict.label == "healthy" and run["ready_us"] is not None:
+            events.extend(self._resolutions(run))  # it came up: earlier incidents are over
         return events
 
     # -- helpers ---------------------------------------------------------------------

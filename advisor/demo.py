@@ -1,0 +1,157 @@
+"""`advisor demo`: the seed scenario on the simulated node, end to end.
+
+A 230B FP8 MoE model (vocab 200,064) on 4 of 8 × 96 GiB GPUs, tensor parallel 4,
+`--max-num-seqs 1024`, `--max-model-len 131072`. It crashes in the sampler warm-up and the
+unit restarts in a loop. The advisor reads the node's journal and GPU samples through the
+ordinary ingestion path, diagnoses, shows the plan and asks for approval, then acts on the
+node through the `sim` backend: it holds the restarts (the stop wedges and systemd kills it),
+handles the wedged stop, waits for GPU memory, lowers max_num_seqs to the computed value and
+restarts; the service comes up healthy, and the post-mortem is printed.
+
+The orchestration runs one step at a time and reads the node again after each, so that what a
+step causes (the wedge) is diagnosed before the next step runs; the newest open incident is
+handled first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from advisor.executor.run import approve, execute, plan_rows
+from advisor.processing import Processor
+from advisor.projections import read_rows
+from advisor.store import EventStore
+
+UNIT: Final = "vllm-minimax-m25.service"
+HOST: Final = "gpu-node-07"
+ARGS: Final = ("--model", "MiniMaxAI/MiniMax-M2.5", "--host", "0.0.0.0", "--port", "8000",
+               "--trust-remote-code", "--max-model-len", "131072",
+               "--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.9",
+               "--max-num-seqs", "1024", "--enable-expert-parallel",
+               "--vocab-size", "200064", "--weights-gib", "230", "--speed", "8",
+               "--wedge-on-stop")
+DEADLINE_S: Final = 55.0
+
+
+@dataclass
+class DemoResult:
+    healthy: bool
+    seconds: float
+    incidents: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+
+
+def run_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
+             say: Callable[[str], None]) -> DemoResult:
+    from advisor.executor.simbackend import SimBackend
+    from advisor.sim import SimNode, UnitSpec
+    from ingest.gpu import replay_recording
+    from ingest.journal_sources import ingest_json_file
+
+    started = time.monotonic()
+    result = DemoResult(False, 0.0)
+    processor = Processor(store)
+    # The driver frees a dead run's memory 2 s after it died; RestartSec=3 waits for that, as
+    # the seed unit's ExecStartPre does, so every start of the loop fails the same way.
+    with SimNode(workdir, host=HOST, gpus=8, gpu_gib=96.0, release_delay_s=2.0,
+                 sample_interval_s=0.5) as node:
+        backend = SimBackend(node)
+
+        def observe(seconds: float = 0.0) -> None:
+            if seconds:
+                node.run_for(seconds)
+            node.step()
+            ingest_json_file(store, node.journal_path)
+            replay_recording(store, node.gpus_path, complete_only=True)
+            processor.run(final=False)
+
+        node.add_unit(UnitSpec(name=UNIT, args=list(ARGS),
+                               description="vLLM MiniMax-M2.5 FP8 230B MoE Inference Server",
+                               restart="on-failure", restart_sec=3.0, timeout_stop_sec=4.0,
+                               gpus=(0, 1, 2, 3)))
+        say(f"starting {UNIT} on the simulated node {HOST} (8 × 96 GiB GPUs, TP 4, "
+            "--max-num-seqs 1024, --max-model-len 131072)")
+        node.start(UNIT)
+        approved: set[str] = set()
+        while time.monotonic() - started < DEADLINE_S:
+            observe(0.5)
+            state = node.unit_state(UNIT)
+            if state.ready and not _open(store):
+                result.healthy = True
+                break
+            plan_id = _next_plan(store)
+            if plan_id is None:
+                continue
+            if plan_id not in approved and not _is_wedge(store, plan_id) and (
+                    _runs(store, plan_id) < 2 or state.active_state != "active"
+                    or state.output_lines < 3):
+                # Let the restart loop show itself (two failed runs), and act while the next
+                # start is under way: holding the restarts then stops a live server.
+                continue
+            if plan_id not in approved:
+                if not ask(_describe(store, plan_id)):
+                    say("plan not approved: nothing changed")
+                    break
+                approve(store, plan_id, "human:demo")
+                approved.add(plan_id)
+                result.incidents.append(plan_id)
+            report = execute(store, backend, plan_id, max_steps=1)
+            for action_id in report.ran:
+                row = next(r for r in plan_rows(store, plan_id) if r["action_id"] == action_id)
+                result.steps.append(f"{row['kind']}: {row['detail']}")
+                say(f"  done: {row['kind']} — {row['detail']}")
+            if report.state == "stopped":
+                say(f"plan stopped: {report.why}")
+                break
+        if result.healthy:
+            observe()
+            say(f"{UNIT} is up: Application startup complete")
+    processor.run(final=True)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _open(store: EventStore) -> list[dict[str, object]]:
+    return [i for i in read_rows(store, "incidents", unit=UNIT) if i["status"] == "open"]
+
+
+def _next_plan(store: EventStore) -> str | None:
+    """The newest open incident whose plan has a step still to run."""
+    for incident in reversed(_open(store)):
+        plan_id = str(incident["incident_id"])
+        rows = plan_rows(store, plan_id)
+        if any(r["status"] in ("proposed", "approved") and not r["alternative"] for r in rows):
+            return plan_id
+    return None
+
+
+def _runs(store: EventStore, plan_id: str) -> int:
+    return max((int(str(i["runs"])) for i in read_rows(store, "incidents", unit=UNIT)
+                if i["incident_id"] == plan_id), default=0)
+
+
+def _is_wedge(store: EventStore, plan_id: str) -> bool:
+    return any(i["incident_id"] == plan_id and i["label"] == "wedged_stop"
+               for i in read_rows(store, "incidents", unit=UNIT))
+
+
+def _describe(store: EventStore, plan_id: str) -> str:
+    import orjson
+
+    incident = next(i for i in read_rows(store, "incidents", unit=UNIT)
+                    if i["incident_id"] == plan_id)
+    lines = [f"{incident['label']} (confidence {incident['confidence']:.2f}, "
+             f"{incident['runs']} failed run(s)); the plan:"]
+    for row in plan_rows(store, plan_id):
+        spec = orjson.loads(row["spec"])
+        what = row["kind"] + (f" {spec['flag']} {spec['value']}" if spec.get("flag") else "")
+        what += f" {spec['option']}={spec['value']}" if spec.get("option") else ""
+        what += f" (up to {spec['seconds']:.0f} s)" if spec.get("seconds") else ""
+        alt = " [alternative, not applied]" if row["alternative"] else ""
+        lines.append(f"  {row['step'] + 1}. {what}{alt}: {spec['why']}")
+        lines += [f"       {line}" for line in spec.get("arithmetic", [])]
+    return "\n".join(lines)

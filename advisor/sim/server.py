@@ -1,0 +1,403 @@
+"""The stand-in inference server: a real OS process that starts up, fails and shuts down the
+way vLLM 0.15.1 does, printing vLLM's own lines, without a GPU.
+
+    python -m advisor.sim.server --model M --max-num-seqs N --max-model-len L \\
+        --gpu-memory-utilization U --tensor-parallel-size T [--vocab-size V] [--weights-gib W] \\
+        [--gpu-gib G] [--claims DIR] [--gpus 0,1,2,3] [--speed X] [--wedge-on-stop]
+
+It is a real process so that everything around it — signals, exit statuses, PIDs, a service
+manager's stop timeout, memory released after death — is real too. Start-up phases sleep their
+nominal durations divided by ``--speed``. Memory follows ``advisor.sim.models``: it is claimed
+in ``--claims DIR`` as it is allocated (the simulated driver reads the claims), and what other
+processes claim on the same GPUs is not free, so leftovers of a previous run make it fail the
+way vLLM fails. Exit status: 0 after SIGTERM, 1 when start-up fails, 2 for bad flags (argparse).
+
+``--wedge-on-stop``: on SIGTERM it logs the shutdown line, then ignores SIGTERM and makes no
+further progress, as a worker wedged in a CUDA call does; only SIGKILL ends it.
+
+Stdlib only, so that it starts in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from advisor.sim import vllm_text as vt
+from advisor.sim.claims import Claims, others_on, read_claims, write_claim
+from advisor.sim.models import GIB, SAMPLER_CHUNKS, MemoryPlan, ModelCard, card_for, gib_str, plan
+
+GRAPH_POOL_MAX = int(1.02 * GIB)   # what "Graph capturing finished … took" reports at most
+HEALTH_EVERY_S = 30.0              # nominal seconds between health-check access-log lines
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGINT arrived; raised at the next pause, never inside a write."""
+
+
+class Oom(Exception):
+    """An allocation did not fit on one of the server's GPUs."""
+
+    def __init__(self, figures: vt.OomFigures) -> None:
+        super().__init__(f"CUDA out of memory on GPU {figures.device}")
+        self.figures = figures
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    card: ModelCard
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    tensor_parallel_size: int
+    gpu_gib: float
+    gpus: tuple[int, ...]
+    claims: Path | None
+    speed: float
+    wedge_on_stop: bool
+    enforce_eager: bool
+    trust_remote_code: bool
+    host: str
+    port: int
+    given: dict[str, object]   # the vLLM options set on the command line, in vLLM's order
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m advisor.sim.server",
+                                description="A simulated vLLM 0.15.1 OpenAI server.")
+    p.add_argument("--model", required=True)
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--trust-remote-code", action="store_true", default=None)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--tensor-parallel-size", type=int)
+    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--enable-expert-parallel", action="store_true", default=None)
+    p.add_argument("--enforce-eager", action="store_true", default=None)
+    sim = p.add_argument_group("simulation (not vLLM options)")
+    sim.add_argument("--vocab-size", type=int)
+    sim.add_argument("--weights-gib", type=float, help="all weights, summed over TP ranks")
+    sim.add_argument("--gpu-gib", type=float, default=96.0, help="memory of each GPU")
+    sim.add_argument("--claims", type=Path, help="folder of GPU memory claims (the driver's)")
+    sim.add_argument("--gpus", help="GPU indices this server may use, e.g. 0,1,2,3")
+    sim.add_argument("--speed", type=float, default=1.0, help="divide start-up durations by this")
+    sim.add_argument("--wedge-on-stop", action="store_true")
+    return p
+
+
+def parse_config(argv: Sequence[str]) -> Config:
+    """Flags → Config; vLLM's defaults for what is not given (argparse exits 2 on bad flags)."""
+    a = _parser().parse_args(list(argv))
+    card = card_for(a.model, weights_gib=a.weights_gib, vocab_size=a.vocab_size)
+    tp = a.tensor_parallel_size or 1
+    gpus = (tuple(int(g) for g in a.gpus.split(",") if g.strip()) if a.gpus
+            else tuple(range(tp)))
+    if a.speed <= 0 or tp < 1 or not 0 < (a.gpu_memory_utilization or 0.9) <= 1:
+        _parser().error("--speed and --tensor-parallel-size must be positive and "
+                        "--gpu-memory-utilization in (0, 1]")
+    given: dict[str, object] = {"model_tag": a.model}
+    for key in ("host", "port", "model", "trust_remote_code", "max_model_len",
+                "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs",
+                "max_num_batched_tokens", "enable_expert_parallel", "enforce_eager"):
+        if getattr(a, key) is not None:
+            given[key] = getattr(a, key)
+    # vLLM 0.10 – 0.25: 1024 sequences on GPUs of 70 GiB or more, else 256.
+    seqs = a.max_num_seqs or (1024 if a.gpu_gib >= 70 else 256)
+    return Config(card=card, max_num_seqs=seqs,
+                  max_num_batched_tokens=a.max_num_batched_tokens or 8192,
+                  max_model_len=a.max_model_len or card.max_model_len,
+                  gpu_memory_utilization=a.gpu_memory_utilization or 0.9,
+                  tensor_parallel_size=tp, gpu_gib=a.gpu_gib, gpus=gpus[:tp],
+                  claims=a.claims, speed=a.speed, wedge_on_stop=a.wedge_on_stop,
+                  enforce_eager=bool(a.enforce_eager),
+                  trust_remote_code=bool(a.trust_remote_code), host=a.host or "0.0.0.0",
+                  port=a.port or 8000, given=given)
+
+
+class Server:
+    """One run: start-up phases, then serving until SIGTERM."""
+
+    def __init__(self, cfg: Config, out: TextIO) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.pid = os.getpid()
+        self.p = vt.Printer(self.pid)
+        self.dummies = min(cfg.max_num_seqs, cfg.max_num_batched_tokens)
+        self.plan: MemoryPlan = plan(cfg.card, tensor_parallel_size=cfg.tensor_parallel_size,
+                                     gpu_memory_utilization=cfg.gpu_memory_utilization,
+                                     gpu_gib=cfg.gpu_gib, max_num_seqs=self.dummies)
+        self.own = 0          # bytes held on each of the server's GPUs
+        self.graph_pool = 0
+        self.term = False
+        self.ready = False
+
+    # ------------------------------------------------------------------ plumbing
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.term = True
+
+    def pause(self, nominal_s: float) -> None:
+        """Sleep a phase's nominal duration / speed, in slices, so SIGTERM is seen at once."""
+        end = time.monotonic() + nominal_s / self.cfg.speed
+        while True:
+            if self.term:
+                raise Terminated
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.01))
+
+    def emit(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def log(self, proc: str, level: str, src: str, text: str) -> None:
+        self.emit(self.p.record(proc, level, src, text))
+
+    def raw(self, proc: str, text: str) -> None:
+        self.emit(self.p.raw(proc, text))
+
+    def workers(self) -> list[str]:
+        return [vt.worker_name(r, self.cfg.tensor_parallel_size)
+                for r in range(self.cfg.tensor_parallel_size)]
+
+    # ------------------------------------------------------------------ memory
+    def _claims(self) -> Claims:
+        return read_claims(self.cfg.claims) if self.cfg.claims is not None else {}
+
+    def _publish(self) -> None:
+        if self.cfg.claims is not None:
+            write_claim(self.cfg.claims, self.pid, dict.fromkeys(self.cfg.gpus, self.own))
+
+    def alloc(self, nbytes: int) -> None:
+        """Allocate ``nbytes`` on every GPU of the server, or raise Oom for the first GPU
+        where it does not fit (others' claims are not free)."""
+        claims = self._claims()
+        for rank, gpu in enumerate(self.cfg.gpus):
+            others = tuple(others_on(claims, self.pid, gpu))
+            free = self.plan.total - self.own - sum(b for _, b in others)
+            if nbytes > free:
+                raise Oom(vt.OomFigures(rank, nbytes, self.plan.total, max(0, free), self.own,
+                                        others, self.graph_pool))
+        self.own += nbytes
+        self._publish()
+
+    def startup_free(self) -> tuple[int, int] | None:
+        """(rank, free bytes) of the first GPU with less free than the budget, or None."""
+        claims = self._claims()
+        for rank, gpu in enumerate(self.cfg.gpus):
+            held = sum(b for _, b in others_on(claims, self.pid, gpu))
+            free = self.plan.total - held - self.own
+            if free < self.plan.budget:
+                return rank, free
+        return None
+
+    # ------------------------------------------------------------------ failures
+    def fail(self, rank: int, lines: list[str], *, in_worker: bool, starting: bool) -> int:
+        """Print a start-up failure the way V1 does and return the exit status (1)."""
+        tp = self.cfg.tensor_parallel_size
+        if in_worker and tp > 1:
+            src = "multiproc_executor.py:597" if starting else "multiproc_executor.py:671"
+            head = "WorkerProc failed to start." if starting else "WorkerProc hit an exception."
+            self.log(vt.worker_name(rank, tp), "ERROR", src, "\n".join([head, *lines]))
+            self.log(vt.CORE, "ERROR", "core.py:708", "EngineCore failed to start.")
+            failed = "{}"
+        else:
+            self.log(vt.CORE, "ERROR", "core.py:708",
+                     "\n".join(["EngineCore failed to start.", *lines]))
+            failed = "{'EngineCore_DP0': 1}"
+        self.log(vt.API, "ERROR", "api_server.py:1901", vt.engine_init_failed(failed))
+        return 1
+
+    def fail_oom(self, oom: Oom, phase: str) -> int:
+        text = vt.torch_oom(oom.figures)
+        if phase == "sampler":
+            lines = vt.sampler_traceback(text, self.dummies)
+        else:
+            lines = vt.oom_traceback(phase, text)
+        return self.fail(oom.figures.device, lines, in_worker=True, starting=phase == "load")
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> int:
+        """Start up; 1 if start-up fails, else serve until SIGTERM."""
+        cfg, pl = self.cfg, self.plan
+        if cfg.claims is not None:
+            cfg.claims.mkdir(parents=True, exist_ok=True)
+        self.pause(2.5)   # Python imports, CUDA platform detection
+        self.api_preamble()
+        self.pause(1.2)
+        self.log(vt.CORE, "INFO", "core.py:77",
+                 vt.engine_config(cfg.card, cfg.max_model_len, cfg.tensor_parallel_size,
+                                  cfg.trust_remote_code))
+        self.pause(1.8)
+        if len(cfg.gpus) < cfg.tensor_parallel_size:
+            return self.fail(0, [f"ValueError: tensor_parallel_size ({cfg.tensor_parallel_size})"
+                                 f" is larger than the number of visible GPUs ({len(cfg.gpus)})"],
+                             in_worker=False, starting=True)
+        try:
+            self.alloc(pl.context)
+        except Oom as oom:
+            return self.fail_oom(oom, "load")
+        short = self.startup_free()
+        if short is not None:
+            rank, free = short
+            return self.fail(rank, vt.free_memory_traceback(
+                free, pl.total, cfg.gpu_memory_utilization, pl.budget),
+                in_worker=True, starting=True)
+        status = self.load_weights()
+        if status is None:
+            status = self.profile_and_kv()
+        if status is None:
+            status = self.capture_and_warm_up()
+        if status is not None:
+            return status
+        self.announce_ready()
+        return self.serve()
+
+    def api_preamble(self) -> None:
+        cfg = self.cfg
+        self.log(vt.API, "INFO", "api_server.py:1885", f"vLLM API server version {vt.VERSION}")
+        self.log(vt.API, "INFO", "utils.py:328", vt.non_default_args(cfg.given))
+        self.log(vt.API, "INFO", "model.py:547",
+                 f"Resolved architecture: {cfg.card.architecture}")
+        self.log(vt.API, "INFO", "model.py:1510", f"Using max model len {cfg.max_model_len}")
+        self.log(vt.API, "INFO", "scheduler.py:205", "Chunked prefill is enabled with "
+                 f"max_num_batched_tokens={cfg.max_num_batched_tokens}.")
+
+    def load_weights(self) -> int | None:
+        pl = self.plan
+        comm = max(0, pl.graphs - min(pl.graphs, GRAPH_POOL_MAX))
+        for w in self.workers():
+            self.log(w, "INFO", "gpu_model_runner.py:2602",
+                     f"Starting to load model {self.cfg.card.name}...")
+        try:
+            self.alloc(comm)        # NCCL / all-to-all buffers of the distributed init
+            self.pause(2.5)
+            self.alloc(pl.weights // 2)
+            self.pause(2.4)
+            self.alloc(pl.weights - pl.weights // 2)
+        except Oom as oom:
+            return self.fail_oom(oom, "load")
+        for r, w in enumerate(self.workers()):
+            took = 4.9 + 0.1 * r
+            self.log(w, "INFO", "default_loader.py:267", f"Loading weights took {took:.2f} seconds")
+            self.log(w, "INFO", "gpu_model_runner.py:2653",
+                     f"Model loading took {gib_str(pl.weights)} GiB memory and "
+                     f"{took + 0.7:.6f} seconds")
+        return None
+
+    def profile_and_kv(self) -> int | None:
+        cfg, pl = self.cfg, self.plan
+        self.pause(3.0)
+        try:
+            self.alloc(pl.activations)
+        except Oom as oom:
+            return self.fail_oom(oom, "profile")
+        for w in self.workers():
+            self.log(w, "INFO", "gpu_worker.py:298",
+                     f"Available KV cache memory: {gib_str(pl.kv)} GiB")
+        if pl.kv <= 0:
+            return self.fail(0, vt.no_cache_blocks_traceback(), in_worker=False, starting=True)
+        if cfg.max_model_len > pl.kv_tokens:
+            return self.fail(0, vt.kv_needed_traceback(
+                cfg.max_model_len, pl.kv_needed(cfg.max_model_len), pl.kv, pl.kv_tokens),
+                in_worker=False, starting=True)
+        self.log(vt.CORE, "INFO", "kv_cache_utils.py:1087",
+                 f"GPU KV cache size: {pl.kv_tokens:,} tokens")
+        self.log(vt.CORE, "INFO", "kv_cache_utils.py:1091",
+                 f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
+                 f"{pl.kv_tokens / cfg.max_model_len:.2f}x")
+        try:
+            self.alloc(pl.kv)
+        except Oom as oom:
+            return self.fail_oom(oom, "kv")
+        return None
+
+    def capture_and_warm_up(self) -> int | None:
+        pl = self.plan
+        pool = 0 if self.cfg.enforce_eager else min(pl.graphs, GRAPH_POOL_MAX)
+        self.pause(1.5)
+        if self.cfg.enforce_eager:
+            for w in self.workers():
+                self.log(w, "INFO", "gpu_model_runner.py:3455",
+                         "Cudagraph is disabled under eager mode")
+        else:
+            self.raw(vt.worker_name(0, self.cfg.tensor_parallel_size), vt.cuda_graph_bar())
+            self.pause(2.5)
+            try:
+                self.alloc(pool)
+            except Oom as oom:
+                return self.fail_oom(oom, "graphs")
+            self.graph_pool = pool
+            for w in self.workers():
+                self.log(w, "INFO", "gpu_model_runner.py:3480",
+                         f"Graph capturing finished in 4 secs, took {pool / GIB:.2f} GiB")
+        self.pause(1.0)
+        try:
+            for _ in range(SAMPLER_CHUNKS):
+                self.alloc(pl.sampler_chunk)
+        except Oom as oom:
+            return self.fail_oom(oom, "sampler")
+        return None
+
+    def announce_ready(self) -> None:
+        cfg, pl = self.cfg, self.plan
+        self.log(vt.CORE, "INFO", "core.py:210",
+                 "init engine (profile, create kv cache, warmup model) took 18.64 seconds")
+        self.pause(0.6)
+        self.log(vt.API, "INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with "
+                 f"initialization after num_gpu_blocks is: {pl.kv_tokens // 16}")
+        self.log(vt.API, "INFO", "api_server.py:1634", "Supported_tasks: ['generate']")
+        self.log(vt.API, "INFO", "api_server.py:1912",
+                 f"Starting vLLM API server 0 on http://{cfg.host}:{cfg.port}")
+        self.raw(vt.API, f"INFO:     Started server process [{self.pid}]")
+        self.raw(vt.API, "INFO:     Waiting for application startup.")
+        self.raw(vt.API, "INFO:     Application startup complete.")
+        self.ready = True
+
+    def serve(self) -> int:
+        """Idle, answering a health check now and then, until SIGTERM (raises Terminated)."""
+        port = 40_000 + self.pid % 20_000
+        while True:
+            self.pause(HEALTH_EVERY_S)
+            self.raw(vt.API, f'INFO:     127.0.0.1:{port} - "GET /health HTTP/1.1" 200 OK')
+
+    def shutdown(self) -> int:
+        """After SIGTERM: vLLM's handler line, then uvicorn's — unless wedged."""
+        self.log(vt.API, "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+        if self.cfg.wedge_on_stop:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            while True:   # a worker stuck in a CUDA call: only SIGKILL ends this
+                time.sleep(3600)
+        if self.ready:
+            for text in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
+                         "INFO:     Application shutdown complete.",
+                         f"INFO:     Finished server process [{self.pid}]"):
+                self.raw(vt.API, text)
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_config(sys.argv[1:] if argv is None else argv)
+    server = Server(cfg, sys.stdout)
+    signal.signal(signal.SIGTERM, server.on_signal)
+    signal.signal(signal.SIGINT, server.on_signal)
+    try:
+        return server.run()
+    except Terminated:
+        return server.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
