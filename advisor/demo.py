@@ -19,12 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from advisor.executor.run import approve, execute, plan_rows
 from advisor.processing import Processor
 from advisor.projections import read_rows
 from advisor.store import EventStore
+
+if TYPE_CHECKING:
+    from advisor.sim import SimNode, UnitState
 
 UNIT: Final = "vllm-minimax-m25.service"
 HOST: Final = "gpu-node-07"
@@ -45,30 +48,82 @@ class DemoResult:
     steps: list[str] = field(default_factory=list)
 
 
-def run_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
-             say: Callable[[str], None]) -> DemoResult:
-    from advisor.executor.simbackend import SimBackend
-    from advisor.sim import SimNode, UnitSpec
+def observer(store: EventStore, node: SimNode,
+             processor: Processor) -> Callable[[float], None]:
+    """Advance the node, read its journal and GPU samples through the ingestion path,
+    fold and diagnose."""
     from ingest.gpu import replay_recording
     from ingest.journal_sources import ingest_json_file
+
+    def observe(seconds: float = 0.0) -> None:
+        if seconds:
+            node.run_for(seconds)
+        node.step()
+        ingest_json_file(store, node.journal_path)
+        replay_recording(store, node.gpus_path, complete_only=True)
+        processor.run(final=False)
+
+    return observe
+
+
+def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
+                      ask: Callable[[str], bool], say: Callable[[str], None],
+                      deadline_s: float = DEADLINE_S,
+                      ready_to_act: Callable[[str, UnitState], bool] | None = None,
+                      healthy: Callable[[UnitState], bool] | None = None) -> DemoResult:
+    """Watch `unit` on the node and carry out the plans of its open incidents, newest first,
+    one step at a time (reading the node again after each), until it is healthy — by default
+    ready with no open incident — or the deadline passes."""
+    from advisor.executor.simbackend import SimBackend
 
     started = time.monotonic()
     result = DemoResult(False, 0.0)
     processor = Processor(store)
+    observe = observer(store, node, processor)
+    backend = SimBackend(node)
+    is_healthy = healthy or (lambda state: state.ready and not _open(store, unit))
+    approved: set[str] = set()
+    while time.monotonic() - started < deadline_s:
+        observe(0.5)
+        state = node.unit_state(unit)
+        if is_healthy(state):
+            result.healthy = True
+            break
+        plan_id = _next_plan(store, unit)
+        if plan_id is None:
+            continue
+        if plan_id not in approved:
+            if ready_to_act is not None and not ready_to_act(plan_id, state):
+                continue
+            if not ask(_describe(store, unit, plan_id)):
+                say("plan not approved: nothing changed")
+                break
+            approve(store, plan_id, "human:demo")
+            approved.add(plan_id)
+            result.incidents.append(plan_id)
+        report = execute(store, backend, plan_id, max_steps=1)
+        for action_id in report.ran:
+            row = next(r for r in plan_rows(store, plan_id) if r["action_id"] == action_id)
+            result.steps.append(f"{row['kind']}: {row['detail']}")
+            say(f"  done: {row['kind']} — {row['detail']}")
+        if report.state == "stopped":
+            say(f"plan stopped: {report.why}")
+            break
+    if result.healthy:
+        observe(0.0)
+    processor.run(final=True)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def run_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
+             say: Callable[[str], None]) -> DemoResult:
+    from advisor.sim import SimNode, UnitSpec
+
     # The driver frees a dead run's memory 2 s after it died; RestartSec=3 waits for that, as
     # the seed unit's ExecStartPre does, so every start of the loop fails the same way.
     with SimNode(workdir, host=HOST, gpus=8, gpu_gib=96.0, release_delay_s=2.0,
                  sample_interval_s=0.5) as node:
-        backend = SimBackend(node)
-
-        def observe(seconds: float = 0.0) -> None:
-            if seconds:
-                node.run_for(seconds)
-            node.step()
-            ingest_json_file(store, node.journal_path)
-            replay_recording(store, node.gpus_path, complete_only=True)
-            processor.run(final=False)
-
         node.add_unit(UnitSpec(name=UNIT, args=list(ARGS),
                                description="vLLM MiniMax-M2.5 FP8 230B MoE Inference Server",
                                restart="on-failure", restart_sec=3.0, timeout_stop_sec=4.0,
@@ -76,52 +131,28 @@ def run_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
         say(f"starting {UNIT} on the simulated node {HOST} (8 × 96 GiB GPUs, TP 4, "
             "--max-num-seqs 1024, --max-model-len 131072)")
         node.start(UNIT)
-        approved: set[str] = set()
-        while time.monotonic() - started < DEADLINE_S:
-            observe(0.5)
-            state = node.unit_state(UNIT)
-            if state.ready and not _open(store):
-                result.healthy = True
-                break
-            plan_id = _next_plan(store)
-            if plan_id is None:
-                continue
-            if plan_id not in approved and not _is_wedge(store, plan_id) and (
-                    _runs(store, plan_id) < 2 or state.active_state != "active"
-                    or state.output_lines < 3):
-                # Let the restart loop show itself (two failed runs), and act while the next
-                # start is under way: holding the restarts then stops a live server.
-                continue
-            if plan_id not in approved:
-                if not ask(_describe(store, plan_id)):
-                    say("plan not approved: nothing changed")
-                    break
-                approve(store, plan_id, "human:demo")
-                approved.add(plan_id)
-                result.incidents.append(plan_id)
-            report = execute(store, backend, plan_id, max_steps=1)
-            for action_id in report.ran:
-                row = next(r for r in plan_rows(store, plan_id) if r["action_id"] == action_id)
-                result.steps.append(f"{row['kind']}: {row['detail']}")
-                say(f"  done: {row['kind']} — {row['detail']}")
-            if report.state == "stopped":
-                say(f"plan stopped: {report.why}")
-                break
+
+        def ready_to_act(plan_id: str, state: UnitState) -> bool:
+            # Let the restart loop show itself (two failed runs), and act while the next start
+            # is under way: holding the restarts then stops a live server (which wedges).
+            return _is_wedge(store, UNIT, plan_id) or (
+                _runs(store, UNIT, plan_id) >= 2 and state.active_state == "active"
+                and state.output_lines >= 3)
+
+        result = remediate_on_node(store, node, UNIT, ask=ask, say=say,
+                                   ready_to_act=ready_to_act)
         if result.healthy:
-            observe()
             say(f"{UNIT} is up: Application startup complete")
-    processor.run(final=True)
-    result.seconds = time.monotonic() - started
     return result
 
 
-def _open(store: EventStore) -> list[dict[str, object]]:
-    return [i for i in read_rows(store, "incidents", unit=UNIT) if i["status"] == "open"]
+def _open(store: EventStore, unit: str) -> list[dict[str, object]]:
+    return [i for i in read_rows(store, "incidents", unit=unit) if i["status"] == "open"]
 
 
-def _next_plan(store: EventStore) -> str | None:
+def _next_plan(store: EventStore, unit: str) -> str | None:
     """The newest open incident whose plan has a step still to run."""
-    for incident in reversed(_open(store)):
+    for incident in reversed(_open(store, unit)):
         plan_id = str(incident["incident_id"])
         rows = plan_rows(store, plan_id)
         if any(r["status"] in ("proposed", "approved") and not r["alternative"] for r in rows):
@@ -129,20 +160,20 @@ def _next_plan(store: EventStore) -> str | None:
     return None
 
 
-def _runs(store: EventStore, plan_id: str) -> int:
-    return max((int(str(i["runs"])) for i in read_rows(store, "incidents", unit=UNIT)
+def _runs(store: EventStore, unit: str, plan_id: str) -> int:
+    return max((int(str(i["runs"])) for i in read_rows(store, "incidents", unit=unit)
                 if i["incident_id"] == plan_id), default=0)
 
 
-def _is_wedge(store: EventStore, plan_id: str) -> bool:
+def _is_wedge(store: EventStore, unit: str, plan_id: str) -> bool:
     return any(i["incident_id"] == plan_id and i["label"] == "wedged_stop"
-               for i in read_rows(store, "incidents", unit=UNIT))
+               for i in read_rows(store, "incidents", unit=unit))
 
 
-def _describe(store: EventStore, plan_id: str) -> str:
+def _describe(store: EventStore, unit: str, plan_id: str) -> str:
     import orjson
 
-    incident = next(i for i in read_rows(store, "incidents", unit=UNIT)
+    incident = next(i for i in read_rows(store, "incidents", unit=unit)
                     if i["incident_id"] == plan_id)
     lines = [f"{incident['label']} (confidence {incident['confidence']:.2f}, "
              f"{incident['runs']} failed run(s)); the plan:"]
