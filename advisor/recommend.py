@@ -114,7 +114,7 @@ def plan(label: str, confidence: float, facts: Mapping[str, Any],
         p.add("notify", _ADVICE.get(label, f"{label}: no automatic remedy"))
         return p.actions
     builder(p, facts, ctx)
-    if any(a.kind == "set_flag" for a in p.actions):
+    if any(a.kind in ("set_flag", "restart") for a in p.actions):
         loop = facts.get("restart_count")
         why = (f"the unit is in a restart loop (restart counter {loop})" if loop else
                "Restart= may start the unit again at any moment")

@@ -73,3 +73,27 @@ def test_a_wedged_stop_is_killed_waited_for_and_hardened(
     assert incident["label"] == "wedged_stop"
     assert _kinds(store) == [("kill", "succeeded"), ("wait_gpu_free", "succeeded"),
                              ("set_unit_option", "succeeded"), ("set_unit_option", "succeeded")]
+
+
+def test_memory_held_by_another_unit_is_freed_by_stopping_that_unit(
+        tmp_path: Path, sqlite_url: str, opener: Callable[[str], EventStore]) -> None:
+    store = opener(sqlite_url)
+    other = "notebook.service"
+    with _node(tmp_path) as node:
+        node.add_unit(UnitSpec(name=other, args=[*MODEL, "--max-num-seqs", "256",
+                                                  "--max-model-len", "8192"],
+                               restart="no", timeout_stop_sec=5.0))
+        node.add_unit(UnitSpec(name=UNIT, args=[*MODEL, "--max-num-seqs", "256",
+                                                 "--max-model-len", "131072"],
+                               restart_sec=2.0, timeout_stop_sec=5.0))
+        node.start(other)
+        assert node.run_until(lambda: node.unit_state(other).ready, timeout_s=40)
+        node.start(UNIT)
+        result = remediate_on_node(store, node, UNIT, ask=lambda plan: True,
+                                   say=lambda line: None, deadline_s=50)
+        assert result.healthy, result
+        assert node.unit_state(other).active_state in ("inactive", "failed")
+    incident = next(i for i in read_rows(store, "incidents") if i["unit"] == UNIT)
+    assert incident["label"] == "gpu_memory_held"
+    stop = next(r for r in read_rows(store, "actions") if r["kind"] == "stop")
+    assert (stop["unit"], stop["status"]) == (other, "succeeded")

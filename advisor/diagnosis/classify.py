@@ -81,7 +81,9 @@ def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
         agreement = probabilities.get(hit.label, 0.0)
         penalised = hit.confidence - 0.5 * (p - agreement)
         if hit.confidence >= TRUSTED_RULE:
-            label, confidence = hit.label, max(penalised, UNKNOWN_BELOW)
+            # Explicit evidence the model has no pattern for loses less to its doubt.
+            trusted = hit.confidence - 0.25 * (p - agreement)
+            label, confidence = hit.label, max(trusted, UNKNOWN_BELOW)
         elif penalised >= p:
             label, confidence = hit.label, penalised
         else:

@@ -25,8 +25,9 @@ from advisor.diagnosis.lines import LogLine, clean_text
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
 from advisor.diagnosis.sequence import parse, single_run
-from advisor.events import LogRecorded, NewEvent
+from advisor.events import GpuSampled, LogRecorded, NewEvent
 from advisor.projections import config_key
+from advisor.recommend import Holder
 from advisor.store import EventFilter, EventStore
 from advisor.store.schema import incidents, runs
 
@@ -61,20 +62,20 @@ class Diagnoser:
         """The events that diagnosing one run adds (empty when there is nothing to say)."""
         if not run["ended"] and not run["died"]:
             return self._resolutions(run)  # up and ready: earlier incidents are over
-        verdict, lines, facts = self._judge(run)
+        verdict, lines, facts, own_pids = self._judge(run)
         events = [self._event(run, {
             "type": "run.classified", "run_id": run["run_id"], "host": run["host"],
             "unit": run["unit"], "label": verdict.label, "confidence": verdict.confidence,
             "phase": verdict.phase, "through_seq": run["last_seq"]}, "run.classified")]
         if verdict.failed:
-            events.extend(self._incident(run, verdict, lines, facts))
+            events.extend(self._incident(run, verdict, lines, facts, own_pids))
         elif verdict.label == "healthy" and run["ready_us"] is not None:
             events.extend(self._resolutions(run))  # it came up: earlier incidents are over
         return events
 
     # -- helpers ---------------------------------------------------------------------
     def _judge(self, run: dict[str, Any]
-               ) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
+               ) -> tuple[RunVerdict, list[LogLine], dict[str, Any], set[int]]:
         lines: list[tuple[int, int, LogLine]] = []
         for event in self.store.read(EventFilter(stream=run["stream"],
                                                  after_seq=run["first_seq"] - 1)):
@@ -100,7 +101,9 @@ class Diagnoser:
         verdict = judge_run(whole, parsed, self.rules, self.model, peak)
         facts = verdict_facts(verdict, parsed)
         verdict.evidence = [parsed[i].line.number for i in verdict.evidence]
-        return verdict, ordered, facts
+        own = {pid for p in parsed for pid in (p.split.pid, p.line.pid)
+               if pid is not None and pid != 1}
+        return verdict, ordered, facts, own
 
     def _event(self, run: dict[str, Any], payload: dict[str, Any], kind: str,
                ident: str | None = None) -> NewEvent:
@@ -120,7 +123,7 @@ class Diagnoser:
         return dict(row._mapping) if row is not None else None
 
     def _incident(self, run: dict[str, Any], verdict: RunVerdict, lines: Sequence[LogLine],
-                  facts: dict[str, Any]) -> list[NewEvent]:
+                  facts: dict[str, Any], own_pids: set[int]) -> list[NewEvent]:
         key = config_key(orjson.loads(run["config"]))
         existing = self._open_incident(run, verdict.label, key)
         if existing is not None and existing["first_run_id"] != run["run_id"]:
@@ -129,7 +132,7 @@ class Diagnoser:
                 "run_id": run["run_id"], "runs": existing["runs"] + 1}, "incident.recurred")]
         by_seq = {line.number: line for line in lines}
         incident_id = run["run_id"]
-        proposals = self._proposals(run, incident_id, verdict, facts)
+        proposals = self._proposals(run, incident_id, verdict, facts, own_pids)
         return [
             self._event(run, {"type": "incident.opened", "incident_id": incident_id,
                               "host": run["host"], "unit": run["unit"], "run_id": run["run_id"],
@@ -148,14 +151,36 @@ class Diagnoser:
             *proposals,
         ]
 
+    def _holders(self, run: dict[str, Any], own_pids: set[int]) -> tuple[Holder, ...]:
+        """Processes NVML saw on the host's GPUs around the failure that are not the run's
+        own: the latest sample of each GPU before the run ended."""
+        end = run["ended_us"] or run["started_us"]
+        latest: dict[int, Any] = {}
+        for event in self.store.read(EventFilter(type="gpu.sampled",
+                                                 since_us=run["started_us"] - 10_000_000,
+                                                 until_us=end + 2_000_000)):
+            p = event.payload
+            if isinstance(p, GpuSampled) and p.host == run["host"] and p.processes is not None:
+                latest[p.index] = p
+        found: dict[int, Holder] = {}
+        for sample in latest.values():
+            for proc in sample.processes or ():
+                if proc.pid not in own_pids and proc.used_bytes:
+                    held = found.get(proc.pid)
+                    used = (held.used_bytes or 0) + proc.used_bytes if held else proc.used_bytes
+                    found[proc.pid] = Holder(proc.pid, used, proc.unit)
+        return tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0)))
+
     def _proposals(self, run: dict[str, Any], incident_id: str, verdict: RunVerdict,
-                   facts: dict[str, Any]) -> list[NewEvent]:
+                   facts: dict[str, Any], own_pids: set[int]) -> list[NewEvent]:
         """The plan for a new incident, one `action.proposed` per step."""
         from advisor.history import release_p95_s
         from advisor.recommend import PlanContext, plan
 
-        context = PlanContext(unit=run["unit"], release_p95_s=release_p95_s(self.store,
-                                                                            run["host"]))
+        context = PlanContext(unit=run["unit"],
+                              release_p95_s=release_p95_s(self.store, run["host"]),
+                              holders=self._holders(run, own_pids)
+                              if verdict.label == "gpu_memory_held" else ())
         actions = plan(verdict.label, verdict.confidence, facts, context)
         events = []
         for step, action in enumerate(actions):
