@@ -1,0 +1,66 @@
+"""`advisor query` and `advisor export parquet`: DuckDB over the store or its export."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import click
+
+from advisor.cli_common import db_option, echo_json, handle_errors
+from advisor.render import safe_text
+from advisor.settings import default_db_url
+
+
+@click.command()
+@click.argument("sql")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
+@click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
+              help="Answer from a Parquet export (advisor export parquet) instead of the store.")
+@click.option("--verbose", is_flag=True, help="Say how DuckDB reads the data (on stderr).")
+@db_option
+@handle_errors
+def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbose: bool,
+          db_url: str | None) -> None:
+    """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions."""
+    from advisor.analytics import connect_parquet, connect_store
+
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv exclude each other")
+    conn = (connect_parquet(parquet_dir) if parquet_dir is not None
+            else connect_store(db_url or default_db_url()))
+    try:
+        if verbose:
+            click.echo(f"duckdb: reading through the {conn.path}", err=True)
+        columns, rows = conn.query(sql)
+    finally:
+        conn.close()
+    if as_json:
+        echo_json([dict(zip(columns, row, strict=True)) for row in rows])
+    elif as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        click.echo("\t".join(columns))
+        for row in rows:
+            click.echo("\t".join(safe_text("" if v is None else str(v)) for v in row))
+
+
+@click.group("export")
+def export_group() -> None:
+    """Export the history for other tools."""
+
+
+@export_group.command("parquet")
+@click.argument("folder", type=click.Path(path_type=Path))
+@db_option
+@handle_errors
+def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
+    """Events partitioned by day and host, and the projections, as Parquet under FOLDER."""
+    from advisor.analytics import export_parquet
+
+    counts = export_parquet(db_url or default_db_url(), folder)
+    click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {folder}")
