@@ -64,3 +64,45 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
 
     counts = export_parquet(db_url or default_db_url(), folder)
     click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {folder}")
+
+
+@click.command()
+@click.option("--service", help="Only this unit (UNIT or HOST/UNIT).")
+@click.option("--host", help="Only this host.")
+@click.option("--since", help="Only incidents and runs since (ISO 8601, @EPOCH, -7d).")
+@click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
+              help="From a Parquet export instead of the store.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@handle_errors
+def stats(service: str | None, host: str | None, since: str | None, parquet_dir: Path | None,
+          as_json: bool, db_url: str | None) -> None:
+    """Crashes by label, service and week; time to recovery; restart loops; GPU headroom
+    per service; GPU memory release after a kill, per host."""
+    from advisor.analytics import connect_parquet, connect_store
+    from advisor.analytics import stats as stats_
+    from advisor.timefmt import parse_time_us
+
+    unit = None
+    if service is not None:
+        service_host, _, unit = service.rpartition("/")
+        host = host or service_host or None
+    conn = (connect_parquet(parquet_dir) if parquet_dir is not None
+            else connect_store(db_url or default_db_url()))
+    try:
+        report = stats_(conn, unit=unit, host=host,
+                        since_us=parse_time_us(since) if since else None)
+    finally:
+        conn.close()
+    if as_json:
+        echo_json(report)
+        return
+    for section, rows in report.items():
+        click.echo(section.replace("_", " "))
+        if not rows or all(v in (None, 0) for v in rows[0].values()):
+            click.echo("  (none)")
+            continue
+        columns = list(rows[0])
+        click.echo("  " + "  ".join(columns))
+        for row in rows:
+            click.echo("  " + "  ".join(safe_text(str(row[c])) for c in columns))

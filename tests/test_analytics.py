@@ -68,3 +68,37 @@ def test_bad_sql_and_bad_folders(sqlite_url: str, tmp_path: Path) -> None:
     assert result.exit_code == 4 and result.output.startswith("Error: query: Parser Error")
     result = runner.invoke(cli, ["query", "SELECT 1", "--parquet", str(tmp_path)])
     assert result.exit_code == 4 and "not a Parquet export" in result.output
+
+
+def test_stats_from_the_store_and_from_the_export(loaded: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", loaded]).output)
+    assert report["crashes_by_label"] == [
+        {"label": "sampler_warmup_oom", "incidents": 1, "failed_runs": 1},
+        {"label": "wedged_stop", "incidents": 1, "failed_runs": 1}]
+    assert report["crashes_by_week"] == [{"week": "2026-W08", "incidents": 2}]
+    # the seed's kill at 00:35:17.1: the four GPUs are under 5% again at 00:35:22.0
+    assert report["gpu_release_after_kill"] == [
+        {"host": "gpu-node-07", "kills": 1, "p50_s": 4.9, "p95_s": 4.9}]
+    (headroom,) = report["gpu_headroom_by_service"]
+    assert headroom["runs"] == 2 and 0 < headroom["p50"] < 0.05
+    assert report["time_to_recovery"] == [{"resolved": 0, "mean_s": None, "p90_s": None}]
+    folder = tmp_path / "export"
+    runner.invoke(cli, ["export", "parquet", str(folder), "--db", loaded])
+    assert json.loads(runner.invoke(cli, ["stats", "--json", "--parquet", str(folder)])
+                      .output) == report
+    only = json.loads(runner.invoke(cli, ["stats", "--json", "--service", "other.service",
+                                          "--db", loaded]).output)
+    assert only["crashes_by_label"] == [] and only["gpu_release_after_kill"] == []
+    text = runner.invoke(cli, ["stats", "--since", "2026-02-21T00:33:00Z", "--db", loaded])
+    assert "crashes by label" in text.output and "wedged_stop  1  1" in text.output
+
+
+def test_stats_after_the_demo_sees_the_loop_and_the_recovery(sqlite_url: str) -> None:
+    from tests.conftest import run_advisor
+
+    assert run_advisor("demo", "--yes", "--db", sqlite_url, timeout=120).returncode == 0
+    report = json.loads(CliRunner().invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
+    assert report["restart_loops"][0]["loops"] == 1 and report["restart_loops"][0]["longest"] >= 2
+    recovery = report["time_to_recovery"][0]
+    assert recovery["resolved"] == 2 and 0 < recovery["mean_s"] < 60
