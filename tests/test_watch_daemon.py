@@ -131,3 +131,35 @@ def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
     assert service["Type"] == "notify" and int(service["WatchdogSec"]) > 0
     assert service["ExecStart"].split()[1:] == ["watch"]
     assert service["KillMode"] == "mixed" and unit["Install"]["WantedBy"] == "multi-user.target"
+
+
+@needs_journal
+def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_url: str,
+                                                        opener: Callable[[str], EventStore],
+                                                        seed_journal: Path) -> None:
+    entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
+    journal = make_journal(tmp_path / "live.journal", entries)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('cooldown_s = 0\n[[allow]]\nunits = "vllm-*.service"\n'
+                      'kinds = ["hold_restarts", "set_flag", "wait_gpu_free", "restart", "kill",'
+                      ' "set_unit_option"]\n')
+    proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
+                                         "--auto", "--policy", str(policy), "--backend",
+                                         "dry-run", "--db", sqlite_url),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = opener(sqlite_url)
+
+    def applied() -> bool:
+        Projector(store).catch_up()
+        rows = [r for r in read_rows(store, "actions") if not r["alternative"]]
+        return len(rows) == 8 and all(r["status"] == "succeeded" for r in rows)
+
+    try:
+        _wait(applied, proc, "the policy's plans were not applied")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert b"applied gpu-node-07/vllm-minimax-m25.service@1" in err
+    assert {r["decided_by"] for r in read_rows(store, "actions") if r["decided_by"]} == \
+        {"policy:policy.toml"}
