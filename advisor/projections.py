@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from itertools import islice
 from typing import Any, Final
@@ -183,8 +184,11 @@ def _events_implied(run: RunRow) -> set[str]:
     return implied
 
 
-def _run_id(stream: str, first_seq: int) -> str:
-    return f"{stream}@{first_seq}"
+def _run_id(stream: str, time_us: int) -> str:
+    """`HOST/UNIT@<time of the run's first line>`: the same in every store the events reach
+    (a sequence number would differ once events are shipped to a central store)."""
+    when = datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+    return f"{stream}@{when.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
 
 
 class Projector:
@@ -308,7 +312,7 @@ class _Fold:
         parsed = parse([line])[0]
         run = self._latest(event.stream)
         if run is None or starts_new_run(run, parsed):
-            run = RunRow(_run_id(event.stream, event.seq), event.stream, host, unit,
+            run = RunRow(_run_id(event.stream, event.time_us), event.stream, host, unit,
                          p.invocation_id, event.seq, event.seq, event.time_us)
             self.runs[run.run_id] = run
             self.current[event.stream] = run

@@ -20,8 +20,8 @@ from advisor.store import EventStore
 from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"
-SAMPLER_PLAN = f"gpu-node-07/{UNIT}@1"
-WEDGE_PLAN = f"gpu-node-07/{UNIT}@48"
+SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
+WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
 ALL = '["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart"]'
 NOW = 1_800_000_000_000_000
 

@@ -20,8 +20,8 @@ from advisor.store import EventFilter, EventStore
 from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"
-SAMPLER_PLAN = f"gpu-node-07/{UNIT}@1"
-WEDGE_PLAN = f"gpu-node-07/{UNIT}@48"
+SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
+WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
 ARGV = ["/opt/vllm/bin/vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "--max-num-seqs", "1024",
         "--max-model-len", "131072", "--chat-template", "/etc/vllm/my template.jinja"]
 

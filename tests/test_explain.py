@@ -11,7 +11,7 @@ from advisor.cli import cli
 from advisor.report import sparkline
 
 UNIT = "vllm-minimax-m25.service"
-FIRST = f"gpu-node-07/{UNIT}@1"
+FIRST = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
 
 
 def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path) -> CliRunner:

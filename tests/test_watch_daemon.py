@@ -160,6 +160,6 @@ def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_u
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert b"applied gpu-node-07/vllm-minimax-m25.service@1" in err
+    assert b"applied gpu-node-07/vllm-minimax-m25.service@2026-02-21T00:32:55.000000Z" in err
     assert {r["decided_by"] for r in read_rows(store, "actions") if r["decided_by"]} == \
         {"policy:policy.toml"}
