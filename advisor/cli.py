@@ -8,7 +8,7 @@ import click
 import orjson
 
 from advisor.cli_actions import actions_cmd, approve, auto, reject, remediate, rollback
-from advisor.cli_analytics import export_group, query, stats
+from advisor.cli_analytics import export_group, query, ship, stats
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_demo import demo
 from advisor.cli_diagnose import classify, model_group, rules_group
@@ -130,7 +130,7 @@ cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
 for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch, demo,
-                query, export_group, stats):
+                query, export_group, stats, ship):
     cli.add_command(command)
 
 

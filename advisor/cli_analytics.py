@@ -106,3 +106,29 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
         click.echo("  " + "  ".join(columns))
         for row in rows:
             click.echo("  " + "  ".join(safe_text(str(row[c])) for c in columns))
+
+
+@click.command()
+@click.option("--to", "central_url", required=True, metavar="URL",
+              help="The central store (postgresql+psycopg://...).")
+@click.option("--host", help="This host's name in the central store (default: the hostname).")
+@click.option("--give-up-after", type=click.FloatRange(min=0), default=300.0,
+              show_default=True, help="Seconds to keep retrying an unreachable central store.")
+@db_option
+@handle_errors
+def ship(central_url: str, host: str | None, give_up_after: float, db_url: str | None) -> None:
+    """Copy this host's events to a central store: resumable, idempotent, in order."""
+    from advisor.cli_common import store_for
+    from advisor.settings import this_host
+    from advisor.ship import ship as ship_
+    from advisor.store import open_store
+
+    local = store_for(db_url)
+    central = open_store(central_url)
+    try:
+        report = ship_(local, central, host or this_host(), give_up_after_s=give_up_after)
+    finally:
+        central.close()
+    click.echo(f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
+               f"{report.retries} retries) to {central.display_url}; local position "
+               f"{report.last_seq}")

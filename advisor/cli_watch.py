@@ -26,6 +26,8 @@ from advisor.settings import this_host
               help="Seconds between GPU samples.")
 @click.option("--no-gpu", is_flag=True, help="Do not sample the GPUs.")
 @click.option("--auto", "auto_", is_flag=True, help="Also apply what --policy allows.")
+@click.option("--ship-to", "ship_to", metavar="URL",
+              help="Also ship the events to this central store, every few seconds.")
 @click.option("--policy", "policy_path", type=click.Path(path_type=Path),
               help="The auto-remediation policy (with --auto).")
 @backend_option
@@ -33,8 +35,8 @@ from advisor.settings import this_host
 @db_option
 @handle_errors
 def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval: float,
-          no_gpu: bool, auto_: bool, policy_path: Path | None, backend: str,
-          systemd_root: Path, db_url: str | None) -> None:
+          no_gpu: bool, auto_: bool, ship_to: str | None, policy_path: Path | None,
+          backend: str, systemd_root: Path, db_url: str | None) -> None:
     """Follow the journal and the GPUs, diagnose as lines arrive, propose plans (and apply
     what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it has."""
     from advisor.auto import auto_once
@@ -69,6 +71,18 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
     processor.run(final=False)  # what arrived while the watcher was down
     stop = threading.Event()
     sampler_thread = None if no_gpu else _start_gpu(store, gpu_interval, stop)
+    shipper = local = None
+    if ship_to is not None:
+        from advisor.ship import ship_forever
+        from advisor.store import open_store
+
+        # Its own connection: the shipper reads the store from its own thread.
+        local = open_store(store.url)
+        shipper = threading.Thread(
+            target=ship_forever, name="shipper", daemon=True,
+            args=(local, ship_to, this_host(), stop),
+            kwargs={"on_error": lambda e: click.echo(f"shipping: {safe_text(e)}", err=True)})
+        shipper.start()
     notifier = Notifier(os.environ)
     watching = ", ".join(units) if units else ", ".join(str(f) for f in journal_files)
     notifier.ready(f"watching {watching}")
@@ -84,6 +98,9 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
         stop.set()
         if sampler_thread is not None:
             sampler_thread.join(timeout=10)
+        if shipper is not None and local is not None:
+            shipper.join(timeout=30)
+            local.close()
 
 
 def _report(report: object) -> None:

@@ -163,3 +163,28 @@ def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_u
     assert b"applied gpu-node-07/vllm-minimax-m25.service@2026-02-21T00:32:55.000000Z" in err
     assert {r["decided_by"] for r in read_rows(store, "actions") if r["decided_by"]} == \
         {"policy:policy.toml"}
+
+
+@needs_journal
+def test_watch_ships_to_a_central_store(tmp_path: Path, sqlite_url: str,
+                                        opener: Callable[[str], EventStore],
+                                        seed_journal: Path) -> None:
+    entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
+    journal = make_journal(tmp_path / "live.journal", entries)
+    central_url = f"sqlite:///{tmp_path / 'central.db'}"
+    proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
+                                         "--ship-to", central_url, "--db", sqlite_url),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def shipped() -> bool:
+            try:
+                central = opener(central_url)
+            except Exception:
+                return False
+            Projector(central).catch_up()
+            return len(read_rows(central, "incidents")) == 2
+        _wait(shipped, proc, "nothing reached the central store")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err

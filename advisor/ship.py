@@ -1,0 +1,131 @@
+"""Shipping a host's events to a central store (PostgreSQL) for the fleet view.
+
+Each host keeps its own store and stays autonomous; `ship` copies its events, in sequence
+order (so in order per stream), in batches, to the central store. An event arrives there with
+source `ship:<host>` and its local sequence number as key: the central store's idempotency
+index makes a batch sent twice (a ship interrupted between the central commit and the local
+checkpoint, two shippers at once) land once. The position is a checkpoint in the local store,
+so an interrupted ship resumes where it stopped. While the central store is unreachable it
+waits and retries with exponential backoff. The central store folds what it receives into its
+projections; it never diagnoses shipped runs again (the hosts did).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import islice
+from typing import Final
+
+from advisor.errors import StoreError
+from advisor.events import NewEvent
+from advisor.projections import Projector
+from advisor.store import AppendResult, Checkpoint, EventFilter, EventStore
+from advisor.store.engine import redact
+
+BATCH: Final = 5000
+SOURCE_PREFIX: Final = "ship:"
+
+
+@dataclass
+class ShipReport:
+    shipped: int = 0
+    duplicates: int = 0
+    retries: int = 0
+    last_seq: int = 0
+
+
+def checkpoint_name(central_url: str) -> str:
+    return f"ship:{redact(central_url)}"
+
+
+def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATCH,
+         give_up_after_s: float | None = 300.0,
+         sleep: Callable[[float], None] = time.sleep) -> ShipReport:
+    """Ship every local event not shipped yet; StoreError if the central store stays
+    unreachable for `give_up_after_s` (None: keep trying)."""
+    report = ShipReport()
+    name = checkpoint_name(central.url)
+    saved = local.checkpoint(name)
+    after = int(saved["seq"]) if saved else 0
+    while True:
+        events = list(islice(local.read(EventFilter(after_seq=after), chunk=batch), batch))
+        if not events:
+            break
+        outgoing = [NewEvent(stream=e.stream, time_us=e.time_us,
+                             source=f"{SOURCE_PREFIX}{host}", key=e.seq, payload=e.payload)
+                    for e in events]
+        result = _append_retrying(central, outgoing, report, give_up_after_s, sleep)
+        report.shipped += result.appended
+        report.duplicates += result.duplicates
+        after = events[-1].seq
+        local.append_prepared([], Checkpoint(name, {"seq": after}))
+    report.last_seq = after
+    _fold(central, report, give_up_after_s, sleep)
+    return report
+
+
+def _append_retrying(central: EventStore, batch: list[NewEvent], report: ShipReport,
+                     give_up_after_s: float | None,
+                     sleep: Callable[[float], None]) -> AppendResult:
+    delay, waited = 0.5, 0.0
+    while True:
+        try:
+            return central.append(batch)
+        except StoreError:
+            if give_up_after_s is not None and waited >= give_up_after_s:
+                raise
+            report.retries += 1
+            sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 30.0)
+
+
+def _fold(central: EventStore, report: ShipReport, give_up_after_s: float | None,
+          sleep: Callable[[float], None]) -> None:
+    delay, waited = 0.5, 0.0
+    while True:
+        try:
+            Projector(central).catch_up()
+            return
+        except Exception as e:  # the connection went away between batches
+            exc = type(e).__module__
+            if not (isinstance(e, StoreError) or exc.startswith(("sqlalchemy", "psycopg"))) or (
+                    give_up_after_s is not None and waited >= give_up_after_s):
+                raise
+            report.retries += 1
+            sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 30.0)
+
+
+def _waiter(stop: threading.Event) -> Callable[[float], None]:
+    """A sleep that ends early when `stop` is set."""
+
+    def wait(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return wait
+
+
+def ship_forever(local: EventStore, central_url: str, host: str, stop: threading.Event,
+                 interval_s: float = 5.0,
+                 on_error: Callable[[str], None] | None = None) -> None:
+    """`watch --ship-to`: ship every `interval_s` until `stop` is set; an unreachable central
+    store is retried (the host goes on diagnosing and remediating on its own meanwhile)."""
+    from advisor.store import open_store
+
+    central: EventStore | None = None
+    while not stop.is_set():
+        try:
+            if central is None:
+                central = open_store(central_url)
+            ship(local, central, host, give_up_after_s=interval_s, sleep=_waiter(stop))
+        except StoreError as e:
+            if on_error is not None:
+                on_error(str(e))
+        stop.wait(interval_s)
+    if central is not None:
+        central.close()
