@@ -73,10 +73,13 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
 @click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
               help="From a Parquet export instead of the store.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
+              show_default=True, help="How to print (html: one self-contained page).")
+@click.option("--out", type=click.Path(path_type=Path), help="Write to this file.")
 @db_option
 @handle_errors
 def stats(service: str | None, host: str | None, since: str | None, parquet_dir: Path | None,
-          as_json: bool, db_url: str | None) -> None:
+          as_json: bool, fmt: str, out: Path | None, db_url: str | None) -> None:
     """Crashes by label, service and week; time to recovery; restart loops; GPU headroom
     per service; GPU memory release after a kill, per host."""
     from advisor.analytics import connect_parquet, connect_store
@@ -94,7 +97,17 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
                         since_us=parse_time_us(since) if since else None)
     finally:
         conn.close()
-    if as_json:
+    if fmt == "html":
+        from advisor.html import render_stats
+
+        page = render_stats(report)
+        if out is None:
+            click.echo(page, nl=False)
+        else:
+            out.write_text(page, encoding="utf-8")
+            click.echo(f"wrote {out}")
+        return
+    if as_json or fmt == "json":
         echo_json(report)
         return
     for section, rows in report.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import orjson
 
@@ -101,16 +103,38 @@ def rebuild(db_url: str | None) -> None:
 @click.command()
 @click.argument("service")
 @click.option("--incident", "incident_id", help="This incident instead of the latest.")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
-              show_default=True, help="How to print the post-mortem.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "html"]),
+              default="text", show_default=True, help="How to print the post-mortem.")
+@click.option("--out", "out", type=click.Path(path_type=Path),
+              help="Write to this file instead of stdout (with --format html, one "
+                   "self-contained page).")
 @db_option
 @handle_errors
-def explain(service: str, incident_id: str | None, fmt: str, db_url: str | None) -> None:
+def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
+            db_url: str | None) -> None:
     """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT)."""
     from advisor.report import build, render_text
 
-    report = build(store_for(db_url), service, incident_id)
+    series: dict[str, list[tuple[int, float]]] = {}
+    report = build(store_for(db_url), service, incident_id, series)
+    if fmt == "html":
+        from advisor.html import render
+
+        page = render(report, series)
+        if out is None:
+            click.echo(page, nl=False)
+        else:
+            out.write_text(page, encoding="utf-8")
+            click.echo(f"wrote {out}")
+        return
     if fmt == "json":
-        echo_json(report)
+        import orjson
+
+        text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
     else:
-        click.echo(render_text(report, markdown=fmt == "markdown"), nl=False)
+        text = render_text(report, markdown=fmt == "markdown")
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")

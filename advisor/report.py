@@ -61,8 +61,10 @@ def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str
     return out
 
 
-def build(store: EventStore, service: str, incident_id: str | None = None) -> dict[str, Any]:
-    """The post-mortem of SERVICE's latest incident (or of `incident_id`)."""
+def build(store: EventStore, service: str, incident_id: str | None = None,
+          series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
+    """The post-mortem of SERVICE's latest incident (or of `incident_id`); with `series`, the
+    GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
     Projector(store).catch_up()
     host, _, unit = service.rpartition("/")
     incidents = read_rows(store, "incidents", unit=unit, host=host or None)
@@ -91,8 +93,10 @@ def build(store: EventStore, service: str, incident_id: str | None = None) -> di
                if start <= s["time_us"] <= end]
     gpus: dict[int, list[float]] = {}
     for s in samples:
-        gpus.setdefault(s["gpu"], []).append(s["used_bytes"] / s["total_bytes"]
-                                             if s["total_bytes"] else 0.0)
+        fraction = s["used_bytes"] / s["total_bytes"] if s["total_bytes"] else 0.0
+        gpus.setdefault(s["gpu"], []).append(fraction)
+        if series is not None:
+            series.setdefault(str(s["gpu"]), []).append((s["time_us"], fraction))
     similar = [i for i in read_rows(store, "incidents", host=incident["host"])
                if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]]
     evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
