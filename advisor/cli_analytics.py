@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from advisor.cli_common import db_option, echo_json, handle_errors
+from advisor.cli_common import db_option, echo_json, emit, handle_errors
 from advisor.render import safe_text
 from advisor.settings import default_db_url
 
@@ -100,12 +100,7 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
     if fmt == "html":
         from advisor.html import render_stats
 
-        page = render_stats(report)
-        if out is None:
-            click.echo(page, nl=False)
-        else:
-            out.write_text(page, encoding="utf-8")
-            click.echo(f"wrote {out}")
+        emit(render_stats(report), out)
         return
     if as_json or fmt == "json":
         echo_json(report)

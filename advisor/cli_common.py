@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -66,6 +67,15 @@ def store_for(db_url: str | None) -> EventStore:
 
     store = open_store(db_url or default_db_url())
     return click.get_current_context().with_resource(store)
+
+
+def emit(text: str, out: Path | None) -> None:
+    """Print `text`, or write it to the file `out` and say so."""
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    out.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {out}")
 
 
 def echo_json(obj: Any) -> None:

@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 import orjson
 
-from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_common import (
+    db_option,
+    echo_json,
+    emit,
+    handle_errors,
+    json_option,
+    store_for,
+)
 from advisor.render import safe_text
 from advisor.timefmt import format_us
 
@@ -120,21 +127,8 @@ def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
     if fmt == "html":
         from advisor.html import render
 
-        page = render(report, series)
-        if out is None:
-            click.echo(page, nl=False)
-        else:
-            out.write_text(page, encoding="utf-8")
-            click.echo(f"wrote {out}")
-        return
-    if fmt == "json":
-        import orjson
-
-        text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
+        emit(render(report, series), out)
+    elif fmt == "json":
+        emit(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n", out)
     else:
-        text = render_text(report, markdown=fmt == "markdown")
-    if out is None:
-        click.echo(text, nl=False)
-    else:
-        out.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out}")
+        emit(render_text(report, markdown=fmt == "markdown"), out)

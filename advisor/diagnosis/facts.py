@@ -191,7 +191,6 @@ _NUMBERS: Final = (
     _p("mem_fraction_static=", r"mem_fraction_static=(?P<mem_fraction_static>[\d.]+)"),
     _p("prefill tokens", r"Not enough memory to handle (?P<max_batch_prefill_tokens>\d+) "
        r"prefill tokens"),
-    _p("max_batched_tokens=", r"max_num_batched_tokens=(?P<max_num_batched_tokens>\d+)"),
     _p("max_num_batched_tokens=", r"max_num_batched_tokens=(?P<max_num_batched_tokens>\d+)"),
     _p("Using max model len", r"Using max model len (?P<max_model_len>\d+)"),
     _p("API server version", r"API server version (?P<engine_version>[\w.+-]+)"),
