@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from typing import Final
+from typing import Final, TypeVar
 
 from advisor.errors import StoreError
 from advisor.events import NewEvent
@@ -27,6 +27,7 @@ from advisor.store.engine import redact
 
 BATCH: Final = 5000
 SOURCE_PREFIX: Final = "ship:"
+T = TypeVar("T")
 
 
 @dataclass
@@ -70,30 +71,31 @@ def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATC
 def _append_retrying(central: EventStore, batch: list[NewEvent], report: ShipReport,
                      give_up_after_s: float | None,
                      sleep: Callable[[float], None]) -> AppendResult:
-    delay, waited = 0.5, 0.0
-    while True:
-        try:
-            return central.append(batch)
-        except StoreError:
-            if give_up_after_s is not None and waited >= give_up_after_s:
-                raise
-            report.retries += 1
-            sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 30.0)
+    return _retrying(lambda: central.append(batch), lambda e: isinstance(e, StoreError),
+                     report, give_up_after_s, sleep)
 
 
 def _fold(central: EventStore, report: ShipReport, give_up_after_s: float | None,
           sleep: Callable[[float], None]) -> None:
+    def connection_lost(e: Exception) -> bool:  # it went away between batches
+        return isinstance(e, StoreError) or type(e).__module__.startswith(
+            ("sqlalchemy", "psycopg"))
+
+    _retrying(lambda: Projector(central).catch_up(), connection_lost, report,
+              give_up_after_s, sleep)
+
+
+def _retrying(attempt: Callable[[], T], transient: Callable[[Exception], bool],
+              report: ShipReport, give_up_after_s: float | None,
+              sleep: Callable[[float], None]) -> T:
+    """`attempt()`, retried with exponential backoff (0.5 s doubling to 30 s) while it fails
+    with a `transient` error, until `give_up_after_s` of waiting (None: forever)."""
     delay, waited = 0.5, 0.0
     while True:
         try:
-            Projector(central).catch_up()
-            return
-        except Exception as e:  # the connection went away between batches
-            exc = type(e).__module__
-            if not (isinstance(e, StoreError) or exc.startswith(("sqlalchemy", "psycopg"))) or (
-                    give_up_after_s is not None and waited >= give_up_after_s):
+            return attempt()
+        except Exception as e:
+            if not transient(e) or (give_up_after_s is not None and waited >= give_up_after_s):
                 raise
             report.retries += 1
             sleep(delay)
