@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from advisor.processing import Processor
 from advisor.store import EventStore, open_store
+from ingest.journal_sources import ingest_json_file
 
 ROOT = Path(__file__).resolve().parent.parent
 # Copies of ../shared/scenarios/seed-minimax-m25.* (the team's seed scenario), so the suite
@@ -75,6 +77,16 @@ def opener() -> Iterator[Callable[[str], EventStore]]:
 @pytest.fixture
 def seed_journal() -> Path:
     return SCENARIOS / "seed-minimax-m25.journal.jsonl"
+
+
+@pytest.fixture
+def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
+              seed_journal: Path) -> EventStore:
+    """A SQLite store holding the seed scenario, ingested and diagnosed."""
+    store = opener(sqlite_url)
+    ingest_json_file(store, seed_journal)
+    Processor(store).run(final=True)
+    return store
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ a number of attempts; what it does not allow waits for a person."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,7 @@ from advisor.errors import InputError
 from advisor.executor.backends import DryRunBackend
 from advisor.executor.run import plan_rows, reject
 from advisor.policy import History, Policy, decide, load_policy
-from advisor.processing import Processor
 from advisor.store import EventStore
-from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -30,15 +27,6 @@ def _policy(tmp_path: Path, extra: str = "", units: str = "vllm-*.service") -> P
     path = tmp_path / "policy.toml"
     path.write_text(f'cooldown_s = 0\n{extra}\n[[allow]]\nunits = "{units}"\nkinds = {ALL}\n')
     return path
-
-
-@pytest.fixture
-def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
-              seed_journal: Path) -> EventStore:
-    store = opener(sqlite_url)
-    ingest_json_file(store, seed_journal)
-    Processor(store).run(final=True)
-    return store
 
 
 def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) -> None:

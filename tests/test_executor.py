@@ -4,7 +4,7 @@ folder of drop-ins (systemctl itself replaced by a recorder of the argv it is gi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,9 +15,7 @@ from advisor.errors import InputError
 from advisor.executor.backends import DryRunBackend, SystemdBackend
 from advisor.executor.dropins import quote, with_flag
 from advisor.executor.run import approve, execute, plan_rows, reject, rollback
-from advisor.processing import Processor
 from advisor.store import EventFilter, EventStore
-from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -40,15 +38,6 @@ class Systemctl:
             return ("{ path=/opt/vllm/bin/vllm ; argv[]=" + " ".join(
                 f"'{a}'" if " " in a else a for a in ARGV) + " ; ignore_errors=no }\n")
         return ""
-
-
-@pytest.fixture
-def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
-              seed_journal: Path) -> EventStore:
-    store = opener(sqlite_url)
-    ingest_json_file(store, seed_journal)
-    Processor(store).run(final=True)
-    return store
 
 
 def _types(store: EventStore, action_id: str) -> list[str]:
