@@ -61,6 +61,20 @@ def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str
     return out
 
 
+def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
+    """The times of the events `seqs` of `stream`, reading only the span they lie in."""
+    times: dict[int, int] = {}
+    if not seqs:
+        return times
+    last = max(seqs)
+    for event in store.read(EventFilter(stream=stream, after_seq=min(seqs) - 1)):
+        if event.seq > last:
+            break
+        if event.seq in seqs:
+            times[event.seq] = event.time_us
+    return times
+
+
 def build(store: EventStore, service: str, incident_id: str | None = None,
           series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
     """The post-mortem of SERVICE's latest incident (or of `incident_id`); with `series`, the
@@ -73,7 +87,7 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
     if not incidents:
         raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
     incident = incidents[-1]
-    runs = [r for r in read_rows(store, "runs", unit=incident["unit"], host=incident["host"])]
+    runs = read_rows(store, "runs", unit=incident["unit"], host=incident["host"])
     first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
     last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
     window = runs[max(0, first - 1):last + 2]
@@ -100,8 +114,7 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
     similar = [i for i in read_rows(store, "incidents", host=incident["host"])
                if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]]
     evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
-    times = {e.seq: e.time_us for e in store.read(EventFilter(stream=incident["stream"]))
-             if e.seq in {ev["seq"] for ev in evidence}}
+    times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
     return {
         "incident": {k: incident[k] for k in ("incident_id", "host", "unit", "label",
                                               "confidence", "phase", "runs", "status")},

@@ -37,6 +37,11 @@ def test_explain_tells_the_story_with_numbers(sqlite_url: str, seed_journal: Pat
         assert expected in text, expected
     gpu_lines = [line for line in text.splitlines() if line.startswith("gpu") and "peak" in line]
     assert len(gpu_lines) == 8 and "peak 99%" in gpu_lines[0] and "peak 0%" in gpu_lines[7]
+    first = json.loads(runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--format",
+                                           "json", "--db", sqlite_url]).output)
+    assert [(e["seq"], e["time"]) for e in first["evidence"]] == [
+        (34, "2026-02-21T00:33:16.006Z"), (41, "2026-02-21T00:33:16.013Z"),
+        (44, "2026-02-21T00:33:17.200Z"), (45, "2026-02-21T00:33:17.200Z")]
     latest = runner.invoke(cli, ["explain", f"gpu-node-07/{UNIT}", "--format", "json",
                                  "--db", sqlite_url])
     report = json.loads(latest.output)
