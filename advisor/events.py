@@ -155,18 +155,13 @@ ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_opti
                      "reset_failed", "hold_restarts", "notify"]
 
 
-class ActionProposed(Payload):
-    """One step of a plan for an incident, with the numbers behind it. Nothing runs until an
-    `action.approved` names it."""
+class ActionStep(BaseModel):
+    """One step of a plan, as `recommend` computes it, with the numbers behind it."""
 
-    type: Literal["action.proposed"] = "action.proposed"
-    action_id: str
-    plan_id: str
-    step: int = Field(ge=0)
-    incident_id: str | None = None
-    host: str
-    unit: str | None = None
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     kind: ActionKind
+    unit: str | None = None
     flag: str | None = None
     value: int | float | str | None = None
     option: str | None = None
@@ -175,7 +170,19 @@ class ActionProposed(Payload):
     why: str
     arithmetic: tuple[str, ...] = ()
     expected: str | None = None
-    alternative: bool = False
+    alternative: bool = False   # instead of the set_flag before it, not as well
+
+
+class ActionProposed(ActionStep, Payload):
+    """A step of a plan for an incident, proposed. Nothing runs until an `action.approved`
+    names it."""
+
+    type: Literal["action.proposed"] = "action.proposed"
+    action_id: str
+    plan_id: str
+    step: int = Field(ge=0)
+    incident_id: str | None = None
+    host: str
 
 
 class ActionApproved(Payload):

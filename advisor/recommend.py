@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
-
-from advisor.events import ActionKind
+from advisor.events import ActionKind, ActionStep
 
 ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change nothing
 SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have
@@ -35,24 +33,6 @@ _UNIT_NAME = re.compile(
 def is_unit_name(name: str) -> bool:
     """A name systemd would accept as a unit (no globs, no paths, no shell)."""
     return bool(_UNIT_NAME.match(name)) and ".." not in name
-
-
-class Action(BaseModel):
-    """One step of a plan."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: ActionKind
-    unit: str | None = None
-    flag: str | None = None
-    value: int | float | str | None = None
-    option: str | None = None
-    seconds: float | None = None
-    pid: int | None = None
-    why: str
-    arithmetic: tuple[str, ...] = ()
-    expected: str | None = None
-    alternative: bool = False   # instead of the set_flag before it, not as well
 
 
 @dataclass(frozen=True)
@@ -87,14 +67,14 @@ def _mib(n: float) -> str:
 @dataclass
 class _Plan:
     unit: str | None
-    actions: list[Action] = field(default_factory=list)
+    actions: list[ActionStep] = field(default_factory=list)
 
     def add(self, kind: ActionKind, why: str, **fields: Any) -> None:
-        self.actions.append(Action(kind=kind, unit=self.unit, why=why, **fields))
+        self.actions.append(ActionStep(kind=kind, unit=self.unit, why=why, **fields))
 
 
 def plan(label: str, confidence: float, facts: Mapping[str, Any],
-         context: PlanContext | None = None) -> list[Action]:
+         context: PlanContext | None = None) -> list[ActionStep]:
     """The plan for one diagnosis."""
     ctx = context or PlanContext()
     unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
@@ -118,7 +98,7 @@ def plan(label: str, confidence: float, facts: Mapping[str, Any],
         loop = facts.get("restart_count")
         why = (f"the unit is in a restart loop (restart counter {loop})" if loop else
                "Restart= may start the unit again at any moment")
-        p.actions.insert(0, Action(
+        p.actions.insert(0, ActionStep(
             kind="hold_restarts", unit=unit, why=f"{why}: hold it before changing anything, "
             "so nothing races the fix", expected="no new start until the plan restarts the "
             "unit (the restart step lifts the hold)"))
@@ -276,7 +256,7 @@ def _held(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
     for holder in ctx.holders:
         used = f" ({_gib(holder.used_bytes)})" if holder.used_bytes else ""
         if holder.unit is not None and is_unit_name(holder.unit) and holder.unit != p.unit:
-            p.actions.append(Action(kind="stop", unit=holder.unit, pid=holder.pid,
+            p.actions.append(ActionStep(kind="stop", unit=holder.unit, pid=holder.pid,
                                     why=f"PID {holder.pid} of {holder.unit} holds GPU "
                                         f"memory{used}", expected="its memory is freed"))
         elif holder.unit is not None and holder.unit == p.unit:
@@ -312,7 +292,7 @@ _ADVICE: Final = {
 }
 
 
-def summary(actions: Sequence[Action]) -> list[dict[str, Any]]:
+def summary(actions: Sequence[ActionStep]) -> list[dict[str, Any]]:
     """Actions as the `actions` list of `classify --json`."""
     return [a.model_dump(exclude_none=True, exclude_defaults=True) | {"kind": a.kind,
                                                                         "why": a.why}

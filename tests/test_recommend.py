@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from advisor.cli import cli
 from advisor.diagnosis.facts import FACT_KEYS
-from advisor.recommend import Action, Holder, PlanContext, is_unit_name, plan
+from advisor.events import ActionStep
+from advisor.recommend import Holder, PlanContext, is_unit_name, plan
 
 GIB = 1024 ** 3
 
@@ -21,7 +22,7 @@ def facts(**stated: Any) -> dict[str, Any]:
     return dict.fromkeys(FACT_KEYS) | stated
 
 
-def kinds(actions: list[Action]) -> list[str]:
+def kinds(actions: list[ActionStep]) -> list[str]:
     return [a.kind for a in actions]
 
 
@@ -128,7 +129,7 @@ def test_hostile_unit_names_are_refused(unit: str) -> None:
 
 def test_actions_are_a_closed_vocabulary() -> None:
     with pytest.raises(ValidationError):
-        Action(kind="shell", why="x")  # type: ignore[arg-type]
+        ActionStep(kind="shell", why="x")  # type: ignore[arg-type]
     assert is_unit_name("vllm-minimax-m25.service") and is_unit_name("vllm@0.service")
 
 
