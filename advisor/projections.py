@@ -23,7 +23,7 @@ from itertools import islice
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, delete, func, select, text
+from sqlalchemy import Column, Connection, delete, func, select, text
 
 from advisor.diagnosis.facts import PHASE_ORDER, merge_config
 from advisor.diagnosis.lines import LogLine
@@ -356,14 +356,15 @@ class _Fold:
         run.peak_gpu_total_bytes = best[1] if best else None
 
     # -- diagnoses ---------------------------------------------------------------------
-    def _load_incident(self, incident_id: str) -> dict[str, Any] | None:
-        if incident_id not in self.incidents:
-            row = self.conn.execute(select(incidents).where(
-                incidents.c.incident_id == incident_id)).first()
+    def _load(self, cache: dict[str, dict[str, Any]], key: Column[str],
+              value: str) -> dict[str, Any] | None:
+        """The row of `key`'s table whose `key` is `value`, from `cache` or the database."""
+        if value not in cache:
+            row = self.conn.execute(select(key.table).where(key == value)).first()
             if row is None:
                 return None
-            self.incidents[incident_id] = dict(row._mapping)
-        return self.incidents[incident_id]
+            cache[value] = {str(k): v for k, v in row._mapping.items()}
+        return cache[value]
 
     def _incident(self, event: StoredEvent) -> None:
         p = event.payload
@@ -379,7 +380,7 @@ class _Fold:
             return
         if not isinstance(p, IncidentClassified | IncidentRecurred | IncidentResolved):
             return
-        incident = self._load_incident(p.incident_id)
+        incident = self._load(self.incidents, incidents.c.incident_id, p.incident_id)
         if incident is None:
             return
         if isinstance(p, IncidentClassified):
@@ -402,19 +403,10 @@ class _Fold:
             run.incident_id = incident_id
 
     # -- actions -----------------------------------------------------------------------
-    def _load_action(self, action_id: str) -> dict[str, Any] | None:
-        if action_id not in self.actions:
-            row = self.conn.execute(select(actions).where(
-                actions.c.action_id == action_id)).first()
-            if row is None:
-                return None
-            self.actions[action_id] = {str(k): v for k, v in row._mapping.items()}
-        return self.actions[action_id]
-
     def _action(self, event: StoredEvent) -> None:
         p = event.payload
         if isinstance(p, ActionProposed):
-            if p.action_id in self.actions or self._load_action(p.action_id) is not None:
+            if self._load(self.actions, actions.c.action_id, p.action_id) is not None:
                 return
             spec = p.model_dump(exclude={"type"}, exclude_none=True)
             self.actions[p.action_id] = {
@@ -427,7 +419,8 @@ class _Fold:
                 "detail": None, "dropin": None, "previous": None}
             return
         action_id = getattr(p, "action_id", None)
-        row = self._load_action(action_id) if isinstance(action_id, str) else None
+        row = (self._load(self.actions, actions.c.action_id, action_id)
+               if isinstance(action_id, str) else None)
         if row is None:
             return
         row["updated_us"] = event.time_us
