@@ -30,15 +30,10 @@ from advisor.projections import config_key
 from advisor.recommend import Holder
 from advisor.store import EventFilter, EventStore
 from advisor.store.schema import incidents, runs
+from ingest.records import stable_key
 
 SOURCE: Final = "diagnosis"
 KERNEL_MARGIN_US: Final = 5_000_000
-
-
-def _key(text: str) -> int:
-    from ingest.records import stable_key
-
-    return stable_key(text.encode())
 
 
 @dataclass(frozen=True)
@@ -110,7 +105,7 @@ class Diagnoser:
         time_us = run["ended_us"] or run["started_us"]
         return NewEvent.model_validate({
             "stream": run["stream"], "time_us": time_us, "source": SOURCE,
-            "key": _key(f"{kind}:{ident or run['run_id']}"), "payload": payload})
+            "key": stable_key(f"{kind}:{ident or run['run_id']}".encode()), "payload": payload})
 
     def _open_incident(self, run: dict[str, Any], label: str, key: str) -> dict[str, Any] | None:
         with self.store.engine.connect() as conn:

@@ -23,22 +23,17 @@ from advisor.executor.backends import Backend, Outcome
 from advisor.projections import Projector
 from advisor.store import EventStore
 from advisor.store.schema import actions
+from ingest.records import stable_key
 
 EXECUTOR_SOURCE: Final = "executor"
 HUMAN_SOURCE: Final = "approval"
-
-
-def _key(text: str) -> int:
-    from ingest.records import stable_key
-
-    return stable_key(text.encode())
 
 
 def _event(row: dict[str, Any], payload: dict[str, Any], source: str, key: str,
            time_us: int) -> NewEvent:
     stream = f"{row['host']}/{row['unit'] or 'advisor'}"
     return NewEvent.model_validate({"stream": stream, "time_us": time_us, "source": source,
-                                    "key": _key(key), "payload": payload})
+                                    "key": stable_key(key.encode()), "payload": payload})
 
 
 def _now_us() -> int:
