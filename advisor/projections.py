@@ -5,9 +5,11 @@ one into the tables; the rows and the checkpoint are written in one transaction 
 The fold looks at one event at a time and at nothing but events, so the tables after any
 sequence of catch-ups equal the tables after one `rebuild()` — row for row.
 
-A run's peak GPU memory is recomputed from the GPU samples inside its time window whenever
-the run or a sample in its window changes, so it does not depend on whether the samples were
-ingested before or after the log lines.
+A run's peak GPU memory is the largest GPU sample inside its time window (those attributed to
+its unit where there are any), so it does not depend on whether the samples were ingested
+before or after the log lines. It is computed from all the window's samples when the window
+changes (a new run, a run's end), and otherwise kept up from the samples a chunk adds: a run
+that serves for weeks is not scanned again with every chunk.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class RunRow:
     label: str | None = None
     confidence: float | None = None
     incident_id: str | None = None
+    peak_gpu_from_unit: bool | None = None
     events: set[str] = field(default_factory=set)
 
     @property
@@ -262,7 +265,8 @@ class _Fold:
         self.runs: dict[str, RunRow] = {}             # run_id → row, touched in this chunk
         self.incidents: dict[str, dict[str, Any]] = {}
         self.actions: dict[str, dict[str, Any]] = {}
-        self.sample_hosts: dict[str, tuple[int, int]] = {}  # host → (min, max) sample time
+        self.samples: list[dict[str, Any]] = []       # gpu_samples rows of this chunk
+        self.loaded_windows: dict[str, tuple[int, int | None]] = {}  # run_id → as loaded
 
     def apply(self, batch: Iterable[StoredEvent]) -> None:
         for event in batch:
@@ -289,7 +293,7 @@ class _Fold:
                                     .order_by(runs.c.first_seq.desc()).limit(1)).first()
             run = RunRow.from_row(row) if row is not None else None
             if run is not None:
-                run = self.runs.setdefault(run.run_id, run)
+                run = self._loaded(run)
             self.current[stream] = run
         return self.current[stream]
 
@@ -298,8 +302,14 @@ class _Fold:
             row = self.conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
             if row is None:
                 return None
-            self.runs[run_id] = RunRow.from_row(row)
+            self._loaded(RunRow.from_row(row))
         return self.runs[run_id]
+
+    def _loaded(self, run: RunRow) -> RunRow:
+        if run.run_id not in self.runs:
+            self.runs[run.run_id] = run
+            self.loaded_windows[run.run_id] = (run.started_us, run.ended_us)
+        return self.runs[run.run_id]
 
     def _log(self, event: StoredEvent, p: LogRecorded) -> None:
         host, _, unit = event.stream.partition("/")
@@ -323,15 +333,19 @@ class _Fold:
     # -- GPU samples -------------------------------------------------------------------
     def _sample(self, event: StoredEvent, p: GpuSampled) -> None:
         units = sorted({q.unit for q in p.processes or () if q.unit})
-        self.conn.execute(gpu_samples.insert().values(
-            seq=event.seq, host=p.host, gpu=p.index, time_us=event.time_us,
-            used_bytes=p.memory_used_bytes, total_bytes=p.memory_total_bytes,
-            units=",".join(units) if units else None))
-        low, high = self.sample_hosts.get(p.host, (event.time_us, event.time_us))
-        self.sample_hosts[p.host] = (min(low, event.time_us), max(high, event.time_us))
+        self.samples.append({
+            "seq": event.seq, "host": p.host, "gpu": p.index, "time_us": event.time_us,
+            "used_bytes": p.memory_used_bytes, "total_bytes": p.memory_total_bytes,
+            "units": ",".join(units) if units else None})
 
     def _recompute_peaks(self) -> None:
-        for host, (low, high) in self.sample_hosts.items():
+        by_host: dict[str, list[dict[str, Any]]] = {}
+        for sample in self.samples:
+            by_host.setdefault(sample["host"], []).append(sample)
+        if self.samples:
+            self.conn.execute(gpu_samples.insert(), self.samples)
+        for host, new in by_host.items():
+            low, high = min(s["time_us"] for s in new), max(s["time_us"] for s in new)
             covering = self.conn.execute(
                 select(runs.c.run_id).where(runs.c.host == host)
                 .where(runs.c.started_us <= high)
@@ -339,7 +353,29 @@ class _Fold:
             for run_id in covering:
                 self._run(run_id)
         for run in self.runs.values():
-            self._peak(run)
+            window_kept = self.loaded_windows.get(run.run_id) == (run.started_us, run.ended_us)
+            if window_kept and run.peak_gpu_from_unit is not None:
+                self._raise_peak(run, by_host.get(run.host, ()))
+            else:
+                self._peak(run)
+
+    def _raise_peak(self, run: RunRow, new: Iterable[dict[str, Any]]) -> None:
+        """Keep the peak of a run whose window did not change up to date with new samples
+        (what `_peak` would find, without reading the window's older samples)."""
+        inside = [(s["used_bytes"], s["total_bytes"], run.unit in (s["units"] or ""))
+                  for s in new if run.started_us <= s["time_us"]
+                  and (run.ended_us is None or s["time_us"] <= run.ended_us)]
+        own = [(used, total) for used, total, mine in inside if mine]
+        if own and not run.peak_gpu_from_unit:  # the first of its own: they alone count now
+            best, run.peak_gpu_from_unit = max(own), True
+        else:
+            candidates = own if run.peak_gpu_from_unit else [(u, t) for u, t, _ in inside]
+            if not candidates:
+                return
+            best = max(candidates)
+            if run.peak_gpu_used_bytes is not None:
+                best = max(best, (run.peak_gpu_used_bytes, run.peak_gpu_total_bytes or 0))
+        run.peak_gpu_used_bytes, run.peak_gpu_total_bytes = best
 
     def _peak(self, run: RunRow) -> None:
         window = (select(gpu_samples.c.used_bytes, gpu_samples.c.total_bytes)
@@ -354,6 +390,7 @@ class _Fold:
                                                 gpu_samples.c.total_bytes.desc()).limit(1)).first()
         run.peak_gpu_used_bytes = best[0] if best else None
         run.peak_gpu_total_bytes = best[1] if best else None
+        run.peak_gpu_from_unit = bool(has_own)
 
     # -- diagnoses ---------------------------------------------------------------------
     def _load(self, cache: dict[str, dict[str, Any]], key: Column[str],

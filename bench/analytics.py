@@ -50,20 +50,24 @@ def _events(hosts: int) -> Iterator[NewEvent]:
         unit = f"vllm-{i % 3}.service"
         t = T0 + i * 10_000
         stream = f"{host}/{unit}"
-        if i % 5000 == 0:
-            for n, message in enumerate((
-                    f"Started {unit} - bench.",
-                    "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:671] "
-                    "RuntimeError: CUDA out of memory occurred when warming up sampler with "
-                    "1024 dummy requests.",
-                    f"{unit}: Main process exited, code=exited, status=1/FAILURE",
-                    f"{unit}: Failed with result 'exit-code'.")):
+        if i % 4999 == 0:  # prime to the host and unit counts: crashes land everywhere
+            for n, (by_systemd, message) in enumerate((
+                    (True, f"Started {unit} - bench."),
+                    (False, "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:"
+                            "671] RuntimeError: CUDA out of memory occurred when warming up "
+                            "sampler with 1024 dummy requests."),
+                    (True, f"{unit}: Main process exited, code=exited, status=1/FAILURE"),
+                    (True, f"{unit}: Failed with result 'exit-code'."),
+                    (True, f"{unit}: Scheduled restart job, restart counter is at 1."),
+                    (True, f"Started {unit} - bench."),
+                    (False, "INFO:     Application startup complete."))):
                 yield NewEvent.model_validate({
-                    "stream": stream, "time_us": t + n, "source": "bench", "key": i * 10 + n,
-                    "payload": {"type": "log.recorded", "origin": "journald", "host": host,
-                                "unit": unit, "message": message,
-                                "identifier": "systemd" if n in (0, 2, 3) else "vllm",
-                                "pid": 1 if n in (0, 2, 3) else 4242}})
+                    "stream": stream, "time_us": t + n * 1000, "source": "bench",
+                    "key": i * 10 + n, "payload": {
+                        "type": "log.recorded", "origin": "journald", "host": host,
+                        "unit": unit, "message": message,
+                        "identifier": "systemd" if by_systemd else "vllm",
+                        "pid": 1 if by_systemd else 4242}})
         elif i % 10 == 0:
             yield NewEvent.model_validate({
                 "stream": f"{host}/gpu{i % 8}", "time_us": t, "source": "bench-gpu",
@@ -88,7 +92,13 @@ def build(store: EventStore, hosts: int, total: int) -> float:
         batch = list(islice(source, min(5000, left)))
         store.append(batch)
         left -= len(batch)
+        if (total - left) % 1_000_000 == 0:
+            print(f"  {total - left:,} events appended, {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr, flush=True)
+    appended = time.perf_counter()
     Processor(store).run(final=True)
+    print(f"  folded and diagnosed in {time.perf_counter() - appended:.0f} s", file=sys.stderr,
+          flush=True)
     return time.perf_counter() - started
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,79 @@ def test_following_diagnoses_after_every_committed_batch(
     store.append(events[50:])
     assert [i["label"] for i in read_rows(store, "incidents")] == \
         ["sampler_warmup_oom", "wedged_stop"]
+
+
+def _peak_events(rng: random.Random) -> list[dict[str, Any]]:
+    """Two units' runs on one host (start, lines, a failed end; the last run left open) and
+    GPU samples all over, a quarter of them attributed to one unit or the other."""
+    t0, out, key = 1_780_000_000_000_000, [], 0
+
+    def line(unit: str, t: int, message: str, pid: int) -> None:
+        nonlocal key
+        key += 1
+        out.append({"stream": f"h/{unit}", "time_us": t, "source": "journal", "key": key,
+                    "payload": {"type": "log.recorded", "origin": "journald", "host": "h",
+                                "unit": unit, "message": message, "pid": pid,
+                                "identifier": "systemd" if pid == 1 else "vllm"}})
+
+    for unit in ("a.service", "b.service"):
+        t = t0
+        for run in range(3):
+            t += rng.randrange(1, 50) * 1_000_000
+            line(unit, t, f"Started {unit} - LLM.", 1)
+            for _ in range(rng.randrange(1, 4)):
+                t += rng.randrange(1, 20) * 1_000_000
+                line(unit, t, "INFO 12-01 10:00:00 [api_server.py:1] vLLM API server", 4242)
+            if run < 2:
+                t += rng.randrange(1, 20) * 1_000_000
+                line(unit, t, f"{unit}: Main process exited, code=exited, status=1/FAILURE", 1)
+                line(unit, t + 1, f"{unit}: Failed with result 'exit-code'.", 1)
+    for i in range(120):
+        owner = rng.choice([None] * 6 + ["a.service", "b.service"])
+        used = rng.randrange(1, 90) << 30
+        out.append({"stream": "h/gpu0", "time_us": t0 + rng.randrange(0, 300) * 1_000_000,
+                    "source": "gpu", "key": i, "payload": {
+                        "type": "gpu.sampled", "origin": "nvml", "host": "h", "index": 0,
+                        "memory_total_bytes": 96 << 30, "memory_used_bytes": used,
+                        "memory_free_bytes": (96 << 30) - used,
+                        "processes": [{"pid": 7, "unit": owner}] if owner else []}})
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_peaks_kept_up_chunk_by_chunk_equal_the_whole_window_definition(
+        seed: int, sqlite_url: str, opener: Callable[[str], EventStore],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples and lines arrive in any order and in chunks of any size; a run's peak must
+    still be the largest sample of its window, its own unit's samples where there are any."""
+    import advisor.projections as projections
+
+    rng = random.Random(seed)
+    logs = _peak_events(rng)
+    samples = [e for e in logs if e["payload"]["type"] == "gpu.sampled"]
+    lines = [e for e in logs if e["payload"]["type"] == "log.recorded"]
+    merged: list[dict[str, Any]] = []
+    while samples or lines:  # each kind keeps its own order, as two ingesters would
+        pick = samples if lines == [] or (samples and rng.random() < 0.5) else lines
+        merged.append(pick.pop(0))
+    monkeypatch.setattr(projections, "CHUNK", rng.choice([3, 7, 25]))
+    store = opener(sqlite_url)
+    projector = projections.Projector(store)
+    start = 0
+    while start < len(merged):  # the peaks are right after every catch-up, not just the last
+        size = rng.randrange(1, 30)
+        store.append(validate_batch(merged[start:start + size]))
+        projector.catch_up()
+        start += size
+        live = _snapshot(store)
+        for run in live["runs"]:
+            window = [s for s in live["gpu_samples"] if run["started_us"] <= s["time_us"]
+                      and (run["ended_us"] is None or s["time_us"] <= run["ended_us"])]
+            own = [s for s in window if run["unit"] in (s["units"] or "")]
+            expected = max(((s["used_bytes"], s["total_bytes"]) for s in own or window),
+                           default=(None, None))
+            assert (run["peak_gpu_used_bytes"], run["peak_gpu_total_bytes"]) == expected, run
+            assert run["peak_gpu_from_unit"] == bool(own)
+    assert len(live["runs"]) == 6 and len(live["gpu_samples"]) == 120
+    projector.rebuild()
+    assert _snapshot(store) == live
