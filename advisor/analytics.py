@@ -54,7 +54,7 @@ class Connection:
         self.con.close()
 
 
-def _literal(text: str) -> str:
+def sql_literal(text: str) -> str:
     """A SQL string literal (ATTACH, COPY and read_parquet take no parameters here)."""
     if "\0" in text:
         raise InputError("a path or connection string with a NUL character")
@@ -77,17 +77,17 @@ def connect_store(url: str) -> Connection:
         if parsed.get_backend_name() == "sqlite":
             if not parsed.database or parsed.database == ":memory:":
                 raise InputError("query needs a store in a file, not an in-memory one")
-            con.execute(f"LOAD {_literal(_extension('duckdb_extension_sqlite_scanner'))}")
-            con.execute(f"ATTACH {_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
+            con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_sqlite_scanner'))}")
+            con.execute(f"ATTACH {sql_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
             path = "sqlite scanner"
         else:
-            con.execute(f"LOAD {_literal(_extension('duckdb_extension_postgres_scanner'))}")
+            con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_postgres_scanner'))}")
             options = str(parsed.query.get("options", ""))
             schema = re.search(r"search_path(?:=|%3D)([\w$]+)", options)
             dsn = parsed.set(drivername="postgresql", query={}).render_as_string(
                 hide_password=False)
-            with_schema = f", SCHEMA {_literal(schema.group(1))}" if schema else ""
-            con.execute(f"ATTACH {_literal(dsn)} AS store (TYPE postgres{with_schema}, "
+            with_schema = f", SCHEMA {sql_literal(schema.group(1))}" if schema else ""
+            con.execute(f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, "
                         "READ_ONLY)")
             path = "postgres scanner"
         con.execute(f"CREATE VIEW events AS {_EVENTS_SELECT.format(src='store')}")
@@ -101,17 +101,19 @@ def connect_store(url: str) -> Connection:
 
 
 def connect_parquet(folder: Path) -> Connection:
-    """The same views over an export written by `export_parquet`."""
+    """The same views over an export written by `export_parquet`, or over the events that
+    `advisor retention` wrote (those have no projection files: only the event views)."""
     if not (folder / "events").is_dir():
         raise InputError(f"{folder}: not a Parquet export (no events/ folder)")
     con = duckdb.connect()
-    pattern = _literal(str(folder / "events" / "**" / "*.parquet"))
+    pattern = sql_literal(str(folder / "events" / "**" / "*.parquet"))
     con.execute("CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, time, "
                 f"recorded_us, source, payload FROM read_parquet({pattern}, "
-                "hive_partitioning = true)")
+                "hive_partitioning = true, union_by_name = true)")
     for name in PROJECTIONS:
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
-                    f"read_parquet({_literal(str(folder / f'{name}.parquet'))})")
+        if (folder / f"{name}.parquet").is_file():
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
+                        f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})")
     con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
     return Connection(con, "parquet")
 
@@ -125,11 +127,11 @@ def export_parquet(url: str, folder: Path) -> dict[str, int]:
             raise InputError(f"{folder}: already holds an export (events/); use an empty folder")
         conn.con.execute(
             "COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM events) TO "
-            f"{_literal(str(folder / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
+            f"{sql_literal(str(folder / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
         counts = {"events": _count(conn, "events")}
         for name in PROJECTIONS:
             conn.con.execute(f"COPY (SELECT * FROM {name}) TO "
-                             f"{_literal(str(folder / f'{name}.parquet'))} (FORMAT parquet)")
+                             f"{sql_literal(str(folder / f'{name}.parquet'))} (FORMAT parquet)")
             counts[name] = _count(conn, name)
         return counts
     finally:
@@ -194,9 +196,9 @@ def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
     """The fleet's figures, each section a list of rows."""
     conditions = []
     if unit is not None:
-        conditions.append(f"unit = {_literal(unit)}")
+        conditions.append(f"unit = {sql_literal(unit)}")
     if host is not None:
-        conditions.append(f"host = {_literal(host)}")
+        conditions.append(f"host = {sql_literal(host)}")
     out: dict[str, list[dict[str, Any]]] = {}
     for name, sql in _STATS_SQL.items():
         time_column = "opened_us" if "incidents" in sql.split("FROM")[1] else "started_us"

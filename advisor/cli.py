@@ -8,7 +8,7 @@ import click
 import orjson
 
 from advisor.cli_actions import actions_cmd, approve, auto, reject, remediate, rollback
-from advisor.cli_analytics import export_group, query, ship, stats
+from advisor.cli_analytics import export_group, query, retention, ship, stats
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_demo import demo
 from advisor.cli_diagnose import classify, model_group, rules_group
@@ -102,22 +102,39 @@ def status(as_json: bool, db_url: str | None) -> None:
 @db_option
 @handle_errors
 def verify(as_json: bool, db_url: str | None) -> None:
-    """Walk the hash chain; name the first event that does not match (exit 3)."""
+    """Walk the hash chain; name the first event that does not match (exit 3). In a central
+    store, also walk each host's own chain as it was shipped."""
     store = store_for(db_url)
     from advisor.store import audit
 
     with count_progress("verifying", audit.last_seq(store)) as progress:
         report = audit.verify(store, progress=progress)
+    hosts = [audit.verify_host(store, source) for source in audit.shipped_sources(store)]
     if as_json:
-        echo_json({"ok": report.ok, "checked": report.checked, "last_seq": report.last_seq,
-                   "first_bad_seq": report.first_bad_seq, "reason": report.reason})
-    elif report.ok:
-        click.echo(f"verified {report.checked} events: hash chain intact "
-                   f"(last seq {report.last_seq})")
-    if not report.ok:
-        if not as_json:
+        echo_json({"ok": report.ok and all(h.ok for h in hosts), "checked": report.checked,
+                   "last_seq": report.last_seq, "first_bad_seq": report.first_bad_seq,
+                   "reason": report.reason,
+                   "hosts": [{"host": h.host, "ok": h.ok, "checked": h.checked,
+                              "last_seq": h.last_seq, "first_bad_seq": h.first_bad_seq,
+                              "reason": h.reason, "without_origin": h.without_origin}
+                             for h in hosts]})
+    else:
+        if report.ok:
+            click.echo(f"verified {report.checked} events: hash chain intact "
+                       f"(last seq {report.last_seq})")
+        else:
             click.echo(f"Error: hash chain broken at seq {report.first_bad_seq}: "
                        f"{report.reason}", err=True)
+        for h in hosts:
+            unchecked = (f"; {h.without_origin} shipped without their origin, not checkable"
+                         if h.without_origin else "")
+            if h.ok:
+                click.echo(f"host {h.host}: verified {h.checked} shipped events of its own "
+                           f"chain (host seq 1–{h.last_seq}){unchecked}")
+            else:
+                click.echo(f"Error: host {h.host}: chain broken at its seq {h.first_bad_seq}: "
+                           f"{h.reason}", err=True)
+    if not report.ok or not all(h.ok for h in hosts):
         sys.exit(3)
 
 
@@ -130,7 +147,7 @@ cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
 for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch, demo,
-                query, export_group, stats, ship):
+                query, export_group, stats, ship, retention):
     cli.add_command(command)
 
 

@@ -140,3 +140,45 @@ def ship(central_url: str, host: str | None, give_up_after: float, db_url: str |
     click.echo(f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
                f"{report.retries} retries) to {central.display_url}; local position "
                f"{report.last_seq}")
+
+
+@click.command()
+@click.option("--before", required=True,
+              help="Retain partitions whose events were all recorded before this (ISO 8601, "
+                   "@EPOCH, or -90d).")
+@click.option("--to", "folder", required=True, type=click.Path(path_type=Path),
+              help="Write the retained events as Parquet under this folder.")
+@click.option("--dry-run", is_flag=True, help="Only list the partitions that would go.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@handle_errors
+def retention(before: str, folder: Path, dry_run: bool, as_json: bool,
+              db_url: str | None) -> None:
+    """Central PostgreSQL store: export old partitions of events to Parquet, record that as a
+    store.retained event, and detach them."""
+    from advisor.cli_common import store_for
+    from advisor.retention import retain, retainable
+    from advisor.timefmt import parse_time_us
+
+    store = store_for(db_url)
+    cutoff = parse_time_us(before)
+    if dry_run:
+        rows = [{"partition": p.name, "first_seq": p.first_seq, "last_seq": p.last_seq,
+                 "events": p.events} for p in retainable(store, cutoff)]
+    else:
+        rows = [{"partition": r.partition, "first_seq": r.first_seq, "last_seq": r.last_seq,
+                 "events": r.events, "files": r.files, "recorded_by_seq": r.event_seq}
+                for r in retain(store, cutoff, folder)]
+    if as_json:
+        echo_json(rows)
+        return
+    verb = "would retain" if dry_run else "retained"
+    for row in rows:
+        click.echo(f"{verb} {row['partition']}: seq {row['first_seq']}–{row['last_seq']}, "
+                   f"{row['events']:,} events" + ("" if dry_run else f" → {folder}"))
+    if not rows:
+        click.echo("nothing to retain: no partition holds only events recorded before "
+                   f"{before}")
+    elif not dry_run:
+        click.echo("detached; drop them once the export is kept safe: "
+                   + "; ".join(f"DROP TABLE {row['partition']}" for row in rows))

@@ -226,10 +226,34 @@ class ActionRolledBack(Payload):
     detail: str
 
 
+class ChainAnchor(BaseModel):
+    """Where a chain resumes after events before it were retained: the last retained
+    event's sequence number (a host's own, for a shipped host) and its hash (hex)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    seq: int = Field(ge=1)
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class StoreRetained(Payload):
+    """Old events were exported to Parquet and their partition detached from the store
+    (`advisor retention`). The anchors let `advisor verify` start where they end."""
+
+    type: Literal["store.retained"] = "store.retained"
+    partition: str
+    first_seq: int = Field(ge=1)
+    events: int = Field(ge=0)
+    recorded_before_us: int
+    exported_to: str
+    files: int = Field(ge=0)
+    anchor: ChainAnchor
+    hosts: dict[str, ChainAnchor] = Field(default_factory=dict)
+
+
 AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
                        | IncidentClassified | IncidentRecurred | IncidentResolved
                        | ActionProposed | ActionApproved | ActionRejected | ActionStarted
-                       | ActionSucceeded | ActionFailed | ActionRolledBack,
+                       | ActionSucceeded | ActionFailed | ActionRolledBack | StoreRetained,
                        Field(discriminator="type")]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
@@ -238,7 +262,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.proposed": ActionProposed, "action.approved": ActionApproved,
     "action.rejected": ActionRejected, "action.started": ActionStarted,
     "action.succeeded": ActionSucceeded, "action.failed": ActionFailed,
-    "action.rolled_back": ActionRolledBack}
+    "action.rolled_back": ActionRolledBack, "store.retained": StoreRetained}
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}

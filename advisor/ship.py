@@ -3,30 +3,36 @@
 Each host keeps its own store and stays autonomous; `ship` copies its events, in sequence
 order (so in order per stream), in batches, to the central store. An event arrives there with
 source `ship:<host>` and its local sequence number as key: the central store's idempotency
-index makes a batch sent twice (a ship interrupted between the central commit and the local
-checkpoint, two shippers at once) land once. The position is a checkpoint in the local store,
-so an interrupted ship resumes where it stopped. While the central store is unreachable it
-waits and retries with exponential backoff. The central store folds what it receives into its
-projections; it never diagnoses shipped runs again (the hosts did).
+look-up makes a batch sent twice (a ship interrupted between the central commit and the
+local checkpoint, two shippers at once) land once. The payload travels as the host stored
+it, and the rest of the host's envelope (recorded time, source, key, hash) as the event's
+`origin`, so each host's own chain can be verified in the central store (`advisor verify`).
+The position is a checkpoint in the local store, so an interrupted ship resumes where it
+stopped. While the central store is unreachable it waits and retries with exponential
+backoff. The central store folds what it receives into its projections; it never diagnoses
+shipped runs again (the hosts did).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Final, TypeVar
 
+import orjson
+
 from advisor.errors import StoreError
-from advisor.events import NewEvent
+from advisor.events import Prepared
 from advisor.projections import Projector
-from advisor.store import AppendResult, Checkpoint, EventFilter, EventStore
+from advisor.store import AppendResult, Checkpoint, EventStore
+from advisor.store.audit import anchors
 from advisor.store.engine import redact
+from advisor.store.store import SHIP_PREFIX, RawEvent
 
 BATCH: Final = 5000
-SOURCE_PREFIX: Final = "ship:"
 T = TypeVar("T")
 
 
@@ -51,14 +57,21 @@ def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATC
     name = checkpoint_name(central.url)
     saved = local.checkpoint(name)
     after = int(saved["seq"]) if saved else 0
+    # Events the central store has retained are gone from it: never send them again, even
+    # with the local position lost.
+    retained = _retrying(lambda: anchors(central)[1].get(f"{SHIP_PREFIX}{host}"),
+                         _connection_lost, report, give_up_after_s, sleep)
+    if retained is not None:
+        after = max(after, retained.seq)
     while True:
-        events = list(islice(local.read(EventFilter(after_seq=after), chunk=batch), batch))
+        events = list(islice(local.read_raw(after_seq=after, chunk=batch), batch))
         if not events:
             break
-        outgoing = [NewEvent(stream=e.stream, time_us=e.time_us,
-                             source=f"{SOURCE_PREFIX}{host}", key=e.seq, payload=e.payload)
-                    for e in events]
-        result = _append_retrying(central, outgoing, report, give_up_after_s, sleep)
+        outgoing: list[Prepared] = [
+            (e.stream, e.type, e.version, e.time_us, f"{SHIP_PREFIX}{host}", e.seq,
+             e.payload.encode()) for e in events]
+        result = _append_retrying(central, outgoing, [_origin(e) for e in events], report,
+                                  give_up_after_s, sleep)
         report.shipped += result.appended
         report.duplicates += result.duplicates
         after = events[-1].seq
@@ -68,21 +81,30 @@ def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATC
     return report
 
 
-def _append_retrying(central: EventStore, batch: list[NewEvent], report: ShipReport,
-                     give_up_after_s: float | None,
+def _origin(event: RawEvent) -> bytes:
+    """The host's envelope fields that the central row does not keep as they were."""
+    return orjson.dumps({"hash": event.hash.hex(), "key": event.key,
+                         "recorded_us": event.recorded_us, "source": event.source},
+                        option=orjson.OPT_SORT_KEYS)
+
+
+def _append_retrying(central: EventStore, batch: list[Prepared],
+                     origins: Sequence[bytes | None],
+                     report: ShipReport, give_up_after_s: float | None,
                      sleep: Callable[[float], None]) -> AppendResult:
-    return _retrying(lambda: central.append(batch), lambda e: isinstance(e, StoreError),
-                     report, give_up_after_s, sleep)
+    return _retrying(lambda: central.append_prepared(batch, origins=origins),
+                     lambda e: isinstance(e, StoreError), report, give_up_after_s, sleep)
 
 
 def _fold(central: EventStore, report: ShipReport, give_up_after_s: float | None,
           sleep: Callable[[float], None]) -> None:
-    def connection_lost(e: Exception) -> bool:  # it went away between batches
-        return isinstance(e, StoreError) or type(e).__module__.startswith(
-            ("sqlalchemy", "psycopg"))
-
-    _retrying(lambda: Projector(central).catch_up(), connection_lost, report,
+    _retrying(lambda: Projector(central).catch_up(), _connection_lost, report,
               give_up_after_s, sleep)
+
+
+def _connection_lost(e: Exception) -> bool:
+    """A read of the central store failed because it is (for now) unreachable."""
+    return isinstance(e, StoreError) or type(e).__module__.startswith(("sqlalchemy", "psycopg"))
 
 
 def _retrying(attempt: Callable[[], T], transient: Callable[[Exception], bool],

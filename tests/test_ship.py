@@ -21,7 +21,7 @@ from advisor.events import NewEvent
 from advisor.processing import Processor
 from advisor.ship import ship
 from advisor.store import EventStore, open_store
-from advisor.store.audit import verify
+from advisor.store.audit import verify, verify_host
 from ingest.journal_sources import ingest_json_file
 
 HOSTS = [f"gpu-node-{n:02d}" for n in range(1, 5)]
@@ -174,6 +174,9 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
                 "SELECT count(DISTINCT (source_id, idem_key)) FROM events")).scalar_one()
         assert distinct == len(HOSTS) * PER_HOST
         assert verify(central).ok
+        hosts = [verify_host(central, f"ship:{h}") for h in HOSTS]  # each host's own chain
+        assert [(h.host, h.ok, h.checked, h.without_origin) for h in hosts] == [
+            (h, True, PER_HOST, 0) for h in HOSTS]
         # Shipping again sends nothing new (resumed at the saved position).
         via_proxy = open_store(central_url)
         try:
@@ -215,3 +218,52 @@ def test_ship_is_idempotent_and_resumable_on_sqlite(tmp_path: Path, seed_journal
     result = CliRunner().invoke(cli, ["ship", "--to", central.url, "--host", "gpu-node-07",
                                       "--db", local.url])
     assert result.exit_code == 0 and result.output.startswith("shipped 0 events")
+
+
+def _tamper(store: EventStore, statement: str, **params: object) -> None:
+    """What someone with raw database access could do behind the append-only triggers."""
+    with store.engine.begin() as conn:
+        if store.dialect == "sqlite":
+            conn.execute(text("DROP TRIGGER events_no_update"))
+        else:
+            conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
+        conn.execute(text(statement), params)
+        if store.dialect != "sqlite":
+            conn.execute(text("ALTER TABLE events ENABLE TRIGGER events_append_only"))
+
+
+def test_each_hosts_chain_verifies_in_the_central_store(
+        tmp_path: Path, seed_journal: Path, store_url: str,
+        opener: Callable[[str], EventStore]) -> None:
+    """The central store re-walks a host's own chain from what was shipped: a host event
+    altered before it was shipped is found there, by its host seq, although the central
+    chain (which hashed what it received) is intact."""
+    central = opener(store_url)
+    hosts = {}
+    for host in ("gpu-node-07", "gpu-node-08"):
+        journal = tmp_path / f"{host}.jsonl"
+        journal.write_text(seed_journal.read_text().replace('"gpu-node-07"', f'"{host}"'))
+        hosts[host] = opener(f"sqlite:///{tmp_path / host}.db")
+        ingest_json_file(hosts[host], journal)
+        Processor(hosts[host]).run(final=True)
+    _tamper(hosts["gpu-node-08"], "UPDATE events SET payload = replace(payload, "
+            "'1024 dummy requests', '64 dummy requests') WHERE payload LIKE :p",
+            p="%1024 dummy requests%")
+    tampered = next(e.seq for e in hosts["gpu-node-08"].read_raw()
+                    if "64 dummy requests" in e.payload)
+    for host, store in hosts.items():
+        ship(store, central, host, batch=25)
+    total = sum(1 for _ in hosts["gpu-node-07"].read_raw())
+
+    result = CliRunner().invoke(cli, ["verify", "--json", "--db", store_url])
+    report = json.loads(result.output)
+    assert result.exit_code == 3 and report["first_bad_seq"] is None  # central chain intact
+    assert [(h["host"], h["ok"], h["first_bad_seq"]) for h in report["hosts"]] == [
+        ("gpu-node-07", True, None), ("gpu-node-08", False, tampered)]
+    assert report["hosts"][0]["checked"] == total and "altered" in report["hosts"][1]["reason"]
+
+    # The origin is part of the central chain: rewriting it there breaks that chain too.
+    _tamper(central, "UPDATE events SET origin = replace(origin, :was, :now) WHERE seq = 5",
+            was='"recorded_us":', now='"recorded_us":1')
+    after = json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", store_url]).output)
+    assert after["first_bad_seq"] == 5

@@ -9,9 +9,11 @@ from typing import Any
 import orjson
 from sqlalchemy import func, select
 
+from advisor.events import ChainAnchor, StoreRetained
 from advisor.store import migrate
 from advisor.store.schema import checkpoints, events, sources
-from advisor.store.store import GENESIS_HASH, EventStore, event_hash
+from advisor.store.store import GENESIS_HASH, SHIP_PREFIX, EventStore, event_hash
+from advisor.store.types import EventFilter
 
 
 @dataclass(frozen=True)
@@ -28,30 +30,92 @@ class VerifyReport:
 
 def verify(store: EventStore, *, chunk: int = 10_000,
            progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Recompute every hash in sequence order; name the first event that does not match."""
-    query = (select(events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
-                    events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
-                    events.c.idem_key, events.c.payload, events.c.hash)
-             .join(sources, sources.c.id == events.c.source_id)
-             .order_by(events.c.seq))
+    """Recompute every hash in sequence order; name the first event that does not match.
+    Where old events were retained (`advisor retention`), start from their anchor."""
     prev, expected_seq, checked = GENESIS_HASH, 1, 0
+    for event in store.read_raw(chunk=chunk):
+        if checked == 0 and event.seq > 1:
+            anchor = anchors(store)[0].get(event.seq - 1)
+            if anchor is not None:
+                prev, expected_seq = bytes.fromhex(anchor.hash), event.seq
+        if event.seq != expected_seq:
+            return VerifyReport(checked, event.seq, expected_seq,
+                                f"sequence gap: event {expected_seq} is missing")
+        h = event.recomputed_hash(prev)
+        if h != event.hash:
+            return VerifyReport(checked, event.seq, event.seq,
+                                "hash mismatch: content or chain was altered")
+        prev, expected_seq, checked = h, event.seq + 1, checked + 1
+        if progress is not None and checked % chunk == 0:
+            progress(checked)
+    if progress is not None:
+        progress(checked)
+    return VerifyReport(checked, expected_seq - 1)
+
+
+@dataclass(frozen=True)
+class HostChainReport:
+    """A host's own chain, recomputed in the central store from what it shipped."""
+
+    host: str
+    checked: int
+    last_seq: int
+    first_bad_seq: int | None = None
+    reason: str | None = None
+    without_origin: int = 0  # shipped before events carried their origin: not checkable
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad_seq is None
+
+
+def shipped_sources(store: EventStore) -> list[str]:
     with store.engine.connect() as conn:
-        while True:
-            rows = conn.execute(query.where(events.c.seq >= expected_seq).limit(chunk)).all()
-            for seq, stream, type_, version, t, rec, source, key, payload, stored in rows:
-                if seq != expected_seq:
-                    return VerifyReport(checked, seq, expected_seq,
-                                        f"sequence gap: event {expected_seq} is missing")
-                h = event_hash(prev, seq, stream, type_, version, t, rec, source, key,
-                               payload.encode())
-                if h != bytes(stored):
-                    return VerifyReport(checked, seq, seq,
-                                        "hash mismatch: content or chain was altered")
-                prev, expected_seq, checked = h, seq + 1, checked + 1
-            if progress is not None:
-                progress(checked)
-            if len(rows) < chunk:
-                return VerifyReport(checked, expected_seq - 1)
+        return list(conn.execute(select(sources.c.name)
+                                 .where(sources.c.name.startswith(SHIP_PREFIX, autoescape=True))
+                                 .order_by(sources.c.name)).scalars())
+
+
+def verify_host(store: EventStore, source: str) -> HostChainReport:
+    """Walk one host's chain as shipped (key = the host's seq, `origin` = the rest of the
+    host's envelope) from its first event; name the first host seq that does not match."""
+    host = source.removeprefix(SHIP_PREFIX)
+    prev, expected, checked, without = GENESIS_HASH, 1, 0, 0
+    anchor = anchors(store)[1].get(source)
+    if anchor is not None:  # its older events were retained
+        prev, expected = bytes.fromhex(anchor.hash), anchor.seq + 1
+    for event in store.read_raw(source=source):
+        if event.origin is None:
+            without += 1
+            continue
+        if event.key != expected:
+            return HostChainReport(host, checked, event.key, expected,
+                                   f"host event {expected} was not shipped", without)
+        origin = orjson.loads(event.origin)
+        h = event_hash(prev, event.key, event.stream, event.type, event.version, event.time_us,
+                       origin["recorded_us"], origin["source"], origin["key"],
+                       event.payload.encode())
+        if h.hex() != origin["hash"]:
+            return HostChainReport(host, checked, event.key, event.key,
+                                   "hash mismatch: the host's content or chain was altered",
+                                   without)
+        prev, expected, checked = h, event.key + 1, checked + 1
+    return HostChainReport(host, checked, expected - 1, without_origin=without)
+
+
+def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainAnchor]]:
+    """From the store.retained events: the store chain's anchors by the seq they end at, and
+    each shipping host's latest anchor (by its source name)."""
+    chain: dict[int, ChainAnchor] = {}
+    hosts: dict[str, ChainAnchor] = {}
+    for event in store.read(EventFilter(type="store.retained")):
+        payload = event.payload
+        if isinstance(payload, StoreRetained):
+            chain[payload.anchor.seq] = payload.anchor
+            for source, anchor in payload.hosts.items():
+                if source not in hosts or anchor.seq > hosts[source].seq:
+                    hosts[source] = anchor
+    return chain, hosts
 
 
 def last_seq(store: EventStore) -> int:

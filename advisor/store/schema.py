@@ -38,6 +38,8 @@ events = Table(
     Column("idem_key", BigInteger, nullable=False),
     Column("payload", Text, nullable=False),
     Column("hash", LargeBinary(32), nullable=False),
+    # migration 0005: a shipped event's envelope on its host (see `advisor.ship`); else NULL
+    Column("origin", Text),
 )
 
 # Where each reader of an external source got to; saved in the transaction of its events.
@@ -83,6 +85,8 @@ runs = Table(
     Column("label", Text),
     Column("confidence", Float),
     Column("incident_id", Text),
+    # migration 0004: the peak came from samples attributed to the run's unit (None: not yet)
+    Column("peak_gpu_from_unit", Boolean),
 )
 
 incidents = Table(

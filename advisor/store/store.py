@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, select, text
@@ -25,15 +26,41 @@ from advisor.store.schema import checkpoints, events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
 GENESIS_HASH = bytes(32)
+SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
 
 
 def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, time_us: int,
-               recorded_us: int, source: str, key: int, payload: bytes) -> bytes:
-    """SHA-256 over the previous hash and the event's canonical content."""
+               recorded_us: int, source: str, key: int, payload: bytes,
+               origin: bytes | None = None) -> bytes:
+    """SHA-256 over the previous hash and the event's canonical content (with a shipped
+    event's origin envelope, so that it cannot be altered either)."""
     header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
-    return hashlib.sha256(prev + header + b"\n" + payload).digest()
+    tail = b"" if origin is None else b"\n" + origin
+    return hashlib.sha256(prev + header + b"\n" + payload + tail).digest()
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    """An event as stored: the envelope, the payload text and the hash, unparsed."""
+
+    seq: int
+    stream: str
+    type: str
+    version: int
+    time_us: int
+    recorded_us: int
+    source: str
+    key: int
+    payload: str
+    hash: bytes
+    origin: str | None
+
+    def recomputed_hash(self, prev: bytes) -> bytes:
+        return event_hash(prev, self.seq, self.stream, self.type, self.version, self.time_us,
+                          self.recorded_us, self.source, self.key, self.payload.encode(),
+                          None if self.origin is None else self.origin.encode())
 
 
 class EventStore:
@@ -42,6 +69,8 @@ class EventStore:
         self.url = url
         self._source_ids: dict[str, int] = {}  # sources are append-only: ids never change
         self._observers: list[Callable[[AppendResult], None]] = []
+        # PostgreSQL: events are partitioned (migration 0006); seqs below this have one.
+        self._partitioned_below = 0
 
     def on_append(self, observer: Callable[[AppendResult], None]) -> None:
         """Call `observer` after every committed append that stored something."""
@@ -72,26 +101,31 @@ class EventStore:
         return self.append_prepared(prepare_events(batch), checkpoint)
 
     def append_prepared(self, batch: Sequence[Prepared],
-                        checkpoint: Checkpoint | None = None) -> AppendResult:
-        """`append` for events already validated and serialised by `advisor.events.prepare`."""
+                        checkpoint: Checkpoint | None = None,
+                        origins: Sequence[bytes | None] | None = None) -> AppendResult:
+        """`append` for events already validated and serialised by `advisor.events.prepare`;
+        `origins`, one per event, are shipped events' envelopes on their hosts."""
         if not batch and checkpoint is None:
             return AppendResult()
-        result = self._append_retrying(batch, checkpoint)
+        if origins is not None and len(origins) != len(batch):
+            raise ValueError("one origin per event")
+        result = self._append_retrying(batch, checkpoint, origins)
         if result.appended:
             for observer in self._observers:
                 observer(result)
         return result
 
-    def _append_retrying(self, batch: Sequence[Prepared],
-                         checkpoint: Checkpoint | None) -> AppendResult:
+    def _append_retrying(self, batch: Sequence[Prepared], checkpoint: Checkpoint | None,
+                         origins: Sequence[bytes | None] | None) -> AppendResult:
         try:
-            return retry_busy(lambda: self._append_once(batch, checkpoint))
+            return retry_busy(lambda: self._append_once(batch, checkpoint, origins))
         except SQLAlchemyError as e:
             raise StoreError(f"cannot append to {self.display_url}: {first_line(e)}") from e
 
-    def _append_once(self, batch: Sequence[Prepared],
-                     checkpoint: Checkpoint | None) -> AppendResult:
+    def _append_once(self, batch: Sequence[Prepared], checkpoint: Checkpoint | None,
+                     origins: Sequence[bytes | None] | None) -> AppendResult:
         result = AppendResult()
+        partitioned_below = self._partitioned_below
         with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
             with conn.begin():
                 if self.dialect == "postgresql":
@@ -103,23 +137,28 @@ class EventStore:
                 last_seq, last_hash = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
                 recorded = time.time_ns() // 1000
                 rows = []
-                for stream, type_, version, time_us, source, key, body in batch:
+                for i, (stream, type_, version, time_us, source, key, body) in enumerate(batch):
                     sid = source_ids[source]
                     if (sid, key) in seen:
                         result.duplicates += 1
                         continue
                     seen.add((sid, key))
                     seq = last_seq + 1
+                    origin = None if origins is None else origins[i]
                     h = event_hash(last_hash, seq, stream, type_, version, time_us, recorded,
-                                   source, key, body)
+                                   source, key, body, origin)
                     rows.append((seq, stream, type_, version, time_us, recorded, sid, key,
-                                 body.decode(), h))
+                                 body.decode(), h, None if origin is None else origin.decode()))
                     last_seq, last_hash = seq, h
+                if rows and self.dialect == "postgresql" and last_seq >= partitioned_below:
+                    partitioned_below = conn.execute(
+                        text("SELECT advisor_ensure_partitions(:s)"), {"s": last_seq}).scalar_one()
                 if rows:
                     conn.exec_driver_sql(self._insert_sql(), rows)
                 if checkpoint is not None:
                     self._save_checkpoint(conn, checkpoint)
             self._source_ids.update(source_ids)
+            self._partitioned_below = partitioned_below  # committed: the partitions exist
         result.appended = len(rows)
         result.last_seq = last_seq
         return result
@@ -127,8 +166,8 @@ class EventStore:
     def _insert_sql(self) -> str:
         mark = "?" if self.dialect == "sqlite" else "%s"
         cols = ("seq, stream, type, schema_version, event_time_us, recorded_time_us, "
-                "source_id, idem_key, payload, hash")
-        return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 10)})"
+                "source_id, idem_key, payload, hash, origin")
+        return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 11)})"
 
     def _intern_sources(self, conn: Connection, names: set[str]) -> tuple[dict[str, int], set[str]]:
         ids = {n: self._source_ids[n] for n in names if n in self._source_ids}
@@ -181,6 +220,28 @@ class EventStore:
             return None
         position: dict[str, Any] = orjson.loads(value)
         return position
+
+    def read_raw(self, *, after_seq: int = 0, source: str | None = None,
+                 chunk: int = 10_000) -> Iterator[RawEvent]:
+        """Events as stored, in sequence order (with `source`: that source's, in key order)."""
+        query = (select(events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
+                        events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
+                        events.c.idem_key, events.c.payload, events.c.hash, events.c.origin)
+                 .join(sources, sources.c.id == events.c.source_id))
+        order, position = events.c.seq, after_seq
+        if source is not None:
+            query = query.where(sources.c.name == source)
+            order, position = events.c.idem_key, -1
+        with self.engine.connect() as conn:
+            while True:
+                rows = conn.execute(query.where(order > position).order_by(order)
+                                    .limit(chunk)).all()
+                for r in rows:
+                    yield RawEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                                   bytes(r[9]), r[10])
+                if len(rows) < chunk:
+                    return
+                position = rows[-1][7] if source is not None else rows[-1][0]
 
     def read(self, flt: EventFilter | None = None, *, chunk: int = 2000) -> Iterator[StoredEvent]:
         """Events in sequence order; with a limit, the last `limit` that match."""
