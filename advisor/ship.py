@@ -29,7 +29,7 @@ from advisor.events import Prepared
 from advisor.projections import Projector
 from advisor.store import AppendResult, Checkpoint, EventStore
 from advisor.store.audit import anchors
-from advisor.store.engine import redact
+from advisor.store.engine import first_line, redact
 from advisor.store.store import SHIP_PREFIX, RawEvent
 
 BATCH: Final = 5000
@@ -111,14 +111,19 @@ def _retrying(attempt: Callable[[], T], transient: Callable[[Exception], bool],
               report: ShipReport, give_up_after_s: float | None,
               sleep: Callable[[float], None]) -> T:
     """`attempt()`, retried with exponential backoff (0.5 s doubling to 30 s) while it fails
-    with a `transient` error, until `give_up_after_s` of waiting (None: forever)."""
+    with a `transient` error, until `give_up_after_s` of waiting (None: forever); then a
+    StoreError, which `watch --ship-to` reports before it tries again later."""
     delay, waited = 0.5, 0.0
     while True:
         try:
             return attempt()
         except Exception as e:
-            if not transient(e) or (give_up_after_s is not None and waited >= give_up_after_s):
+            if not transient(e):
                 raise
+            if give_up_after_s is not None and waited >= give_up_after_s:
+                if isinstance(e, StoreError):
+                    raise
+                raise StoreError(f"the central store is unreachable: {first_line(e)}") from e
             report.retries += 1
             sleep(delay)
             waited += delay

@@ -267,3 +267,24 @@ def test_each_hosts_chain_verifies_in_the_central_store(
             was='"recorded_us":', now='"recorded_us":1')
     after = json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", store_url]).output)
     assert after["first_bad_seq"] == 5
+
+
+def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
+        tmp_path: Path, pg_url: str, proxy: Proxy, seed_journal: Path,
+        opener: Callable[[str], EventStore]) -> None:
+    """What `watch --ship-to` reports and retries later, whichever step found the central
+    store gone; the local position stays where the last committed batch left it."""
+    from advisor.errors import StoreError
+    from advisor.ship import checkpoint_name
+
+    local = opener(f"sqlite:///{tmp_path / 'local.db'}")
+    ingest_json_file(local, seed_journal)
+    central = opener(pg_url.replace(":5432/", f":{proxy.port}/"))
+    proxy.cut()
+    waits: list[float] = []
+    with pytest.raises(StoreError, match="unreachable|cannot append"):
+        ship(local, central, "gpu-node-07", give_up_after_s=5, sleep=waits.append)
+    assert waits[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert local.checkpoint(checkpoint_name(central.url)) is None
+    proxy.restore()
+    assert ship(local, central, "gpu-node-07").shipped == 86
