@@ -282,7 +282,7 @@ def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
     central = opener(pg_url.replace(":5432/", f":{proxy.port}/"))
     proxy.cut()
     waits: list[float] = []
-    with pytest.raises(StoreError, match="unreachable|cannot append"):
+    with pytest.raises(StoreError, match=r"unreachable|cannot append"):
         ship(local, central, "gpu-node-07", give_up_after_s=5, sleep=waits.append)
     assert waits[:4] == [0.5, 1.0, 2.0, 4.0]
     assert local.checkpoint(checkpoint_name(central.url)) is None
