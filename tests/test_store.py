@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -176,3 +177,24 @@ def test_old_payload_versions_are_upcast_on_read(store_url: str, opener: Opener,
     old = list(store.read())[1]
     assert isinstance(old.payload, LogRecorded) and old.payload.message == "from version 0"
     assert old.version == 0
+
+
+def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
+        pg_url: str, opener: Opener) -> None:
+    """The appender's (source, key) look-up must not depend on ANALYZE having run (a new
+    partition has no statistics; autovacuum may be off or behind): it probes the index with
+    both columns instead of reading every event of the source."""
+    from advisor.store.store import _PG_EXISTING_KEYS
+
+    store = opener(pg_url)
+    for start in range(0, 20_000, 5000):
+        store.append(validate_batch([log_event(i) for i in range(start, start + 5000)]))
+    with store.engine.connect() as conn:
+        sid = conn.execute(text("SELECT id FROM sources WHERE name = 'test'")).scalar_one()
+        sql = str(_PG_EXISTING_KEYS.compile(compile_kwargs={"literal_binds": False}))
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql(
+            "EXPLAIN " + sql.replace(":sid", "%(sid)s").replace(":keys", "%(keys)s"),
+            {"sid": sid, "keys": list(range(10_000, 10_500))}))
+        found = conn.execute(_PG_EXISTING_KEYS, {"sid": sid, "keys": [5, 19_999, 20_000]})
+        assert sorted(k for (k,) in found) == [5, 19_999]
+    assert re.search(r"Index Cond: \(\(source_id = [^)]+\) AND \(idem_key = ANY", plan), plan

@@ -29,6 +29,13 @@ GENESIS_HASH = bytes(32)
 SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
+# The keys go in as an array the planner cannot see into (an InitPlan): with a list of
+# constants and no statistics on the table (a new partition, autovacuum off or behind), it
+# takes `idem_key IN (…)` to match every row, and scans all of the source's events instead
+# of probing the (source_id, idem_key) index: 0.5 s a look-up at 1,000,000 events, not 1 ms.
+_PG_EXISTING_KEYS = text(
+    "SELECT idem_key FROM events WHERE source_id = :sid "
+    "AND idem_key = ANY(ARRAY(SELECT unnest(CAST(:keys AS bigint[]))))")
 
 
 def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, time_us: int,
@@ -191,6 +198,11 @@ class EventStore:
             if source not in new_sources:  # a source interned just now has no events yet
                 by_source.setdefault(source_ids[source], []).append(key)
         found: set[tuple[int, int]] = set()
+        if self.dialect == "postgresql":
+            for sid, keys in by_source.items():
+                found.update((sid, k) for (k,) in conn.execute(
+                    _PG_EXISTING_KEYS, {"sid": sid, "keys": sorted(set(keys))}))
+            return found
         query = (select(events.c.idem_key)
                  .where(events.c.source_id == bindparam("sid"))
                  .where(events.c.idem_key.in_(bindparam("keys", expanding=True))))
