@@ -116,7 +116,7 @@ def verify(as_json: bool, db_url: str | None) -> None:
                    "reason": report.reason,
                    "hosts": [{"host": h.host, "ok": h.ok, "checked": h.checked,
                               "last_seq": h.last_seq, "first_bad_seq": h.first_bad_seq,
-                              "reason": h.reason, "without_origin": h.without_origin}
+                              "reason": h.reason, "unchecked": h.unchecked}
                              for h in hosts]})
     else:
         if report.ok:
@@ -126,8 +126,8 @@ def verify(as_json: bool, db_url: str | None) -> None:
             click.echo(f"Error: hash chain broken at seq {report.first_bad_seq}: "
                        f"{report.reason}", err=True)
         for h in hosts:
-            unchecked = (f"; {h.without_origin} shipped without their origin, not checkable"
-                         if h.without_origin else "")
+            unchecked = (f"; {h.unchecked} shipped before origins were kept, not checkable"
+                         if h.unchecked else "")
             if h.ok:
                 click.echo(f"host {h.host}: verified {h.checked} shipped events of its own "
                            f"chain (host seq 1–{h.last_seq}){unchecked}")

@@ -175,7 +175,7 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
         assert distinct == len(HOSTS) * PER_HOST
         assert verify(central).ok
         hosts = [verify_host(central, f"ship:{h}") for h in HOSTS]  # each host's own chain
-        assert [(h.host, h.ok, h.checked, h.without_origin) for h in hosts] == [
+        assert [(h.host, h.ok, h.checked, h.unchecked) for h in hosts] == [
             (h, True, PER_HOST, 0) for h in HOSTS]
         # Shipping again sends nothing new (resumed at the saved position).
         via_proxy = open_store(central_url)
@@ -288,3 +288,23 @@ def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
     assert local.checkpoint(checkpoint_name(central.url)) is None
     proxy.restore()
     assert ship(local, central, "gpu-node-07").shipped == 86
+
+
+def test_a_host_chain_shipped_partly_before_origins_were_kept_is_checked_from_there(
+        tmp_path: Path, seed_journal: Path, store_url: str,
+        opener: Callable[[str], EventStore]) -> None:
+    """A central store upgraded mid-way: the events a host shipped before migration 0005
+    carry no origin; its chain is checked from the first event after them, not failed."""
+    from advisor.ship import checkpoint_name
+    from advisor.store import Checkpoint
+
+    central = opener(store_url)
+    host = opener(f"sqlite:///{tmp_path / 'host.db'}")
+    ingest_json_file(host, seed_journal)
+    old = list(host.read_raw())[:40]  # as the shipper before 0005 sent them: no origin
+    central.append_prepared([(e.stream, e.type, e.version, e.time_us, "ship:gpu-node-07",
+                              e.seq, e.payload.encode()) for e in old])
+    host.append_prepared([], Checkpoint(checkpoint_name(central.url), {"seq": 40}))
+    assert ship(host, central, "gpu-node-07").shipped == 46
+    report = verify_host(central, "ship:gpu-node-07")
+    assert (report.ok, report.unchecked, report.checked, report.last_seq) == (True, 41, 45, 86)

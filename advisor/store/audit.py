@@ -62,7 +62,9 @@ class HostChainReport:
     last_seq: int
     first_bad_seq: int | None = None
     reason: str | None = None
-    without_origin: int = 0  # shipped before events carried their origin: not checkable
+    # Shipped before events carried their origin (and the first after those, whose link to
+    # them cannot be recomputed): the chain is checked from there on.
+    unchecked: int = 0
 
     @property
     def ok(self) -> bool:
@@ -80,27 +82,31 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
     """Walk one host's chain as shipped (key = the host's seq, `origin` = the rest of the
     host's envelope) from its first event; name the first host seq that does not match."""
     host = source.removeprefix(SHIP_PREFIX)
-    prev, expected, checked, without = GENESIS_HASH, 1, 0, 0
+    prev, expected, checked, unchecked = GENESIS_HASH, 1, 0, 0
     anchor = anchors(store)[1].get(source)
     if anchor is not None:  # its older events were retained
         prev, expected = bytes.fromhex(anchor.hash), anchor.seq + 1
     for event in store.read_raw(source=source):
         if event.origin is None:
-            without += 1
+            unchecked += 1
+            continue
+        origin = orjson.loads(event.origin)
+        if checked == 0 and unchecked and event.key == expected + unchecked:
+            # the first with its origin after older ones without: the chain starts here
+            prev, expected, unchecked = bytes.fromhex(origin["hash"]), event.key + 1, unchecked + 1
             continue
         if event.key != expected:
             return HostChainReport(host, checked, event.key, expected,
-                                   f"host event {expected} was not shipped", without)
-        origin = orjson.loads(event.origin)
+                                   f"host event {expected} was not shipped", unchecked)
         h = event_hash(prev, event.key, event.stream, event.type, event.version, event.time_us,
                        origin["recorded_us"], origin["source"], origin["key"],
                        event.payload.encode())
         if h.hex() != origin["hash"]:
             return HostChainReport(host, checked, event.key, event.key,
                                    "hash mismatch: the host's content or chain was altered",
-                                   without)
+                                   unchecked)
         prev, expected, checked = h, event.key + 1, checked + 1
-    return HostChainReport(host, checked, expected - 1, without_origin=without)
+    return HostChainReport(host, checked, expected - 1, unchecked=unchecked)
 
 
 def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainAnchor]]:
