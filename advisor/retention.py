@@ -32,7 +32,8 @@ from sqlalchemy import text
 from advisor.analytics import connect_store, sql_literal
 from advisor.errors import InputError, StoreError
 from advisor.events import ChainAnchor, NewEvent, StoreRetained
-from advisor.store import EventFilter, EventStore
+from advisor.store import EventStore
+from advisor.store.audit import retentions
 from advisor.store.store import SHIP_PREFIX
 
 STREAM: Final = "store/retention"
@@ -101,9 +102,10 @@ def retainable(store: EventStore, recorded_before_us: int) -> list[Partition]:
 def retain(store: EventStore, recorded_before_us: int, folder: Path) -> list[Retained]:
     """Export, record and detach every retainable partition (see the module's text)."""
     done = []
+    already = {r.partition: r for r in retentions(store)}
     for partition in retainable(store, recorded_before_us):
         assert partition.first_seq is not None and partition.last_seq is not None
-        recorded = _recorded(store, partition.name)
+        recorded = already.get(partition.name)
         files, event_seq = 0, None
         if recorded is None:
             files = _export(store, partition, folder)
@@ -129,13 +131,6 @@ def _require_partitioned(store: EventStore) -> None:
     if store.dialect != "postgresql":
         raise InputError(f"{store.display_url}: retention detaches partitions of a central "
                          "PostgreSQL store; a host's SQLite store is kept whole")
-
-
-def _recorded(store: EventStore, partition: str) -> StoreRetained | None:
-    for event in store.read(EventFilter(type="store.retained")):
-        if isinstance(event.payload, StoreRetained) and event.payload.partition == partition:
-            return event.payload
-    return None
 
 
 def _export(store: EventStore, partition: Partition, folder: Path) -> int:

@@ -109,18 +109,22 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
     return HostChainReport(host, checked, expected - 1, unchecked=unchecked)
 
 
+def retentions(store: EventStore) -> list[StoreRetained]:
+    """The store.retained events (`advisor retention`), oldest first."""
+    return [e.payload for e in store.read(EventFilter(type="store.retained"))
+            if isinstance(e.payload, StoreRetained)]
+
+
 def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainAnchor]]:
     """From the store.retained events: the store chain's anchors by the seq they end at, and
     each shipping host's latest anchor (by its source name)."""
     chain: dict[int, ChainAnchor] = {}
     hosts: dict[str, ChainAnchor] = {}
-    for event in store.read(EventFilter(type="store.retained")):
-        payload = event.payload
-        if isinstance(payload, StoreRetained):
-            chain[payload.anchor.seq] = payload.anchor
-            for source, anchor in payload.hosts.items():
-                if source not in hosts or anchor.seq > hosts[source].seq:
-                    hosts[source] = anchor
+    for retained in retentions(store):
+        chain[retained.anchor.seq] = retained.anchor
+        for source, anchor in retained.hosts.items():
+            if source not in hosts or anchor.seq > hosts[source].seq:
+                hosts[source] = anchor
     return chain, hosts
 
 
