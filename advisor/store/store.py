@@ -26,6 +26,10 @@ from advisor.store.schema import checkpoints, events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
 GENESIS_HASH = bytes(32)
+# What `read` and `read_raw` give of each event before its payload, in this order.
+_ENVELOPE = (events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
+             events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
+             events.c.idem_key)
 SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
@@ -236,9 +240,7 @@ class EventStore:
     def read_raw(self, *, after_seq: int = 0, source: str | None = None,
                  chunk: int = 10_000) -> Iterator[RawEvent]:
         """Events as stored, in sequence order (with `source`: that source's, in key order)."""
-        query = (select(events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
-                        events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
-                        events.c.idem_key, events.c.payload, events.c.hash, events.c.origin)
+        query = (select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin)
                  .join(sources, sources.c.id == events.c.source_id))
         order, position = events.c.seq, after_seq
         if source is not None:
@@ -258,9 +260,7 @@ class EventStore:
     def read(self, flt: EventFilter | None = None, *, chunk: int = 2000) -> Iterator[StoredEvent]:
         """Events in sequence order; with a limit, the last `limit` that match."""
         flt = flt or EventFilter()
-        query = (select(events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
-                        events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
-                        events.c.idem_key, events.c.payload)
+        query = (select(*_ENVELOPE, events.c.payload)
                  .join(sources, sources.c.id == events.c.source_id))
         if flt.stream is not None:
             query = query.where(events.c.stream == flt.stream)
