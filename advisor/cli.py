@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 
 import click
 import orjson
@@ -111,13 +112,8 @@ def verify(as_json: bool, db_url: str | None) -> None:
         report = audit.verify(store, progress=progress)
     hosts = [audit.verify_host(store, source) for source in audit.shipped_sources(store)]
     if as_json:
-        echo_json({"ok": report.ok and all(h.ok for h in hosts), "checked": report.checked,
-                   "last_seq": report.last_seq, "first_bad_seq": report.first_bad_seq,
-                   "reason": report.reason,
-                   "hosts": [{"host": h.host, "ok": h.ok, "checked": h.checked,
-                              "last_seq": h.last_seq, "first_bad_seq": h.first_bad_seq,
-                              "reason": h.reason, "unchecked": h.unchecked}
-                             for h in hosts]})
+        echo_json({"ok": report.ok and all(h.ok for h in hosts), **asdict(report),
+                   "hosts": [{"ok": h.ok, **asdict(h)} for h in hosts]})
     else:
         if report.ok:
             click.echo(f"verified {report.checked} events: hash chain intact "
