@@ -25,8 +25,8 @@ _EVENTS_SELECT: Final = """
     SELECT e.seq, e.stream, split_part(e.stream, '/', 1) AS host, e.type,
            e.schema_version AS version, e.event_time_us AS time_us,
            make_timestamp(e.event_time_us) AS time, e.recorded_time_us AS recorded_us,
-           s.name AS source, e.payload
-    FROM {src}.events e JOIN {src}.sources s ON s.id = e.source_id"""
+           s.name AS source, e.payload{extra}
+    FROM store.{table} e JOIN store.sources s ON s.id = e.source_id"""
 _LOG_LINES: Final = """
     SELECT seq, stream, host, time_us, time,
            json_extract_string(payload, '$.unit') AS unit,
@@ -90,7 +90,7 @@ def connect_store(url: str) -> Connection:
             con.execute(f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, "
                         "READ_ONLY)")
             path = "postgres scanner"
-        con.execute(f"CREATE VIEW events AS {_EVENTS_SELECT.format(src='store')}")
+        con.execute(f"CREATE VIEW events AS {events_select()}")
         for name in PROJECTIONS:
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM store.{name}")
         con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
@@ -98,6 +98,13 @@ def connect_store(url: str) -> Connection:
         con.close()
         raise StoreError(f"DuckDB cannot read the store: {str(e).splitlines()[0]}") from e
     return Connection(con, path)
+
+
+def events_select(table: str = "events", extra: str = "") -> str:
+    """The `events` view's SELECT over the attached store's `table` (a partition of it, for
+    retention), with `extra` columns after the payload."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    return _EVENTS_SELECT.format(table=quoted, extra=extra)
 
 
 def connect_parquet(folder: Path) -> Connection:

@@ -29,7 +29,7 @@ from typing import Final
 import orjson
 from sqlalchemy import text
 
-from advisor.analytics import connect_store, sql_literal
+from advisor.analytics import connect_store, events_select, sql_literal
 from advisor.errors import InputError, StoreError
 from advisor.events import ChainAnchor, NewEvent, StoreRetained
 from advisor.store import EventStore
@@ -141,13 +141,9 @@ def _export(store: EventStore, partition: Partition, folder: Path) -> int:
         name = partition.name
         target = folder / "events"
         target.mkdir(parents=True, exist_ok=True)
+        rows = events_select(name, extra=", lower(hex(e.hash)) AS hash, e.origin")
         conn.con.execute(
-            "COPY (SELECT e.seq, e.stream, split_part(e.stream, '/', 1) AS host, e.type, "
-            "e.schema_version AS version, e.event_time_us AS time_us, "
-            "make_timestamp(e.event_time_us) AS time, e.recorded_time_us AS recorded_us, "
-            "s.name AS source, e.payload, lower(hex(e.hash)) AS hash, e.origin, "
-            "strftime(make_timestamp(e.event_time_us), '%Y-%m-%d') AS day "
-            f"FROM store.{_duck_identifier(name)} e JOIN store.sources s ON s.id = e.source_id) "
+            f"COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM ({rows})) "
             f"TO {sql_literal(str(target))} (FORMAT parquet, PARTITION_BY (day, host), "
             f"FILENAME_PATTERN {sql_literal(name + '_{i}')}, OVERWRITE_OR_IGNORE)")
         written = sorted(target.rglob(f"{name}_*.parquet"))
@@ -181,10 +177,6 @@ def _host_anchors(store: EventStore, partition: Partition) -> dict[str, ChainAnc
                                           "ship": SHIP_PREFIX + "%"}).all()
     return {name: ChainAnchor(seq=key, hash=orjson.loads(origin)["hash"])
             for name, key, origin in rows}
-
-
-def _duck_identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _literal_list(paths: list[Path]) -> str:
