@@ -89,6 +89,19 @@ def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
     return store
 
 
+def seed_on_host(folder: Path, seed_journal: Path, host: str, *,
+                 diagnose: bool = False) -> EventStore:
+    """A SQLite store in `folder` holding the seed scenario as seen on `host` (the caller
+    closes it)."""
+    journal = folder / f"{host}.jsonl"
+    journal.write_text(seed_journal.read_text().replace('"gpu-node-07"', f'"{host}"'))
+    store = open_store(f"sqlite:///{folder / host}.db")
+    ingest_json_file(store, journal)
+    if diagnose:
+        Processor(store).run(final=True)
+    return store
+
+
 @pytest.fixture
 def seed_csv() -> Path:
     return SCENARIOS / "seed-minimax-m25.nvidia-smi.csv"

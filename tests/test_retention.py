@@ -22,15 +22,7 @@ from advisor.store import EventStore, open_store
 from advisor.store.audit import verify, verify_host
 from advisor.store.engine import make_engine
 from advisor.store.migrate import _config
-from ingest.journal_sources import ingest_json_file
-
-
-def _host(tmp_path: Path, seed: Path, host: str) -> EventStore:
-    journal = tmp_path / f"{host}.jsonl"
-    journal.write_text(seed.read_text().replace('"gpu-node-07"', f'"{host}"'))
-    store = open_store(f"sqlite:///{tmp_path / host}.db")
-    ingest_json_file(store, journal)
-    return store
+from tests.conftest import seed_on_host
 
 
 def _count(store: EventStore, sql: str) -> int:
@@ -49,7 +41,7 @@ def test_old_partitions_are_exported_recorded_and_detached(
     central = opener(pg_url)
     with central.engine.begin() as conn:  # a fresh store may choose its block size
         conn.execute(text("UPDATE advisor_partitioning SET block = 40"))
-    first, second = _host(tmp_path, seed_journal, "gpu-node-07"), _host(
+    first, second = seed_on_host(tmp_path, seed_journal, "gpu-node-07"), seed_on_host(
         tmp_path, seed_journal, "gpu-node-08")
     try:
         ship(first, central, "gpu-node-07", batch=30)
@@ -103,7 +95,7 @@ def test_old_partitions_are_exported_recorded_and_detached(
         code, printed = _invoke("retention", "--before", f"@{cutoff_us / 1e6:.6f}", "--to",
                                 str(out), "--db", pg_url)
         assert code == 0 and printed.startswith("nothing to retain")
-        third = _host(tmp_path, seed_journal, "gpu-node-09")
+        third = seed_on_host(tmp_path, seed_journal, "gpu-node-09")
         ship(third, central, "gpu-node-09")
         third.close()
         assert verify(central).ok and verify_host(central, "ship:gpu-node-09").ok
@@ -192,7 +184,7 @@ def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
     try:
         with central.engine.begin() as conn:
             conn.execute(text("UPDATE advisor_partitioning SET block = 50"))
-        host = _host(tmp_path, seed_journal, "gpu-node-07")
+        host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
         shipper = open_store(as_role)
         try:
             report = ship(host, shipper, "gpu-node-07", batch=20)

@@ -18,11 +18,11 @@ from sqlalchemy import text
 
 from advisor.cli import cli
 from advisor.events import NewEvent
-from advisor.processing import Processor
 from advisor.ship import ship
 from advisor.store import EventStore, open_store
 from advisor.store.audit import verify, verify_host
 from ingest.journal_sources import ingest_json_file
+from tests.conftest import seed_on_host
 
 HOSTS = [f"gpu-node-{n:02d}" for n in range(1, 5)]
 PER_HOST = 50_000
@@ -115,11 +115,7 @@ def proxy() -> Iterator[Proxy]:
 
 def _host_store(tmp_path: Path, host: str, seed: Path) -> EventStore:
     """The seed scenario on `host` (diagnosed there), then request traffic to PER_HOST."""
-    journal = tmp_path / f"{host}.jsonl"
-    journal.write_text(seed.read_text().replace('"gpu-node-07"', f'"{host}"'))
-    store = open_store(f"sqlite:///{tmp_path / host}.db")
-    ingest_json_file(store, journal)
-    Processor(store).run(final=True)
+    store = seed_on_host(tmp_path, seed, host, diagnose=True)
     have = sum(1 for _ in store.read())
     base = 1_771_640_000_000_000
     filler = [NewEvent.model_validate({
@@ -239,13 +235,8 @@ def test_each_hosts_chain_verifies_in_the_central_store(
     altered before it was shipped is found there, by its host seq, although the central
     chain (which hashed what it received) is intact."""
     central = opener(store_url)
-    hosts = {}
-    for host in ("gpu-node-07", "gpu-node-08"):
-        journal = tmp_path / f"{host}.jsonl"
-        journal.write_text(seed_journal.read_text().replace('"gpu-node-07"', f'"{host}"'))
-        hosts[host] = opener(f"sqlite:///{tmp_path / host}.db")
-        ingest_json_file(hosts[host], journal)
-        Processor(hosts[host]).run(final=True)
+    hosts = {host: seed_on_host(tmp_path, seed_journal, host, diagnose=True)
+             for host in ("gpu-node-07", "gpu-node-08")}
     _tamper(hosts["gpu-node-08"], "UPDATE events SET payload = replace(payload, "
             "'1024 dummy requests', '64 dummy requests') WHERE payload LIKE :p",
             p="%1024 dummy requests%")
@@ -267,6 +258,8 @@ def test_each_hosts_chain_verifies_in_the_central_store(
             was='"recorded_us":', now='"recorded_us":1')
     after = json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", store_url]).output)
     assert after["first_bad_seq"] == 5
+    for store in hosts.values():
+        store.close()
 
 
 def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
