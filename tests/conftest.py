@@ -13,6 +13,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from advisor.processing import Processor
+from advisor.sim.box import SystemdBox
+from advisor.sim.box import unavailable as box_unavailable
 from advisor.store import EventStore, open_store
 from ingest.journal_sources import ingest_json_file
 
@@ -116,3 +118,15 @@ def run_advisor(*args: str, input: bytes | None = None, timeout: float = 120,
     """The real CLI as a process."""
     return subprocess.run(advisor_argv(*args), input=input, capture_output=True,
                           timeout=timeout, env=env, check=False)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[SystemdBox]:
+    """Real systemd (the installed one, 252 on Debian 12) booted as PID 1 of fresh
+    namespaces, running only journald: see advisor.sim.box. Skipped, with the reason, where
+    that cannot be done (not root, no namespaces)."""
+    reason = box_unavailable()
+    if reason is not None:
+        pytest.skip(f"no systemd box: {reason}")
+    with SystemdBox(tmp_path / "box") as booted:
+        yield booted
