@@ -10,12 +10,12 @@ name, a flag value is a number this module computed. `unknown`, and any label be
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.events import ActionKind, ActionStep
+from advisor.units import is_unit_name
 
 ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change nothing
 SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have
@@ -25,14 +25,6 @@ MIN_RELEASE_S: Final = 5.0        # a bound, not a sleep: polling ends as soon a
 HARDENED_TIMEOUT_STOP: Final = "30s"
 GIB: Final = 1024 ** 3
 MIB: Final = 1024 ** 2
-_UNIT_NAME = re.compile(
-    r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\@-]{0,240}\."
-    r"(?:service|scope|socket|target|timer|mount|slice|path|swap|automount)$")
-
-
-def is_unit_name(name: str) -> bool:
-    """A name systemd would accept as a unit (no globs, no paths, no shell)."""
-    return bool(_UNIT_NAME.match(name)) and ".." not in name
 
 
 @dataclass(frozen=True)
