@@ -8,7 +8,15 @@ from dataclasses import asdict
 import click
 import orjson
 
-from advisor.cli_actions import actions_cmd, approve, auto, reject, remediate, rollback
+from advisor.cli_actions import (
+    actions_cmd,
+    approve,
+    auto,
+    reject,
+    remediate,
+    replan,
+    rollback,
+)
 from advisor.cli_analytics import export_group, query, retention, ship, stats
 from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
 from advisor.cli_demo import demo
@@ -142,7 +150,8 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (actions_cmd, approve, reject, rollback, remediate, explain, auto, watch, demo,
+for command in (actions_cmd, approve, reject, rollback, remediate, replan, explain, auto, watch,
+                demo,
                 query, export_group, stats, ship, retention):
     cli.add_command(command)
 

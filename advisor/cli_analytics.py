@@ -11,6 +11,7 @@ import click
 from advisor.cli_common import db_option, echo_json, emit, handle_errors
 from advisor.render import safe_text
 from advisor.settings import default_db_url
+from advisor.units import parse_service, service_host
 
 
 @click.command()
@@ -67,7 +68,8 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
 
 
 @click.command()
-@click.option("--service", help="Only this unit (UNIT or HOST/UNIT).")
+@click.option("--service", help="Only this unit (UNIT or HOST/UNIT; `vllm` means vllm.service, "
+                                "as in systemctl).")
 @click.option("--host", help="Only this host.")
 @click.option("--since", help="Only incidents and runs since (ISO 8601, @EPOCH, -7d).")
 @click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
@@ -88,8 +90,8 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
 
     unit = None
     if service is not None:
-        service_host, _, unit = service.rpartition("/")
-        host = host or service_host or None
+        from_service, unit = parse_service(service)
+        host = service_host(service, from_service, host)
     conn = (connect_parquet(parquet_dir) if parquet_dir is not None
             else connect_store(db_url or default_db_url()))
     try:

@@ -22,6 +22,7 @@ from advisor.errors import InputError
 from advisor.progress import byte_progress
 from advisor.render import safe_text
 from advisor.settings import this_host
+from advisor.units import parse_service, service_host
 from ingest.files import resolve
 from ingest.journalctl import journalctl_path
 from ingest.pipeline import IngestReport
@@ -131,7 +132,9 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
 
 @ingest.command("text")
 @click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
-@click.option("--service", required=True, help="The service (unit) the log belongs to.")
+@click.option("--service", required=True,
+              help="The unit the log belongs to (UNIT or HOST/UNIT; `vllm` means vllm.service, "
+                   "as in systemctl).")
 @strict_option
 @host_option
 @diagnose_option
@@ -143,10 +146,12 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagn
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
     from ingest.text import ingest_text_file
 
+    from_service, unit = parse_service(service)
+    host = service_host(service, from_service, host)
     resolve(file_)
     store = store_for(db_url)
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_text_file(store, file_, service, host or this_host(), strict=strict,
+        report = ingest_text_file(store, file_, unit, host or this_host(), strict=strict,
                                   progress=progress)
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
@@ -224,8 +229,9 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
 
 @ingest.command("watch")
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--service", help="File every text log under this service "
-                                "(default: the file name without .log and rotation suffixes).")
+@click.option("--service", help="File every text log under this unit (UNIT or HOST/UNIT; "
+                                "`vllm` means vllm.service; default: the file name without "
+                                ".log and rotation suffixes).")
 @click.option("--timezone", "tz", default="UTC", show_default=True,
               help="Time zone of nvidia-smi CSV timestamps.")
 @host_option
@@ -237,6 +243,10 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
     recording files until interrupted (SIGINT or SIGTERM)."""
     from ingest.watch import FolderWatcher
 
+    unit = None
+    if service is not None:
+        from_service, unit = parse_service(service)
+        host = service_host(service, from_service, host)
     store = store_for(db_url)
     diagnose_after(store, follow=True)
 
@@ -247,7 +257,7 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
     def failed(path: Path, message: str) -> None:
         click.echo(f"Error: {safe_text(message)}", err=True)
 
-    watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=service,
+    watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=unit,
                             tz=tz, on_report=reported, on_error=failed)
     try:
         with sigterm_as_interrupt():

@@ -17,18 +17,20 @@ from advisor.cli_common import (
 )
 from advisor.render import safe_text
 from advisor.timefmt import format_us
+from advisor.units import parse_service
 
 
 def _split_service(service: str | None) -> tuple[str | None, str | None]:
-    """`HOST/UNIT` or a bare `UNIT`."""
+    """`HOST/UNIT` or a bare `UNIT`, the unit named as systemctl takes it (`vllm` means
+    `vllm.service`); InputError when it is not a unit name."""
     if service is None:
         return None, None
-    host, _, unit = service.rpartition("/")
-    return host or None, unit
+    return parse_service(service)
 
 
 @click.command()
-@click.option("--service", help="Only runs of this unit (UNIT or HOST/UNIT).")
+@click.option("--service", help="Only runs of this unit (UNIT or HOST/UNIT; `vllm` means "
+                                "vllm.service, as in systemctl).")
 @json_option
 @db_option
 @handle_errors
@@ -54,7 +56,8 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
 
 
 @click.command()
-@click.option("--service", help="Only incidents of this unit (UNIT or HOST/UNIT).")
+@click.option("--service", help="Only incidents of this unit (UNIT or HOST/UNIT; `vllm` "
+                                "means vllm.service, as in systemctl).")
 @click.option("--open", "only_open", is_flag=True, help="Only incidents not resolved yet.")
 @json_option
 @db_option
@@ -119,9 +122,11 @@ def rebuild(db_url: str | None) -> None:
 @handle_errors
 def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
             db_url: str | None) -> None:
-    """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT)."""
+    """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means
+    vllm.service, as in systemctl)."""
     from advisor.report import build, render_text
 
+    parse_service(service)  # a name that is not a unit is refused before the store is opened
     series: dict[str, list[tuple[int, float]]] = {}
     report = build(store_for(db_url), service, incident_id, series)
     if fmt == "html":

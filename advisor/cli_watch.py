@@ -6,20 +6,27 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from advisor.cli_actions import _backend, backend_option, root_option
+from advisor.cli_actions import _backend, backend_option, gpus_option, root_option, say_auto
 from advisor.cli_common import db_option, handle_errors, sigterm_as_interrupt, store_for
-from advisor.errors import GpuUnavailableError, InputError
+from advisor.errors import InputError
 from advisor.render import safe_text
 from advisor.settings import this_host
+
+if TYPE_CHECKING:
+    from advisor.discover import Found, InferenceServers
+    from advisor.sdnotify import Notifier
+    from ingest.journal_sources import Selection
 
 
 @click.command()
 @click.option("--unit", "units", multiple=True,
-              help="A unit to watch (globs allowed; repeatable). Default: every running unit "
-                   "whose command line is an inference server.")
+              help="A unit to watch (globs allowed; repeatable), also one that does not exist "
+                   "yet. Default: every service unit, in any state, whose ExecStart is an "
+                   "inference server (vLLM, SGLang, TGI), re-discovered as units come and go.")
 @click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
               help="Follow these .journal files instead of the system journal.")
 @click.option("--gpu-interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
@@ -32,20 +39,19 @@ from advisor.settings import this_host
               help="The auto-remediation policy (with --auto).")
 @backend_option
 @root_option
+@gpus_option
 @db_option
 @handle_errors
 def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval: float,
           no_gpu: bool, auto_: bool, ship_to: str | None, policy_path: Path | None,
-          backend: str, systemd_root: Path, db_url: str | None) -> None:
+          backend: str, systemd_root: Path, gpus_from: Path | None, db_url: str | None) -> None:
     """Follow the journal and the GPUs, diagnose as lines arrive, propose plans (and apply
     what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it has."""
     from advisor.auto import auto_once
-    from advisor.discover import inference_units
-    from advisor.executor.backends import run_argv
     from advisor.policy import load_policy
     from advisor.processing import Processor
     from advisor.sdnotify import Notifier
-    from ingest.journal_sources import ingest_journalctl
+    from ingest.journal_sources import UnitGlobs, checkpoint_name_for, ingest_journalctl
     from ingest.journalctl import journalctl_path
 
     if auto_ and policy_path is None:
@@ -55,22 +61,33 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
     for jf in journal_files:
         if not jf.exists():
             raise InputError(f"--journal-file {jf}: no such file")
-    if not units and not journal_files:
-        units = tuple(inference_units(run_argv))
-        if not units:
-            raise InputError("no running unit looks like an inference server; name the units "
-                             "with --unit")
+    notifier = Notifier(os.environ)
+    # Kernel lines are kept with the units' (they explain GPU crashes); the selection's own
+    # checkpoint, with the older name of the same --unit reader to resume from.
+    selection: Selection | None = None
+    resume_from: tuple[str, ...] = ()
+    if units:
+        selection = UnitGlobs(units, kernel=True)
+        resume_from = (checkpoint_name_for(journal_files, units),)
+        watching = ", ".join(units)
+    elif not journal_files:
+        selection = _discovery(notifier)
+        watching = _describe(selection.watched)
+    else:
+        watching = ", ".join(str(f) for f in journal_files)
     store = store_for(db_url)
     processor = Processor(store)
     if auto_ and policy is not None and policy_path is not None:
-        chosen = _backend(backend, systemd_root)
+        chosen = _backend(backend, systemd_root, gpus_from)
         name = policy_path.name
-        processor.follow(after=lambda: _report(auto_once(store, chosen, policy, name)))
+        reported: dict[str, str] = {}
+        processor.follow(after=lambda: say_auto(auto_once(store, chosen, policy, name),
+                                                reported, err=True))
     else:
         processor.follow()
     processor.run(final=False)  # what arrived while the watcher was down
     stop = threading.Event()
-    sampler_thread = None if no_gpu else _start_gpu(store, gpu_interval, stop)
+    sampler_thread = None if no_gpu else _start_gpu(store, gpu_interval, stop, gpus_from)
     shipper = local = None
     if ship_to is not None:
         from advisor.ship import ship_forever
@@ -83,14 +100,13 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
             args=(local, ship_to, this_host(), stop),
             kwargs={"on_error": lambda e: click.echo(f"shipping: {safe_text(e)}", err=True)})
         shipper.start()
-    notifier = Notifier(os.environ)
-    watching = ", ".join(units) if units else ", ".join(str(f) for f in journal_files)
     notifier.ready(f"watching {watching}")
     notifier.keep_alive()
     click.echo(f"watching {safe_text(watching)}", err=True)
     try:
         with sigterm_as_interrupt():
-            ingest_journalctl(store, files=journal_files, units=units, follow=True)
+            ingest_journalctl(store, files=journal_files, follow=True, selection=selection,
+                              resume_from=resume_from)
     except KeyboardInterrupt:
         pass
     finally:
@@ -103,34 +119,52 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
             local.close()
 
 
-def _report(report: object) -> None:
-    from advisor.auto import AutoReport
+def _discovery(notifier: Notifier) -> InferenceServers:
+    """The inference servers' units, found now and kept up to date while following."""
+    from advisor.discover import InferenceServers
+    from advisor.executor.bus import SystemdBus
 
-    if isinstance(report, AutoReport):
-        for plan_id in report.applied:
-            click.echo(f"applied {safe_text(plan_id)}", err=True)
-        for plan_id, why in report.left.items():
-            click.echo(f"left for a person: {safe_text(plan_id)}: {safe_text(why)}", err=True)
+    def changed(found: list[Found]) -> None:
+        text = _describe(found)
+        click.echo(f"watching {safe_text(text)}", err=True)
+        notifier.notify(f"STATUS=watching {text}")
+
+    def failed(message: str) -> None:
+        click.echo(f"discovery: {safe_text(message)}", err=True)
+
+    selection = InferenceServers(SystemdBus(timeout_s=5.0), on_error=failed)
+    selection.tick()  # the first discovery, before READY=1 says what is watched
+    selection.on_change = changed
+    return selection
 
 
-def _start_gpu(store: object, interval: float, stop: threading.Event) -> threading.Thread | None:
-    """Sample the GPUs in a thread; without a driver or GPU, say so and go on without."""
+def _describe(found: list[Found]) -> str:
+    if not found:
+        return "for inference servers (none yet; re-discovered every few seconds)"
+    return ", ".join(f.describe() for f in found)
+
+
+def _start_gpu(store: object, interval: float, stop: threading.Event,
+               gpus_from: Path | None) -> threading.Thread | None:
+    """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
+    GPU, say so and go on without."""
+    from advisor.executor.make import gpu_sampler
     from advisor.store import EventStore
     from ingest.gpu import sample_live
-    from ingest.nvml import NvmlSampler
 
     assert isinstance(store, EventStore)
-    try:
-        sampler = NvmlSampler(this_host()).__enter__()
-    except GpuUnavailableError as e:
-        click.echo(f"no GPU sampling: {safe_text(str(e))}", err=True)
+    sampler, why = gpu_sampler(this_host(), gpus_from)
+    if sampler is None:
+        click.echo(f"no GPU sampling: {safe_text(why)}", err=True)
         return None
 
     def run() -> None:
         try:
-            sample_live(store, sampler, interval_s=interval, stop=stop)
+            sample_live(store, sampler, interval_s=interval, stop=stop)  # type: ignore[arg-type]
         finally:
-            sampler.__exit__(None, None, None)
+            close = getattr(sampler, "close", None)
+            if close is not None:
+                close()
 
     thread = threading.Thread(target=run, name="gpu-sampler", daemon=True)
     thread.start()

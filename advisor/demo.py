@@ -102,10 +102,11 @@ def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
             approved.add(plan_id)
             result.incidents.append(plan_id)
         report = execute(store, backend, plan_id, max_steps=1)
-        for action_id in report.ran:
+        for action_id in report.ran + report.skipped:
             row = next(r for r in plan_rows(store, plan_id) if r["action_id"] == action_id)
             result.steps.append(f"{row['kind']}: {row['detail']}")
-            say(f"  done: {row['kind']} — {row['detail']}")
+            verb = "done" if action_id in report.ran else "skipped"
+            say(f"  {verb}: {row['kind']} — {row['detail']}")
         if report.state == "stopped":
             say(f"plan stopped: {report.why}")
             break

@@ -171,12 +171,18 @@ class ActionStep(BaseModel):
     arithmetic: tuple[str, ...] = ()
     expected: str | None = None
     alternative: bool = False   # instead of the set_flag before it, not as well
+    # What the plan was made for, so the executor can tell a stale step (version 2): the
+    # invocation of the run it is about, and the value a set_flag changes (as the log said).
+    invocation_id: str | None = None
+    from_value: int | float | str | None = None
+    gpus: tuple[int, ...] | None = None   # wait_gpu_free: the GPUs the unit used
 
 
 class ActionProposed(ActionStep, Payload):
     """A step of a plan for an incident, proposed. Nothing runs until an `action.approved`
     names it."""
 
+    version: ClassVar[int] = 2
     type: Literal["action.proposed"] = "action.proposed"
     action_id: str
     plan_id: str
@@ -198,26 +204,55 @@ class ActionRejected(Payload):
     why: str
 
 
+UnitStateValue = str | int | bool | None
+
+
 class ActionStarted(Payload):
+    """The executor begins a step. Appended before anything is done; a step runs only if this
+    executor's `action.started` is the one stored (version 2: who, what it saw, and for a
+    drop-in the file, the text it is about to write and the text it replaces)."""
+
+    version: ClassVar[int] = 2
     type: Literal["action.started"] = "action.started"
     action_id: str
     backend: str
+    executor: str | None = None
+    before: dict[str, UnitStateValue] | None = None
+    dropin: str | None = None
+    written_text: str | None = None
+    previous_text: str | None = None
+    had_previous: bool | None = None
 
 
 class ActionSucceeded(Payload):
     type: Literal["action.succeeded"] = "action.succeeded"
+    version: ClassVar[int] = 2
     action_id: str
     detail: str
     # For set_flag / set_unit_option on systemd: the drop-in written and where its previous
-    # content was kept, so `advisor rollback` can put it back.
+    # content was kept (version 1: a copy's path; version 2 keeps the text in action.started).
     dropin: str | None = None
     previous: str | None = None
+    after: dict[str, UnitStateValue] | None = None   # the unit as systemd showed it after
 
 
 class ActionFailed(Payload):
     type: Literal["action.failed"] = "action.failed"
+    version: ClassVar[int] = 2
     action_id: str
     error: str
+    after: dict[str, UnitStateValue] | None = None
+
+
+class ActionSkipped(Payload):
+    """A step not run: it would change nothing (`stale` false: the plan goes on), or the unit is
+    no longer in the state the plan was made for (`stale` true: the plan stops)."""
+
+    type: Literal["action.skipped"] = "action.skipped"
+    action_id: str
+    why: str
+    stale: bool = False
+    after: dict[str, UnitStateValue] | None = None
 
 
 class ActionRolledBack(Payload):
@@ -253,7 +288,8 @@ class StoreRetained(Payload):
 AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
                        | IncidentClassified | IncidentRecurred | IncidentResolved
                        | ActionProposed | ActionApproved | ActionRejected | ActionStarted
-                       | ActionSucceeded | ActionFailed | ActionRolledBack | StoreRetained,
+                       | ActionSucceeded | ActionFailed | ActionSkipped | ActionRolledBack
+                       | StoreRetained,
                        Field(discriminator="type")]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
@@ -262,10 +298,19 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.proposed": ActionProposed, "action.approved": ActionApproved,
     "action.rejected": ActionRejected, "action.started": ActionStarted,
     "action.succeeded": ActionSucceeded, "action.failed": ActionFailed,
-    "action.rolled_back": ActionRolledBack, "store.retained": StoreRetained}
+    "action.skipped": ActionSkipped, "action.rolled_back": ActionRolledBack,
+    "store.retained": StoreRetained}
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 
-UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 only added optional fields: a version 1 payload is a valid version 2."""
+    return data
+
+
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    ("action.proposed", 1): _unchanged, ("action.started", 1): _unchanged,
+    ("action.succeeded", 1): _unchanged, ("action.failed", 1): _unchanged,
+}
 
 
 class NewEvent(BaseModel):

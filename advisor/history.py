@@ -60,3 +60,31 @@ def p95(values: list[float]) -> float | None:
 
 def release_p95_s(store: EventStore, host: str) -> float | None:
     return p95(release_times(store, host))
+
+
+READY_FLOOR_S: Final = 60.0   # a bound, not a sleep: the wait ends at the readiness line
+READY_FACTOR: Final = 3.0
+
+
+def ready_bound_s(store: EventStore, host: str, unit: str) -> float | None:
+    """How long a restart of `unit` may take to be ready: three times its slowest start to
+    readiness so far (at least a minute); None with no ready run yet."""
+    with store.engine.connect() as conn:
+        took = [(ready - started) / 1e6 for started, ready in conn.execute(
+            select(runs.c.started_us, runs.c.ready_us).where(runs.c.host == host)
+            .where(runs.c.unit == unit).where(runs.c.ready_us.isnot(None)))]
+    return max(READY_FLOOR_S, READY_FACTOR * max(took)) if took else None
+
+
+def unit_gpus(store: EventStore, host: str, unit: str, since_us: int,
+              until_us: int) -> tuple[int, ...] | None:
+    """The GPUs NVML saw the unit's processes on between two times; None when no sample
+    names the unit (the wait then watches every GPU)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(gpu_samples.c.gpu).distinct()
+                            .where(gpu_samples.c.host == host)
+                            .where(gpu_samples.c.time_us >= since_us)
+                            .where(gpu_samples.c.time_us <= until_us)
+                            .where(gpu_samples.c.units.contains(unit, autoescape=True))).all()
+    found = tuple(sorted(int(r[0]) for r in rows))
+    return found or None

@@ -36,6 +36,7 @@ from advisor.events import (
     ActionProposed,
     ActionRejected,
     ActionRolledBack,
+    ActionSkipped,
     ActionStarted,
     ActionSucceeded,
     GpuSampled,
@@ -453,7 +454,9 @@ class _Fold:
                 "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
                 "status": "proposed", "proposed_seq": event.seq, "proposed_us": event.time_us,
                 "updated_us": event.time_us, "decided_by": None, "decided_why": None,
-                "detail": None, "dropin": None, "previous": None}
+                "detail": None, "dropin": None, "previous": None, "executor": None,
+                "state_after": None, "written_text": None, "previous_text": None,
+                "had_previous": None}
             return
         action_id = getattr(p, "action_id", None)
         row = (self._load(self.actions, actions.c.action_id, action_id)
@@ -466,12 +469,17 @@ class _Fold:
         elif isinstance(p, ActionRejected):
             row.update(status="rejected", decided_by=p.by, decided_why=p.why)
         elif isinstance(p, ActionStarted):
-            row.update(status="started")
+            row.update(status="started", executor=p.executor, dropin=p.dropin,
+                       written_text=p.written_text, previous_text=p.previous_text,
+                       had_previous=p.had_previous)
         elif isinstance(p, ActionSucceeded):
-            row.update(status="succeeded", detail=p.detail, dropin=p.dropin,
-                       previous=p.previous)
+            row.update(status="succeeded", detail=p.detail, dropin=p.dropin or row["dropin"],
+                       previous=p.previous, state_after=_state(p.after))
         elif isinstance(p, ActionFailed):
-            row.update(status="failed", detail=p.error)
+            row.update(status="failed", detail=p.error, state_after=_state(p.after))
+        elif isinstance(p, ActionSkipped):
+            row.update(status="stale" if p.stale else "skipped", detail=p.why,
+                       state_after=_state(p.after))
         elif isinstance(p, ActionRolledBack):
             row.update(status="rolled_back", detail=p.detail)
 
@@ -489,6 +497,10 @@ class _Fold:
             ids = sorted(self.actions)
             self.conn.execute(delete(actions).where(actions.c.action_id.in_(ids)))
             self.conn.execute(actions.insert(), [self.actions[i] for i in ids])
+
+
+def _state(after: dict[str, Any] | None) -> str | None:
+    return None if after is None else orjson.dumps(after, option=orjson.OPT_SORT_KEYS).decode()
 
 
 # ------------------------------------------------------------------ reading

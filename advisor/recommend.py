@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.events import ActionKind, ActionStep
+from advisor.executor.bounds import in_bounds
 from advisor.units import is_unit_name
 
 ACT_BELOW: Final = 0.7            # less sure than this: tell a person, change nothing
 SAMPLER_MARGIN: Final = 0.9       # use at most 90% of the memory the sampler can have
 SAMPLER_BYTES_PER_ELEMENT: Final = 20  # float32 logits + sorted values + int64 indices + probs
-DEFAULT_RELEASE_S: Final = 30.0   # DOMAIN.md 7.1: memory not back 10–30 s after exit is abnormal
+DEFAULT_RELEASE_S: Final = 30.0   # memory not back 10–30 s after the processes exit is abnormal
+DEFAULT_READY_S: Final = 900.0    # a large model can take many minutes to load and warm up
 MIN_RELEASE_S: Final = 5.0        # a bound, not a sleep: polling ends as soon as memory is free
 HARDENED_TIMEOUT_STOP: Final = "30s"
 GIB: Final = 1024 ** 3
@@ -46,6 +48,36 @@ class PlanContext:
     release_p95_s: float | None = None     # p95 of this host's memory release after a kill
     holders: tuple[Holder, ...] = ()
     idle_gpus: int | None = None
+    invocation_id: str | None = None       # the run the plan is about (journald's id)
+    gpus: tuple[int, ...] | None = None    # the GPUs the unit's processes were seen on
+    ready_bound_s: float | None = None     # how long a restart may take to be ready
+
+
+# Numbers read from a log, range-checked where they are used: (low, high) for the facts a plan
+# computes with. A value outside is treated as not stated.
+_FACT_RANGES: Final = {
+    "max_num_seqs": (1, 1 << 20), "dummy_requests": (1, 1 << 20), "vocab_size": (2, 1 << 24),
+    "max_model_len": (16, 1 << 26), "kv_cache_tokens": (1, 1 << 34),
+    "estimated_max_model_len": (1, 1 << 34), "max_batch_prefill_tokens": (1, 1 << 26),
+    "tensor_parallel_size": (1, 1024), "gpu_memory_utilization": (0.01, 1.0),
+    "tried_to_allocate_gib": (0.0, 1 << 20), "free_gib": (0.0, 1 << 20),
+    "total_capacity_gib": (0.01, 1 << 20), "kv_cache_needed_gib": (0.0, 1 << 20),
+    "available_kv_cache_gib": (-(1 << 20), 1 << 20), "restart_count": (0, 1 << 31),
+}
+
+
+def checked_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """`facts` with every number outside its sane range (a negative count, an absurd size,
+    a bool where a number belongs) replaced by None."""
+    out = dict(facts)
+    for key, (low, high) in _FACT_RANGES.items():
+        value = out.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or \
+                not (low <= value <= high) or value != value:
+            out[key] = None
+    return out
 
 
 def _gib(n: float) -> str:
@@ -61,8 +93,17 @@ class _Plan:
     unit: str | None
     actions: list[ActionStep] = field(default_factory=list)
 
+    invocation_id: str | None = None
+
     def add(self, kind: ActionKind, why: str, **fields: Any) -> None:
-        self.actions.append(ActionStep(kind=kind, unit=self.unit, why=why, **fields))
+        if kind == "set_flag" and not in_bounds(fields["flag"], fields["value"]):
+            self.actions.append(ActionStep(
+                kind="notify", unit=self.unit,
+                why=f"{why}; the computed {fields['flag']} {fields['value']} is outside the "
+                    "safe range advisor sets, so nothing is changed: a person must decide"))
+            return
+        self.actions.append(ActionStep(kind=kind, unit=self.unit, why=why,
+                                       invocation_id=self.invocation_id, **fields))
 
 
 def plan(label: str, confidence: float, facts: Mapping[str, Any],
@@ -70,7 +111,8 @@ def plan(label: str, confidence: float, facts: Mapping[str, Any],
     """The plan for one diagnosis."""
     ctx = context or PlanContext()
     unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
-    p = _Plan(unit)
+    facts = checked_facts(facts)
+    p = _Plan(unit, invocation_id=ctx.invocation_id)
     if label == "healthy":
         return []
     if label == "unknown" or confidence < ACT_BELOW:
@@ -86,23 +128,41 @@ def plan(label: str, confidence: float, facts: Mapping[str, Any],
         p.add("notify", _ADVICE.get(label, f"{label}: no automatic remedy"))
         return p.actions
     builder(p, facts, ctx)
-    if any(a.kind in ("set_flag", "restart") for a in p.actions):
+    p.actions = [_with_from_value(a, facts) for a in p.actions]
+    if any(a.kind in ("set_flag", "restart") for a in p.actions) and not all(
+            a.kind == "notify" for a in p.actions):
         loop = facts.get("restart_count")
         why = (f"the unit is in a restart loop (restart counter {loop})" if loop else
                "Restart= may start the unit again at any moment")
         p.actions.insert(0, ActionStep(
             kind="hold_restarts", unit=unit, why=f"{why}: hold it before changing anything, "
             "so nothing races the fix", expected="no new start until the plan restarts the "
-            "unit (the restart step lifts the hold)"))
+            "unit (the restart step lifts the hold)", invocation_id=ctx.invocation_id))
     return p.actions
+
+
+_FLAG_FACTS: Final = {"--max-num-seqs": "max_num_seqs", "--max-model-len": "max_model_len",
+                      "--context-length": "max_model_len",
+                      "--gpu-memory-utilization": "gpu_memory_utilization",
+                      "--tensor-parallel-size": "tensor_parallel_size",
+                      "--max-batch-prefill-tokens": "max_batch_prefill_tokens"}
+
+
+def _with_from_value(step: ActionStep, facts: Mapping[str, Any]) -> ActionStep:
+    """A set_flag remembers the value it changes, as the log stated it: the executor calls
+    the step stale if the unit has another value by then."""
+    if step.kind != "set_flag" or step.flag not in _FLAG_FACTS:
+        return step
+    value = facts.get(_FLAG_FACTS[step.flag])
+    return step if value is None else step.model_copy(update={"from_value": value})
 
 
 # ------------------------------------------------------------------ per label
 def _sampler(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
     seqs = facts.get("max_num_seqs") or facts.get("dummy_requests")
-    if not seqs:
-        p.add("notify", "sampler warm-up ran out of memory but the log states neither "
-                        "max_num_seqs nor the dummy request count: lower --max-num-seqs by hand")
+    if not seqs or seqs < 2:
+        p.add("notify", "sampler warm-up ran out of memory but the log states no usable "
+                        "max_num_seqs or dummy request count: lower --max-num-seqs by hand")
         return
     vocab = facts.get("vocab_size")
     tried = facts.get("tried_to_allocate_gib")
@@ -222,12 +282,25 @@ def _release_bound(ctx: PlanContext) -> tuple[float, str]:
     return DEFAULT_RELEASE_S, "no history on this host yet: the documented default"
 
 
-def _wait_then_restart(p: _Plan, ctx: PlanContext, expected: str) -> None:
+def _wait_then_restart(p: _Plan, ctx: PlanContext, expected: str,
+                       why: str = "start the service with the new setting") -> None:
     seconds, source = _release_bound(ctx)
     p.add("wait_gpu_free", "the stopped run's GPU memory must be back before the next start",
-          seconds=seconds, arithmetic=(f"bound {seconds:.0f} s: {source}",),
+          seconds=seconds, gpus=ctx.gpus, arithmetic=(f"bound {seconds:.0f} s: {source}",),
           expected="the unit's GPUs back to their idle memory, stable for a few samples")
-    p.add("restart", "start the service with the new setting", expected=expected)
+    _restart(p, ctx, why, expected)
+
+
+def _restart(p: _Plan, ctx: PlanContext, why: str, expected: str) -> None:
+    p.add("reset_failed", "a restart loop counts against the unit's start limit "
+                          "(StartLimitBurst= starts in StartLimitIntervalSec=): clear it, or "
+                          "the restart is refused",
+          expected="the unit's failed state and start-limit counter cleared")
+    ready = ctx.ready_bound_s or DEFAULT_READY_S
+    source = ("three times this unit's slowest start to readiness so far"
+              if ctx.ready_bound_s else "no ready start of this unit yet: the default")
+    p.add("restart", why, seconds=ready, expected=expected,
+          arithmetic=(f"ready within {ready:.0f} s: {source}",))
 
 
 def _wedged(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
@@ -235,11 +308,14 @@ def _wedged(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
           expected="no process of the unit left")
     seconds, source = _release_bound(ctx)
     p.add("wait_gpu_free", "the driver frees GPU memory some seconds after the processes go",
-          seconds=seconds, arithmetic=(f"bound {seconds:.0f} s: {source}",),
+          seconds=seconds, gpus=ctx.gpus, arithmetic=(f"bound {seconds:.0f} s: {source}",),
           expected="the unit's GPUs back to their idle memory, stable for a few samples")
-    p.add("set_unit_option", "a shorter stop timeout: SIGKILL sooner next time", option=
-          "TimeoutStopSec", value=HARDENED_TIMEOUT_STOP, expected="the next stop ends in 30 s")
-    p.add("set_unit_option", "signal every process of the unit, the workers too",
+    p.add("set_unit_option", "a shorter stop timeout, if the unit's is longer: SIGKILL "
+                             "sooner next time (skipped when TimeoutStopSec is already "
+                             f"{HARDENED_TIMEOUT_STOP} or less)", option="TimeoutStopSec",
+          value=HARDENED_TIMEOUT_STOP, expected="the next stop ends in 30 s")
+    p.add("set_unit_option", "signal every process of the unit, the workers too (skipped "
+                             "when KillMode is already control-group)",
           option="KillMode", value="control-group",
           expected="no orphaned worker keeps GPU memory")
 
@@ -264,8 +340,9 @@ def _held(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
                         "the process list would name it")
         return
     p.add("wait_gpu_free", "let the driver release the memory",
-          seconds=ctx.release_p95_s or DEFAULT_RELEASE_S, expected="memory free and stable")
-    p.add("restart", "start the service again", expected="enough free memory at start")
+          seconds=ctx.release_p95_s or DEFAULT_RELEASE_S, gpus=ctx.gpus,
+          expected="memory free and stable")
+    _restart(p, ctx, "start the service again", "enough free memory at start")
 
 
 _BUILDERS = {"sampler_warmup_oom": _sampler, "kv_cache_oom": _kv_cache,

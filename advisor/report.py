@@ -19,6 +19,7 @@ from advisor.projections import Projector, read_rows
 from advisor.render import safe_text
 from advisor.store import EventFilter, EventStore
 from advisor.timefmt import format_us
+from advisor.units import parse_service
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
@@ -77,11 +78,12 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
 
 def build(store: EventStore, service: str, incident_id: str | None = None,
           series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
-    """The post-mortem of SERVICE's latest incident (or of `incident_id`); with `series`, the
+    """The post-mortem of SERVICE's latest incident (or of `incident_id`); SERVICE is `UNIT` or
+    `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
     GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
+    host, unit = parse_service(service)
     Projector(store).catch_up()
-    host, _, unit = service.rpartition("/")
-    incidents = read_rows(store, "incidents", unit=unit, host=host or None)
+    incidents = read_rows(store, "incidents", unit=unit, host=host)
     if incident_id is not None:
         incidents = [i for i in incidents if i["incident_id"] == incident_id]
     if not incidents:

@@ -3,15 +3,36 @@
 Entries arrive from `journalctl -o json` lines (values are strings, arrays of byte values,
 null, or arrays of those for repeated fields) or from the `-o export` stream (values are
 bytes; a repeated field is a list). Both become the same event.
+
+Which unit an entry is *about* (its stream, and so the runs, incidents and remediation it
+feeds) is decided only by what journald vouches for, as `journalctl -u` does. Fields that
+begin with `_` are journald's own (a client cannot send them); any other field is whatever
+the sender wrote, and any local user can send `UNIT=vllm.service`. So:
+
+* `UNIT=` and `INVOCATION_ID=` are believed only from `_PID=1` (the service manager's own
+  messages about a unit);
+* `COREDUMP_UNIT=` and `OBJECT_SYSTEMD_UNIT=` (with `OBJECT_SYSTEMD_INVOCATION_ID=`) only
+  from `_UID=0` (systemd-coredump, privileged daemons); a coredump's entry gets no invocation
+  id: the sender's `_SYSTEMD_INVOCATION_ID` is that of its own unit, not of the one it is about;
+* `USER_UNIT=` and `USER_INVOCATION_ID=` never: they are what a user manager (a process of
+  that user, never PID 1) says about its user units, and this store's units are system
+  units; such an entry stays on the stream of the unit that sent it (`user@UID.service`);
+* otherwise the unit is `_SYSTEMD_UNIT` and the invocation `_SYSTEMD_INVOCATION_ID`. An
+  entry without `_SYSTEMD_UNIT` is filed under its `SYSLOG_IDENTIFIER` (also the sender's
+  choice), unless that looks like a unit name: then under `unknown`.
+
+A claim that was not believed is kept in `fields`, under its own name, as evidence; it
+decides nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
+from advisor.units import has_type_suffix
 from ingest.records import Record, clean_name, decode_text, stable_key
 
 JOURNALD_SOURCE = "journald"
@@ -95,6 +116,45 @@ _TEXT_FIELDS = (("_COMM", "comm"), ("SYSLOG_IDENTIFIER", "identifier"), ("_BOOT_
                 ("__CURSOR", "cursor"), ("MESSAGE_ID", "message_id"), ("_TRANSPORT", "transport"))
 _INT_FIELDS = (("PRIORITY", "priority"), ("_PID", "pid"),
                ("__MONOTONIC_TIMESTAMP", "monotonic_us"))
+# What a sender may say about a unit, kept in `fields` when not believed (COREDUMP_UNIT and
+# OBJECT_SYSTEMD_UNIT are in KEPT_FIELDS anyway).
+_CLAIMS = ("UNIT", "INVOCATION_ID", "OBJECT_SYSTEMD_INVOCATION_ID", "USER_UNIT",
+           "USER_INVOCATION_ID")
+
+
+def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
+    """Does journald's field `name` hold exactly `value` (one value, not several)?"""
+    v = fields.get(name)
+    if v.__class__ is str:
+        return bool(v == value)
+    if isinstance(v, bytes):
+        return v == value.encode()
+    if isinstance(v, list) and v and all(type(b) is int for b in v):
+        return bytes(v) == value.encode()
+    return False  # missing, null, or several values: journald writes its fields once
+
+
+def _about(fields: Mapping[str, Any], text: Callable[[str], str | None],
+           systemd_unit: str | None) -> tuple[str | None, str | None, dict[str, str]]:
+    """(unit, invocation id) the entry is about, from what journald vouches for, and the
+    claims that were not believed (see the module's docstring)."""
+    used: tuple[str, ...] = ()
+    if "UNIT" in fields and _trusted(fields, "_PID", "1") \
+            and (unit := text("UNIT")) is not None:
+        invocation, used = text("INVOCATION_ID"), ("UNIT", "INVOCATION_ID")
+    elif "COREDUMP_UNIT" in fields and _trusted(fields, "_UID", "0") \
+            and (unit := text("COREDUMP_UNIT")) is not None:
+        invocation = None
+    elif "OBJECT_SYSTEMD_UNIT" in fields and _trusted(fields, "_UID", "0") \
+            and (unit := text("OBJECT_SYSTEMD_UNIT")) is not None:
+        invocation, used = text("OBJECT_SYSTEMD_INVOCATION_ID"), ("OBJECT_SYSTEMD_INVOCATION_ID",)
+    else:
+        unit, invocation = systemd_unit, text("_SYSTEMD_INVOCATION_ID")
+    if fields.keys().isdisjoint(_CLAIMS):  # the common case: nothing claimed
+        return unit, invocation, {}
+    claims = {name: v for name in _CLAIMS
+              if name in fields and name not in used and (v := text(name)) is not None}
+    return unit, invocation, claims
 
 
 def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
@@ -121,18 +181,16 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
         if message_b64 is not None:
             payload["message_b64"] = message_b64
     host = text("_HOSTNAME") or default_host or "localhost"
-    transport = text("_TRANSPORT")
     systemd_unit = text("_SYSTEMD_UNIT")
-    if transport == "kernel":
-        unit = None
-        stream_unit = "kernel"
+    unit, invocation, claims = _about(fields, text, systemd_unit)
+    if text("_TRANSPORT") == "kernel":
+        unit, stream_unit = None, "kernel"
+    elif unit is not None:
+        payload["unit"] = stream_unit = unit
     else:
-        # PID 1 and the user manager say which unit a message is about in UNIT=/USER_UNIT=.
-        unit = (text("UNIT") or text("USER_UNIT") or text("COREDUMP_UNIT")
-                or text("OBJECT_SYSTEMD_UNIT") or systemd_unit)
-        stream_unit = unit or text("SYSLOG_IDENTIFIER") or "unknown"
-        if unit is not None:
-            payload["unit"] = unit
+        # The identifier is the sender's choice too: never one that reads as a unit's name.
+        identifier = clean_name(text("SYSLOG_IDENTIFIER") or "unknown")
+        stream_unit = "unknown" if has_type_suffix(identifier) else identifier
     payload["host"] = host
     for name, attr in _TEXT_FIELDS:
         v = get(name)
@@ -142,11 +200,10 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
         number = _int(text(name))
         if number is not None:
             payload[attr] = number
-    invocation = text("INVOCATION_ID") or text("_SYSTEMD_INVOCATION_ID") \
-        or text("USER_INVOCATION_ID")
     if invocation is not None:
         payload["invocation_id"] = invocation
     kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
+    kept.update(claims)
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
     if kept:

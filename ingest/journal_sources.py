@@ -1,5 +1,10 @@
 """The ways journal entries come in: JSON-lines files and stdin, `.journal` files and live
-follow through journalctl's export stream."""
+follow through journalctl's export stream.
+
+Live follow of chosen units reads the whole journal and keeps, in Python, the entries a
+`Selection` wants: `journalctl -u GLOB` refuses to start ("Failed to add filter for units: No
+data available") until a matching unit has logged, and never picks up a unit that appears
+later."""
 
 from __future__ import annotations
 
@@ -7,19 +12,23 @@ import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from advisor.units import mangle
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.journal import EntryError, entry_event, json_line_record
-from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn
+from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn, validate_unit
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.records import Progress, Record
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
+    from advisor.store.types import AppendResult
 
 JSON_KIND = "journal-json"
 FOLLOW_KIND = "journalctl"
@@ -87,38 +96,136 @@ def export_records(entries: Iterator[dict[str, Any]], *, default_host: str | Non
         yield Record(n, event, None, position)
 
 
+class Selection(Protocol):
+    """Which followed entries are stored. `name` goes into the checkpoint's name: another
+    selection has another position."""
+
+    @property
+    def name(self) -> str: ...
+
+    def keep(self, event: Mapping[str, Any]) -> bool:
+        """Whether to store this entry (the event `entry_event` built)."""
+
+    def tick(self) -> None:
+        """Called when the stream pauses and at least every half second while it flows."""
+
+
+class UnitGlobs:
+    """The entries about units matching globs — the unit `entry_event` says an entry is
+    about: `UNIT=` on PID 1's messages, else the sender's unit — as `journalctl -u` chooses
+    them, and with `kernel` the kernel's lines too."""
+
+    def __init__(self, globs: Sequence[str], *, kernel: bool = False) -> None:
+        self.globs = tuple(mangle(validate_unit(g)) for g in globs)
+        self.kernel = kernel
+        self.name = (",".join(sorted(globs)) or "*") + ("+kernel" if kernel else "")
+        self._seen: dict[str, bool] = {}
+
+    def keep(self, event: Mapping[str, Any]) -> bool:
+        payload = event["payload"]
+        if payload.get("transport") == "kernel":
+            return self.kernel
+        unit = payload.get("unit")
+        if not isinstance(unit, str):
+            return False
+        hit = self._seen.get(unit)
+        if hit is None:
+            hit = any(fnmatchcase(unit, g) for g in self.globs)
+            if len(self._seen) < 100_000:
+                self._seen[unit] = hit
+        return hit
+
+    def tick(self) -> None:
+        pass
+
+
 def ingest_journalctl(store: EventStore, *, files: Sequence[Path] = (), units: Sequence[str] = (),
                       follow: bool = False, since: str | None = None, strict: bool = False,
-                      default_host: str | None = None,
-                      batch_size: int = DEFAULT_BATCH) -> IngestReport:
-    """Read through journalctl's export stream, resuming at the saved cursor."""
-    name = checkpoint_name_for(files, units)
+                      default_host: str | None = None, batch_size: int = DEFAULT_BATCH,
+                      selection: Selection | None = None,
+                      resume_from: Sequence[str] = ()) -> IngestReport:
+    """Read through journalctl's export stream, resuming at the saved cursor.
+
+    Following with `units` (or any `selection`), journalctl reads every entry and the
+    selection keeps its own; the cursor saved is the last entry read, kept or not.
+    `resume_from`: checkpoint names to resume from while this one has none (an older name
+    of the same reader)."""
+    if selection is None and units and follow:
+        selection = UnitGlobs(units)
+    if selection is not None:
+        units = ()
+        name = checkpoint_name_for(files, (), selection=selection.name)
+    else:
+        name = checkpoint_name_for(files, units)
     saved = store.checkpoint(name)
+    for older in resume_from:
+        if saved is None:
+            saved = store.checkpoint(older)
     cursor = saved.get("cursor") if saved else None
     argv = build_argv(files=files, units=units, follow=follow, cursor=cursor, since=since,
                       executable=journalctl_path())
     if strict and not follow:
         with spawn(argv) as out:
-            check_strict(export_records(export_entries(out), default_host=default_host,
-                                        skip_cursor=cursor), name)
-    ingester = Ingester(store, name, checkpoint=name, strict=strict, batch_size=batch_size)
+            records = export_records(export_entries(out), default_host=default_host,
+                                     skip_cursor=cursor)
+            check_strict(_selected(records, selection), name)
+    ingester = _Reader(store, name, checkpoint=name, strict=strict, batch_size=batch_size)
     with spawn(argv) as out:
         records = export_records(export_entries(out), default_host=default_host,
                                  skip_cursor=cursor)
         if follow:
-            _flush_on_idle(ingester, records)
+            _flush_on_idle(ingester, records, selection)
         else:
-            ingester.feed(records)
+            for record in records:
+                if selection is None or _kept(record, selection):
+                    ingester.add(record)
+                else:
+                    ingester.skip(record)
+            ingester.flush()
     return ingester.report
+
+
+def _kept(record: Record, selection: Selection) -> bool:
+    """Malformed entries are kept (to be counted): which unit they are about is unknown."""
+    return record.event is None or selection.keep(record.event)
+
+
+def _selected(records: Iterable[Record], selection: Selection | None) -> Iterator[Record]:
+    return (r for r in records if selection is None or _kept(r, selection))
+
+
+class _Reader(Ingester):
+    """An ingester that also moves its saved position past entries it does not store."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unsaved = False  # skipped entries after the saved position
+        self.saved_at = time.monotonic()
+
+    def skip(self, record: Record) -> None:
+        if record.position is not None:
+            self._position = record.position
+            self.unsaved = True
+
+    def flush(self) -> AppendResult:
+        result = super().flush()
+        self.unsaved = False
+        self.saved_at = time.monotonic()
+        return result
 
 
 _END = object()
 
 
-def _flush_on_idle(ingester: Ingester, records: Iterator[Record], idle_s: float = 0.2) -> None:
+def _flush_on_idle(ingester: _Reader, records: Iterator[Record],
+                   selection: Selection | None = None, idle_s: float = 0.2,
+                   tick_s: float = 0.5, save_every_s: float = 5.0) -> None:
     """Add records as they come; whenever the stream pauses for `idle_s`, commit what we
     have, so a live entry is stored within moments instead of waiting for a full batch.
-    The queue is bounded: a slow store slows the reader instead of growing memory."""
+    The queue is bounded: a slow store slows the reader instead of growing memory.
+
+    Entries the selection drops move the saved position too, committed at most every
+    `save_every_s` (a restart re-reads at most those, and drops them again)."""
     pending: queue.Queue[object] = queue.Queue(maxsize=10_000)
 
     def pump() -> None:
@@ -130,12 +237,21 @@ def _flush_on_idle(ingester: Ingester, records: Iterator[Record], idle_s: float 
         pending.put(_END)
 
     threading.Thread(target=pump, name="journalctl-reader", daemon=True).start()
+    next_tick = 0.0
     try:
         while True:
             try:
                 item = pending.get(timeout=idle_s)
             except queue.Empty:
-                if ingester.pending:
+                item = None
+            if selection is not None:
+                now = time.monotonic()
+                if now >= next_tick:
+                    selection.tick()
+                    next_tick = now + tick_s
+            if item is None:
+                if ingester.pending or (ingester.unsaved and
+                                        time.monotonic() - ingester.saved_at >= save_every_s):
                     ingester.flush()
                 continue
             if item is _END:
@@ -143,11 +259,18 @@ def _flush_on_idle(ingester: Ingester, records: Iterator[Record], idle_s: float 
             if isinstance(item, BaseException):
                 raise item
             assert isinstance(item, Record)
-            ingester.add(item)
+            if selection is None or _kept(item, selection):
+                ingester.add(item)
+            else:
+                ingester.skip(item)
     finally:
         ingester.flush()
 
 
-def checkpoint_name_for(files: Sequence[Path], units: Sequence[str]) -> str:
+def checkpoint_name_for(files: Sequence[Path], units: Sequence[str], *,
+                        selection: str | None = None) -> str:
+    """`journalctl:WHERE:WHAT`: WHERE the files (or `system`), WHAT the units (or `*`), or a
+    selection's name."""
     where = ",".join(str(Path(f).expanduser().resolve()) for f in files) or "system"
-    return f"{FOLLOW_KIND}:{where}:{','.join(sorted(units)) or '*'}"
+    what = selection if selection is not None else (",".join(sorted(units)) or "*")
+    return f"{FOLLOW_KIND}:{where}:{what}"

@@ -42,7 +42,11 @@ def build_argv(*, files: Sequence[Path] = (), units: Sequence[str] = (), follow:
                executable: str = "journalctl") -> list[str]:
     """The journalctl command line. Resuming starts *at* the saved cursor rather than after it:
     `--after-cursor` with `-u` skipped an entry on older systemd; the entry at the cursor is
-    re-read and dropped as a duplicate instead."""
+    re-read and dropped as a duplicate instead.
+
+    `units` become `-u` matches, for reading what is there; live follow of units passes none
+    (`-u GLOB` fails with "No data available" until a matching unit has logged, and never
+    adds a unit that appears later) and chooses the entries itself."""
     argv = [executable, "--output=export", "--all", "--no-pager", "--quiet"]
     for path in files:
         argv.append(f"--file={path}")

@@ -52,7 +52,7 @@ def test_views_over_the_store_in_place(loaded: str) -> None:
 def test_the_parquet_export_answers_the_same(loaded: str, tmp_path: Path) -> None:
     folder = tmp_path / "export"
     result = CliRunner().invoke(cli, ["export", "parquet", str(folder), "--db", loaded])
-    assert result.exit_code == 0 and "1,309 events" in result.output, result.output
+    assert result.exit_code == 0 and "1,310 events" in result.output, result.output
     assert (folder / "events" / "day=2026-02-21" / "host=gpu-node-07").is_dir()
     for view in VIEWS:
         sql = f"SELECT * FROM {view} ORDER BY ALL"

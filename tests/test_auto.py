@@ -14,18 +14,21 @@ from advisor.errors import InputError
 from advisor.executor.backends import DryRunBackend
 from advisor.executor.run import plan_rows, reject
 from advisor.policy import History, Policy, decide, load_policy
-from advisor.store import EventStore
+from advisor.store import EventFilter, EventStore, open_store
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
 WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
-ALL = '["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart"]'
+ALL = ('["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", '
+       '"reset_failed", "restart"]')
 NOW = 1_800_000_000_000_000
 
 
 def _policy(tmp_path: Path, extra: str = "", units: str = "vllm-*.service") -> Path:
     path = tmp_path / "policy.toml"
-    path.write_text(f'cooldown_s = 0\n{extra}\n[[allow]]\nunits = "{units}"\nkinds = {ALL}\n')
+    rate = "" if "max_actions_per_hour" in extra else "max_actions_per_hour = 20\n"
+    path.write_text(f'cooldown_s = 0\n{rate}{extra}\n[[allow]]\nunits = "{units}"\n'
+                    f'kinds = {ALL}\n')
     return path
 
 
@@ -33,8 +36,9 @@ def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) 
     backend = DryRunBackend()
     report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "policy.toml")
     assert report.applied == [SAMPLER_PLAN, WEDGE_PLAN] and report.left == {}
-    assert backend.done[:4] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                                f"wait up to 30 s for {UNIT}'s GPU memory", f"restart {UNIT}"]
+    assert backend.done[:5] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
+                                f"wait up to 30 s for {UNIT}'s GPU memory",
+                                f"reset-failed {UNIT}", f"restart {UNIT}"]
     rows = plan_rows(diagnosed, SAMPLER_PLAN)
     assert {r["decided_by"] for r in rows if not r["alternative"]} == {"policy:policy.toml"}
     assert auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)),
@@ -54,7 +58,7 @@ def test_bounds_rate_limits_and_dry_run(diagnosed: EventStore, tmp_path: Path) -
     assert "--max-num-seqs 256 is below the policy's lower bound 512" in report.left[SAMPLER_PLAN]
     assert report.applied == [WEDGE_PLAN]
     limited = load_policy(_policy(tmp_path, "max_actions_per_hour = 0"))
-    assert "actions in the last hour: the policy allows 0" in auto_once(
+    assert "more than the policy's max_actions_per_hour 0" in auto_once(
         diagnosed, DryRunBackend(), limited, "p").left[SAMPLER_PLAN]
     dry = load_policy(_policy(tmp_path, "dry_run = true"))
     backend = DryRunBackend()
@@ -68,6 +72,18 @@ def test_a_rejected_step_never_runs_even_under_a_policy(diagnosed: EventStore,
     backend = DryRunBackend()
     report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "p")
     assert f"kill {UNIT}" not in backend.done and "rejected" in report.left[WEDGE_PLAN]
+
+
+def test_the_rate_limit_counts_every_step(diagnosed: EventStore, tmp_path: Path) -> None:
+    # 6 an hour: the sampler plan's 5 main steps fit; the wedge plan's 4 more would make 9.
+    policy = load_policy(_policy(tmp_path, "max_actions_per_hour = 6"))
+    backend = DryRunBackend()
+    report = auto_once(diagnosed, backend, policy, "p")
+    assert report.applied == [SAMPLER_PLAN]
+    assert "4 more action(s) after 5 in the last hour" in report.left[WEDGE_PLAN]
+    assert len(backend.done) == 5
+    approvals = list(diagnosed.read(EventFilter(type="action.approved")))
+    assert len(approvals) == 5
 
 
 def test_cooldown_and_attempts() -> None:
@@ -96,4 +112,8 @@ def test_auto_cli_once(sqlite_url: str, seed_journal: Path, tmp_path: Path) -> N
     result = runner.invoke(cli, ["auto", "--policy", str(_policy(tmp_path)), "--once",
                                  "--backend", "dry-run", "--interval", "1", "--db", sqlite_url])
     assert result.exit_code == 0
-    assert result.output == f"applied {SAMPLER_PLAN}\napplied {WEDGE_PLAN}\n"
+    assert result.output == (f"dry run: would apply {SAMPLER_PLAN}\n"
+                             f"dry run: would apply {WEDGE_PLAN}\n")
+    # A dry run records nothing: every step is still proposed.
+    rows = plan_rows(open_store(sqlite_url), SAMPLER_PLAN)
+    assert {r["status"] for r in rows} == {"proposed"}

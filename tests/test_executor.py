@@ -1,10 +1,11 @@
-"""Executor: approval, steps as events, idempotent resume, the systemd backend on a real
-folder of drop-ins (systemctl itself replaced by a recorder of the argv it is given)."""
+"""Executor: approval, steps as events, one executor per plan (the lease), idempotent resume,
+a dry run that consumes nothing, per-step decisions, rollback confined to advisor's files.
+(The systemd backend itself is tested against real systemd in test_systemd_backend.py.)"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,32 +13,24 @@ from click.testing import CliRunner
 
 from advisor.cli import cli
 from advisor.errors import InputError
-from advisor.executor.backends import DryRunBackend, SystemdBackend
-from advisor.executor.dropins import quote, with_flag
-from advisor.executor.run import approve, execute, plan_rows, reject, rollback
-from advisor.store import EventFilter, EventStore
+from advisor.events import ActionStep
+from advisor.executor.backends import DryRunBackend, FileChange, Outcome
+from advisor.executor.bounds import check_step
+from advisor.executor.dropins import (
+    AdvisorDropin,
+    exec_start_line,
+    parse_dropin,
+    quote,
+    with_flag,
+)
+from advisor.executor.preview import preview
+from advisor.executor.run import Executor, approve, execute, plan_rows, reject, rollback
+from advisor.executor.state import ExecCommand, UnitSnapshot
+from advisor.store import EventFilter, EventStore, leases
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
 WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
-ARGV = ["/opt/vllm/bin/vllm", "serve", "MiniMaxAI/MiniMax-M2.5", "--max-num-seqs", "1024",
-        "--max-model-len", "131072", "--chat-template", "/etc/vllm/my template.jinja"]
-
-
-class Systemctl:
-    """Records argv; answers `show` like systemctl would for a unit in a restart loop."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str]) -> str:
-        self.calls.append(list(argv))
-        if argv[1:3] == ["show", "--property=MainPID"]:
-            return "0\n"
-        if argv[1:3] == ["show", "--property=ExecStart"]:
-            return ("{ path=/opt/vllm/bin/vllm ; argv[]=" + " ".join(
-                f"'{a}'" if " " in a else a for a in ARGV) + " ; ignore_errors=no }\n")
-        return ""
 
 
 def _types(store: EventStore, action_id: str) -> list[str]:
@@ -60,133 +53,213 @@ def test_nothing_runs_without_approval_and_a_rejected_step_never_runs(
 
 def test_an_approved_plan_runs_in_order_and_every_step_is_events(diagnosed: EventStore) -> None:
     assert approve(diagnosed, SAMPLER_PLAN, "human:test") == [
-        f"{SAMPLER_PLAN}#0", f"{SAMPLER_PLAN}#1", f"{SAMPLER_PLAN}#3",
-        f"{SAMPLER_PLAN}#4"]  # not the alternative
+        f"{SAMPLER_PLAN}#0", f"{SAMPLER_PLAN}#1", f"{SAMPLER_PLAN}#3", f"{SAMPLER_PLAN}#4",
+        f"{SAMPLER_PLAN}#5"]  # not the alternative (#2)
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert report.state == "done"
     assert backend.done == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                            f"wait up to 30 s for {UNIT}'s GPU memory", f"restart {UNIT}"]
+                            f"wait up to 30 s for {UNIT}'s GPU memory", f"reset-failed {UNIT}",
+                            f"restart {UNIT}"]
     assert _types(diagnosed, f"{SAMPLER_PLAN}#1") == [
         "action.proposed", "action.approved", "action.started", "action.succeeded"]
     assert [r["status"] for r in plan_rows(diagnosed, SAMPLER_PLAN)] == [
-        "succeeded", "succeeded", "proposed", "succeeded", "succeeded"]
+        "succeeded", "succeeded", "proposed", "succeeded", "succeeded", "succeeded"]
+    started = [e.payload for e in diagnosed.read(EventFilter(type="action.started"))]
+    assert {getattr(p, "executor", None) for p in started} == {started[0].executor}
     again = DryRunBackend()
     assert execute(diagnosed, again, SAMPLER_PLAN).ran == [] and again.done == []
 
 
-def test_killed_mid_step_the_executor_neither_repeats_nor_skips(diagnosed: EventStore) -> None:
+def test_choosing_an_alternative_rejects_the_step_it_stands_in_for(
+        diagnosed: EventStore) -> None:
+    approve(diagnosed, f"{SAMPLER_PLAN}#2", "human:test")   # --gpu-memory-utilization 0.87
+    rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
+    assert rows[1]["status"] == "rejected" and "alternative" in rows[1]["decided_why"]
+    approve(diagnosed, SAMPLER_PLAN, "human:test")
+    backend = DryRunBackend()
+    assert execute(diagnosed, backend, SAMPLER_PLAN).state == "done"
+    assert f"set --gpu-memory-utilization 0.87 on {UNIT}" in backend.done
+    assert f"set --max-num-seqs 256 on {UNIT}" not in backend.done
+
+
+class Dies(DryRunBackend):
+    """The executor's process dies while a step runs (after its action.started)."""
+
+    def perform(self, step: ActionStep, before: UnitSnapshot | None,
+                change: FileChange | None) -> Outcome:
+        if step.kind == "wait_gpu_free":
+            raise KeyboardInterrupt
+        return super().perform(step, before, change)
+
+
+def test_killed_mid_step_the_next_executor_neither_repeats_nor_skips(
+        diagnosed: EventStore) -> None:
     approve(diagnosed, WEDGE_PLAN, "human:test")
-    first = DryRunBackend()
-
-    class Dies(DryRunBackend):
-        def wait_gpu_free(self, unit: str, seconds: float) -> object:  # type: ignore[override]
-            raise KeyboardInterrupt  # the executor process killed while the step runs
-
+    dying = Dies()
     with pytest.raises(KeyboardInterrupt):
-        execute(diagnosed, Dies(done=first.done), WEDGE_PLAN)
-    assert first.done == [f"kill {UNIT}"]
+        # A lease that lapses at once: as if the process had been killed long ago.
+        Executor(diagnosed, dying, lease_ttl_s=0.001).run(WEDGE_PLAN)
+    assert dying.done == [f"kill {UNIT}"]
     resumed = DryRunBackend()
     report = execute(diagnosed, resumed, WEDGE_PLAN)
-    assert report.state == "stopped" and "interrupted" in report.why
+    assert report.state == "interrupted" and "interrupted" in report.why
     assert resumed.done == []  # the interrupted wait is not run twice, later steps do not run
     assert _types(diagnosed, f"{WEDGE_PLAN}#1")[-2:] == ["action.started", "action.failed"]
 
 
-def test_systemd_backend_writes_dropins_atomically_and_rolls_back(
-        diagnosed: EventStore, tmp_path: Path) -> None:
-    root = tmp_path / "etc-systemd-system"
-    systemctl = Systemctl()
-    backend = SystemdBackend(root=root, runner=systemctl, systemctl="/bin/systemctl",
-                             gpu_used=lambda unit: 0, poll_s=0.01)
+def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventStore) -> None:
+    approve(diagnosed, WEDGE_PLAN, "human:test")
+    inside = threading.Event()
+    release = threading.Event()
+
+    class Slow(DryRunBackend):
+        def perform(self, step: ActionStep, before: UnitSnapshot | None,
+                    change: FileChange | None) -> Outcome:
+            if step.kind == "wait_gpu_free":
+                inside.set()
+                release.wait(10)
+            return super().perform(step, before, change)
+
+    first = Slow()
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(
+        Executor(diagnosed, first, lease_ttl_s=0.3).run(WEDGE_PLAN)))
+    worker.start()
+    assert inside.wait(10)
+    second = DryRunBackend()
+    # Longer than the lease: the first executor renews it while its step runs.
+    threading.Event().wait(0.6)
+    report = execute(diagnosed, second, WEDGE_PLAN)
+    assert report.state == "busy" and second.done == []
+    assert "started" in [r["status"] for r in plan_rows(diagnosed, WEDGE_PLAN)]
+    release.set()
+    worker.join(10)
+    assert getattr(result[0], "state", None) == "done"
+    assert first.done.count(f"kill {UNIT}") == 1 and second.done == []
+    assert all(r["status"] == "succeeded" for r in plan_rows(diagnosed, WEDGE_PLAN))
+
+
+def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(diagnosed: EventStore) -> None:
+    assert leases.take(diagnosed, "plan:x", "a", 30) is not None
+    assert leases.take(diagnosed, "plan:x", "b", 30) is None
+    assert leases.take(diagnosed, "plan:x", "a", 30) is not None   # renewal
+    leases.give_back(diagnosed, "plan:x", "a")
+    assert leases.take(diagnosed, "plan:x", "b", 0.001) is not None
+    threading.Event().wait(0.01)
+    assert leases.take(diagnosed, "plan:x", "c", 30) is not None   # b's lapsed
+
+
+def test_a_dry_run_consumes_nothing(diagnosed: EventStore) -> None:
+    before = list(diagnosed.read(EventFilter()))
+    lines = preview(diagnosed, SAMPLER_PLAN)
+    assert lines[0].startswith("step 0 (hold restarts of") and "would run once approved" in \
+        lines[0]
+    assert "an alternative, not chosen" in lines[2]
+    assert list(diagnosed.read(EventFilter())) == before
     approve(diagnosed, SAMPLER_PLAN, "human:test")
-    report = execute(diagnosed, backend, SAMPLER_PLAN)
-    assert report.state == "done", report.why
-    dropin = root / f"{UNIT}.d" / "50-advisor-max-num-seqs.conf"
-    text = dropin.read_text()
-    assert "[Service]\nExecStart=\nExecStart=/opt/vllm/bin/vllm serve" in text
-    assert "--max-num-seqs 256 --max-model-len 131072" in text
-    assert '"/etc/vllm/my template.jinja"' in text
-    hold = root / f"{UNIT}.d" / "40-advisor-hold-restarts.conf"
-    assert not hold.exists()  # written by hold_restarts, lifted by the restart step
-    assert systemctl.calls == [
-        ["/bin/systemctl", "daemon-reload"], ["/bin/systemctl", "stop", UNIT],
-        ["/bin/systemctl", "show", "--property=MainPID", "--value", UNIT],
-        ["/bin/systemctl", "show", "--property=ExecStart", "--value", UNIT],
-        ["/bin/systemctl", "daemon-reload"], ["/bin/systemctl", "daemon-reload"],
-        ["/bin/systemctl", "restart", UNIT]]
-    rows = {r["kind"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
-    assert rows["hold_restarts"]["dropin"] == str(hold)
-    assert rows["restart"]["detail"].startswith(f"removed {hold}; systemctl daemon-reload;")
-    assert not list(dropin.parent.glob(".*.tmp"))
-    detail = rollback(diagnosed, backend, f"{SAMPLER_PLAN}#1")
-    assert detail.startswith(f"removed {dropin}") and not dropin.exists()
-    with pytest.raises(InputError, match="changed no unit file"):
-        rollback(diagnosed, backend, f"{SAMPLER_PLAN}#3")
+    assert execute(diagnosed, DryRunBackend(), SAMPLER_PLAN).state == "done"
 
 
-def test_rollback_restores_the_previous_dropin(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    backend = SystemdBackend(root=root, runner=Systemctl())
-    first = backend.set_unit_option(UNIT, "TimeoutStopSec", "90s", "a")
-    second = backend.set_unit_option(UNIT, "TimeoutStopSec", "30s", "b")
-    assert first.previous is None and second.previous is not None
-    assert Path(second.dropin or "").read_text().endswith("TimeoutStopSec=30s\n")
-    backend.rollback(second.dropin or "", second.previous)
-    assert Path(second.dropin or "").read_text().endswith("TimeoutStopSec=90s\n")
+def test_bounds_hold_whatever_the_plan_or_policy_says() -> None:
+    for flag, value in (("--max-num-seqs", 0), ("--max-num-seqs", -5),
+                        ("--max-batch-prefill-tokens", 0), ("--gpu-memory-utilization", 1.5),
+                        ("--max-model-len", 512), ("--max-num-seqs", 2.5)):
+        with pytest.raises(InputError):
+            check_step(ActionStep(kind="set_flag", unit=UNIT, flag=flag, value=value, why="t"))
+    check_step(ActionStep(kind="set_flag", unit=UNIT, flag="--max-num-seqs", value=256, why="t"))
+    with pytest.raises(InputError, match="safe range"):
+        check_step(ActionStep(kind="set_unit_option", unit=UNIT, option="TimeoutStopSec",
+                              value="1s", why="t"))
 
 
 @pytest.mark.parametrize(("flag", "value"), [
     ("--max-num-seqs", "$(reboot)"), ("--max-num-seqs", "1;rm -rf /"),
     ("--max-num-seqs", "../../etc/passwd x"), ("--max-num-seqs", "1\nExecStartPre=/bin/sh"),
     ("--x;y", "1"), ("-q", "1")])
-def test_hostile_flag_values_are_refused(tmp_path: Path, flag: str, value: str) -> None:
-    backend = SystemdBackend(root=tmp_path, runner=Systemctl())
+def test_hostile_flag_values_are_refused(flag: str, value: str) -> None:
     with pytest.raises(InputError):
-        backend.set_flag(UNIT, flag, value, "t")
-    assert list(tmp_path.iterdir()) == []
+        check_step(ActionStep(kind="set_flag", unit=UNIT, flag=flag, value=value, why="t"))
 
 
 @pytest.mark.parametrize("unit", ["$(reboot).service", "a;b.service", "../../x.service",
                                   "x\n.service", "*.service"])
-def test_hostile_unit_names_are_refused(tmp_path: Path, unit: str) -> None:
-    systemctl = Systemctl()
-    backend = SystemdBackend(root=tmp_path, runner=systemctl)
-    for call in (lambda: backend.stop(unit), lambda: backend.kill(unit),
-                 lambda: backend.set_unit_option(unit, "KillMode", "mixed", "t")):
-        with pytest.raises(InputError):
-            call()
-    assert systemctl.calls == [] and list(tmp_path.iterdir()) == []
+def test_hostile_unit_names_are_refused(unit: str) -> None:
+    backend = DryRunBackend()
+    with pytest.raises(InputError):
+        backend.perform(ActionStep(kind="stop", unit=unit, why="t"), None, None)
+    assert backend.done == []
 
 
-def test_quoting_and_flag_rewriting() -> None:
-    assert quote("a b") == '"a b"' and quote("$HOME") == "$$HOME" and quote("50%") == "50%%"
+def test_quoting_flag_rewriting_and_the_one_dropin() -> None:
+    assert quote("a b") == '"a b"' and quote("$HOME") == "$HOME" and quote("50%") == "50%%"
+    assert quote(";") == '";"' and quote('say "hi"') == '"say \\"hi\\""'
+    assert quote("it's") == "\"it's\"" and quote("") == '""' and quote("a\tb") == '"a\\tb"'
     assert with_flag(["x", "--max-num-seqs=1024"], "--max-num-seqs", "8") == \
-        ["x", "--max-num-seqs=8"]
-    assert with_flag(["x"], "--max-num-seqs", "8") == ["x", "--max-num-seqs", "8"]
+        ("x", "--max-num-seqs=8")
+    assert with_flag(["x"], "--max-num-seqs", "8") == ("x", "--max-num-seqs", "8")
+    command = ExecCommand("/usr/bin/vllm", ("vllm", "serve", "${MODEL}"), ("ignore-failure",))
+    assert exec_start_line(command) == "-@/usr/bin/vllm vllm serve \"${MODEL}\""
+    both = AdvisorDropin().with_option("KillMode", "mixed").with_exec_start(command)
+    text = both.render()
+    assert parse_dropin(Path("x.conf"), text) == both
+    assert text.endswith("KillMode=mixed\nExecStart=\nExecStart=-@/usr/bin/vllm vllm serve "
+                         "\"${MODEL}\"\n")
+    with pytest.raises(InputError, match="edited by hand"):
+        parse_dropin(Path("x.conf"), text.replace("mixed", "process", 1)
+                     if "KillMode=mixed\n" in text else text + "#")
+    with pytest.raises(InputError, match="not written by advisor"):
+        parse_dropin(Path("x.conf"), "[Service]\nRestart=always\n")
 
 
-def test_the_cli_lists_approves_rejects_and_remediates(sqlite_url: str, seed_journal: Path,
-                                                       tmp_path: Path) -> None:
+def test_rollback_touches_only_advisors_dropins(diagnosed: EventStore, tmp_path: Path) -> None:
+    approve(diagnosed, WEDGE_PLAN, "human:test")
+    execute(diagnosed, DryRunBackend(), WEDGE_PLAN)
+    with pytest.raises(InputError, match="changed no unit file"):
+        rollback(diagnosed, DryRunBackend(), f"{WEDGE_PLAN}#0", root=tmp_path)
+    from advisor.executor.confine import confined_dropin
+
+    outside = tmp_path / f"{UNIT}.d" / ".." / ".." / "etc" / "passwd"
+    for hostile in (outside, tmp_path / "x.service.d" / "override.conf",
+                    tmp_path / "$(x).service.d" / "50-advisor.conf"):
+        with pytest.raises(InputError, match="not one of advisor's drop-ins"):
+            confined_dropin(hostile, tmp_path)
+    link_dir = tmp_path / f"{UNIT}.d"
+    link_dir.mkdir()
+    (link_dir / "50-advisor.conf").symlink_to("/etc/hostname")
+    with pytest.raises(InputError):
+        confined_dropin(link_dir / "50-advisor.conf", tmp_path)
+    assert confined_dropin(tmp_path / "v.service.d" / "50-advisor.conf", tmp_path) == \
+        (tmp_path / "v.service.d" / "50-advisor.conf").resolve()
+
+
+def test_the_cli_lists_decides_step_by_step_and_previews(sqlite_url: str, seed_journal: Path,
+                                                        tmp_path: Path) -> None:
     runner = CliRunner()
+    root = ["--systemd-root", str(tmp_path / "units")]
     assert runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal),
                                "--db", sqlite_url]).exit_code == 0
     pending = json.loads(runner.invoke(cli, ["actions", "--pending", "--json",
                                              "--db", sqlite_url]).output)
-    assert len(pending) == 9 and pending[1]["spec"]["value"] == 256
-    result = runner.invoke(cli, ["reject", f"{SAMPLER_PLAN}#2", "--why", "keep the KV cache",
-                                 "--db", sqlite_url])
-    assert result.exit_code == 0
-    result = runner.invoke(cli, ["approve", f"{SAMPLER_PLAN}#0", "--db", sqlite_url])
-    assert result.output == f"approved 1 action(s): {SAMPLER_PLAN}#0\n"
-    result = runner.invoke(cli, ["remediate", UNIT, "--backend", "dry-run", "--db", sqlite_url],
-                           input="n\n")
-    assert result.exit_code == 1 and "Approve and apply this plan?" in result.output
-    result = runner.invoke(cli, ["remediate", UNIT, "--yes", "--backend", "dry-run",
-                                 "--db", sqlite_url])
-    assert result.exit_code == 0 and "ran 4 step(s); plan done" in result.output
-    result = runner.invoke(cli, ["remediate", "nope.service", "--db", sqlite_url])
+    assert len(pending) == 10 and pending[1]["spec"]["value"] == 256
+    # A dry run, twice: the plan is still all proposed afterwards.
+    for _ in range(2):
+        result = runner.invoke(cli, ["remediate", "vllm-minimax-m25", "--dry-run", *root,
+                                     "--db", sqlite_url])
+        assert result.exit_code == 0, result.output
+        assert "dry run: step 0 (kill vllm-minimax-m25.service): would run once approved" in \
+            result.output
+    assert len(json.loads(runner.invoke(cli, ["actions", "--pending", "--json",
+                                              "--db", sqlite_url]).output)) == 10
+    # At the prompt, "n" on the first step is recorded as a rejection; nothing runs.
+    result = runner.invoke(cli, ["remediate", "gpu-node-07/vllm-minimax-m25", *root,
+                                 "--db", sqlite_url], input="n\n")
+    # (the newest open incident: the wedged stop, whose plan starts with a kill)
+    assert result.exit_code == 1 and "Run step 0 (kill)?" in result.output
+    rows = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
+    kill = next(r for r in rows if r["kind"] == "kill")
+    assert kill["status"] == "rejected" and kill["decided_why"] == "declined at the prompt"
+    result = runner.invoke(cli, ["remediate", "nope", "--db", sqlite_url])
     assert result.exit_code == 4 and "nope.service: no open incident" in result.output
-    result = runner.invoke(cli, ["rollback", f"{SAMPLER_PLAN}#1", "--backend", "dry-run",
-                                 "--db", sqlite_url])
-    assert result.exit_code == 4
+    result = runner.invoke(cli, ["rollback", f"{SAMPLER_PLAN}#1", *root, "--db", sqlite_url])
+    assert result.exit_code == 4 and "changed no unit file" in result.output

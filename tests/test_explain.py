@@ -8,7 +8,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from advisor.cli import cli
+from advisor.executor.backends import DryRunBackend
+from advisor.executor.run import approve, execute
 from advisor.report import sparkline
+from advisor.store import open_store
 
 UNIT = "vllm-minimax-m25.service"
 FIRST = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -54,8 +57,11 @@ def test_explain_tells_the_story_with_numbers(sqlite_url: str, seed_journal: Pat
 def test_explain_shows_what_the_actions_did(sqlite_url: str, seed_journal: Path,
                                             seed_csv: Path) -> None:
     runner = _store(sqlite_url, seed_journal, seed_csv)
-    assert runner.invoke(cli, ["remediate", UNIT, "--yes", "--backend", "dry-run",
-                               "--db", sqlite_url]).exit_code == 0
+    store = open_store(sqlite_url)
+    plan = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
+    approve(store, plan, "human:test")
+    assert execute(store, DryRunBackend(), plan).state == "done"
+    store.close()
     text = runner.invoke(cli, ["explain", UNIT, "--db", sqlite_url]).output
     assert "[succeeded] kill" in text and f"→ dry run: would kill {UNIT}" in text
     assert "action kill succeeded" in text

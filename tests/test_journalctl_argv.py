@@ -9,6 +9,8 @@ from click.testing import CliRunner
 
 from advisor.cli import cli
 from advisor.errors import InputError
+from ingest.journal import entry_event
+from ingest.journal_sources import UnitGlobs, checkpoint_name_for
 from ingest.journalctl import build_argv
 
 
@@ -57,3 +59,42 @@ def test_without_journalctl_exit_2_and_nothing_written(tmp_path: Path,
     assert result.exit_code == 2
     assert result.output == "Error: journalctl not found on PATH (install systemd's journalctl)\n"
     assert not db.exists()
+
+
+def _event(**fields: str) -> dict[str, object]:
+    base = {"__REALTIME_TIMESTAMP": "1771633975000000", "_HOSTNAME": "gpu01",
+            "__CURSOR": "s=1;i=1", "MESSAGE": "x", "_TRANSPORT": "stdout", "_PID": "4242",
+            "_UID": "1000"}
+    return entry_event({**base, **fields})
+
+
+def test_a_followed_glob_keeps_what_journalctl_u_would() -> None:
+    """Live follow reads the whole journal (`-u` refuses a glob nothing has logged under yet)
+    and keeps the entries about matching units: the unit entry_event says an entry is
+    about."""
+    globs = UnitGlobs(["vllm-*.service", "sglang"])
+    assert globs.name == "sglang,vllm-*.service"
+    assert globs.keep(_event(_SYSTEMD_UNIT="vllm-a.service"))
+    assert globs.keep(_event(_SYSTEMD_UNIT="sglang.service"))  # `sglang` means sglang.service
+    assert globs.keep(_event(_SYSTEMD_UNIT="init.scope", _PID="1", _UID="0",
+                             UNIT="vllm-a.service", MESSAGE="vllm-a.service: Main process "
+                             "exited, code=exited, status=1/FAILURE"))
+    assert not globs.keep(_event(_SYSTEMD_UNIT="init.scope", _PID="1", _UID="0",
+                                 UNIT="ssh.service"))
+    assert not globs.keep(_event(_SYSTEMD_UNIT="ssh.service"))
+    assert not globs.keep(_event(_SYSTEMD_UNIT="vllm-a.service.d"))
+    kernel = _event(_TRANSPORT="kernel", MESSAGE="NVRM: Xid (PCI:0000:3b:00): 79")
+    assert not globs.keep(kernel)
+    with_kernel = UnitGlobs(["vllm-*.service"], kernel=True)
+    assert with_kernel.keep(kernel) and with_kernel.name == "vllm-*.service+kernel"
+    with pytest.raises(InputError, match="not a systemd unit name"):
+        UnitGlobs(["$(reboot)"])
+
+
+def test_checkpoint_names() -> None:
+    """`ingest journal --follow --unit` keeps its name; watch's selections have their own."""
+    assert checkpoint_name_for([], ["vllm-b.service", "vllm-a*.service"]) == \
+        "journalctl:system:vllm-a*.service,vllm-b.service"
+    assert checkpoint_name_for([], []) == "journalctl:system:*"
+    assert checkpoint_name_for([], [], selection="vllm-*.service+kernel") == \
+        "journalctl:system:vllm-*.service+kernel"

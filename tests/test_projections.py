@@ -101,7 +101,7 @@ def test_seed_is_diagnosed_and_rebuild_is_identical_row_for_row(
              for i in incidents]
     assert plans == [
         [("hold_restarts", "proposed"), ("set_flag", "proposed"), ("set_flag", "proposed"),
-         ("wait_gpu_free", "proposed"), ("restart", "proposed")],
+         ("wait_gpu_free", "proposed"), ("reset_failed", "proposed"), ("restart", "proposed")],
         [("kill", "proposed"), ("wait_gpu_free", "proposed"), ("set_unit_option", "proposed"),
          ("set_unit_option", "proposed")]]
     seqs = orjson.loads(live["actions"][1]["spec"])
@@ -162,7 +162,7 @@ def test_cli_ingest_diagnoses_and_rebuild_runs_and_incidents_read_back(
                                  "--db", sqlite_url])
     assert json.loads(result.output) == []
     result = runner.invoke(cli, ["rebuild", "--db", sqlite_url])
-    assert result.exit_code == 0 and "rebuilt projections from 101 events" in result.output
+    assert result.exit_code == 0 and "rebuilt projections from 102 events" in result.output
     result = runner.invoke(cli, ["incidents", "--open", "--db", sqlite_url])
     assert "sampler_warmup_oom" in result.output and "runs=1" in result.output
 
@@ -192,7 +192,7 @@ def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
     assert result.exit_code == 0 and "diagnosis" not in json.loads(result.output)
     assert json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output) == []
     result = runner.invoke(cli, ["diagnose", "--json", "--db", sqlite_url])
-    assert json.loads(result.output) == {"folded": 101, "diagnosed": 2, "diagnosis_events": 15}
+    assert json.loads(result.output) == {"folded": 102, "diagnosed": 2, "diagnosis_events": 16}
     result = runner.invoke(cli, ["diagnose", "--db", sqlite_url])
     assert result.output == "folded 0 events, diagnosed 0 runs, 0 new diagnosis events\n"
 

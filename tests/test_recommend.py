@@ -32,8 +32,9 @@ def test_sampler_warmup_with_vocab_and_samples_computes_max_num_seqs() -> None:
     ctx = PlanContext(unit="vllm.service", free_before_bytes=2 * GIB)
     actions = plan("sampler_warmup_oom", 0.97, f, ctx)
     assert kinds(actions) == ["hold_restarts", "set_flag", "set_flag", "wait_gpu_free",
-                              "restart"]
+                              "reset_failed", "restart"]
     assert "Restart= may start the unit again" in actions[0].why
+    assert "start limit" in actions[4].why
     seqs, util = actions[1], actions[2]
     # 0.9 × 2 GiB / (200,064 × 20 B) = 483.03 → 256 (a power of two)
     assert (seqs.flag, seqs.value, seqs.alternative) == ("--max-num-seqs", 256, False)
@@ -78,7 +79,7 @@ def test_kv_cache_alternatives_need_samples_or_idle_gpus() -> None:
               available_kv_cache_gib=1.02, gpu_memory_utilization=0.85, total_capacity_gib=79.19,
               tensor_parallel_size=1)
     assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == [
-        "hold_restarts", "set_flag", "wait_gpu_free", "restart"]
+        "hold_restarts", "set_flag", "wait_gpu_free", "reset_failed", "restart"]
     rich = PlanContext(free_before_bytes=10 * GIB, idle_gpus=2)
     alts = [a for a in plan("kv_cache_oom", 0.96, f, rich) if a.alternative]
     # 0.85 + 2.98 / 79.19 = 0.8876 → 0.89
@@ -105,7 +106,8 @@ def test_gpu_memory_held_acts_only_on_processes_of_units() -> None:
     assert [(a.kind, a.unit, a.pid) for a in actions] == [
         ("hold_restarts", "vllm.service", None), ("kill", "vllm.service", 4711),
         ("stop", "jupyter.service", 5000), ("notify", "vllm.service", 6000),
-        ("wait_gpu_free", "vllm.service", None), ("restart", "vllm.service", None)]
+        ("wait_gpu_free", "vllm.service", None), ("reset_failed", "vllm.service", None),
+        ("restart", "vllm.service", None)]
     assert "never killed automatically" in actions[3].why
 
 
@@ -127,6 +129,31 @@ def test_hostile_unit_names_are_refused(unit: str) -> None:
     assert "notify" in kinds(held) and not {"stop", "kill"} & set(kinds(held))
 
 
+@pytest.mark.parametrize(("label", "stated"), [
+    ("sampler_warmup_oom", {"max_num_seqs": -5}),                 # a log stating -5
+    ("sampler_warmup_oom", {"max_num_seqs": 1}),                  # nothing lower to go to
+    ("sampler_warmup_oom", {"dummy_requests": 10 ** 30}),         # absurd: not a fact
+    ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 1}),   # "1 prefill tokens"
+    ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 600}),  # 300: under 512
+])
+def test_numbers_from_a_log_are_range_checked_and_bounded(label: str,
+                                                          stated: dict[str, Any]) -> None:
+    actions = plan(label, 0.97, facts(**stated), PlanContext(unit="vllm.service"))
+    assert not any(a.kind in ("set_flag", "restart", "hold_restarts") for a in actions)
+    assert set(kinds(actions)) == {"notify"}
+
+
+def test_a_plan_remembers_what_it_was_made_for() -> None:
+    f = facts(max_num_seqs=1024, dummy_requests=1024)
+    ctx = PlanContext(unit="vllm.service", invocation_id="ab" * 16, gpus=(0, 1),
+                      ready_bound_s=120.0)
+    actions = plan("sampler_warmup_oom", 0.97, f, ctx)
+    assert {a.invocation_id for a in actions} == {"ab" * 16}
+    assert actions[1].from_value == 1024 and actions[1].value == 512
+    assert next(a for a in actions if a.kind == "wait_gpu_free").gpus == (0, 1)
+    assert next(a for a in actions if a.kind == "restart").seconds == 120.0
+
+
 def test_actions_are_a_closed_vocabulary() -> None:
     with pytest.raises(ValidationError):
         ActionStep(kind="shell", why="x")  # type: ignore[arg-type]
@@ -136,7 +163,7 @@ def test_actions_are_a_closed_vocabulary() -> None:
 def test_classify_json_carries_the_plan(seed_journal: Path) -> None:
     out = json.loads(CliRunner().invoke(cli, ["classify", str(seed_journal), "--json"]).output)
     assert [a["kind"] for a in out["actions"]] == ["hold_restarts", "set_flag", "set_flag",
-                                                   "wait_gpu_free", "restart"]
+                                                   "wait_gpu_free", "reset_failed", "restart"]
     seqs = out["actions"][1]
     assert (seqs["flag"], seqs["value"], seqs["unit"]) == \
         ("--max-num-seqs", 256, "vllm-minimax-m25.service")

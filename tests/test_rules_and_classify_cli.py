@@ -91,7 +91,7 @@ def test_classify_json_contract_and_rules_option(tmp_path: Path) -> None:
     assert out["evidence"] == [{"line": 1, "text": SAMPLER_LINE}]
     assert [(a["kind"], a.get("flag"), a.get("value")) for a in out["actions"]] == [
         ("hold_restarts", None, None), ("set_flag", "--max-num-seqs", 256),
-        ("wait_gpu_free", None, None), ("restart", None, None)]
+        ("wait_gpu_free", None, None), ("reset_failed", None, None), ("restart", None, None)]
     folder = _write(tmp_path / "r", "x.toml", """
 [[rule]]
 id = "vllm.sampler-warmup-oom"

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from advisor.projections import Projector, read_rows
+from advisor.sim.box import SystemdBox
 from advisor.store import EventStore
 from tests.conftest import advisor_argv
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
@@ -86,7 +88,7 @@ def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: s
         assert b"STOPPING=1" in rest
     labels = [i["label"] for i in read_rows(store, "incidents")]
     assert labels == ["sampler_warmup_oom", "wedged_stop"]
-    assert len(read_rows(store, "actions")) == 9
+    assert len(read_rows(store, "actions")) == 10
     assert sum(1 for e in store.read() if e.type == "log.recorded") == 86
 
 
@@ -102,22 +104,26 @@ def test_watch_refuses_bad_arguments(tmp_path: Path, sqlite_url: str) -> None:
     assert result.exit_code in (2, 4)
 
 
-def test_discovery_reads_the_running_command_lines(tmp_path: Path) -> None:
+def test_discovery_reads_the_command_systemd_holds(box: SystemdBox, tmp_path: Path) -> None:
+    """Without --unit, the units are those whose ExecStart (over D-Bus) is a server's."""
+    import sys
+
     from advisor.discover import inference_units
+    from advisor.executor.bus import SystemdBus
 
-    (tmp_path / "100").mkdir()
-    (tmp_path / "100" / "cmdline").write_bytes(b"/opt/venv/bin/python3\0-m\0vllm.entrypoints."
-                                               b"openai.api_server\0--model\0x\0")
-    (tmp_path / "200").mkdir()
-    (tmp_path / "200" / "cmdline").write_bytes(b"/usr/sbin/sshd\0-D\0")
-    pids = {"vllm-a.service": "100", "ssh.service": "200", "$(x).service": "100"}
-
-    def run(argv: list[str] | tuple[str, ...]) -> str:
-        if "list-units" in argv:
-            return "".join(f"{u} loaded active running x\n" for u in pids)
-        return pids[argv[-1]] + "\n"
-
-    assert inference_units(run, proc=tmp_path) == ["vllm-a.service"]
+    server = tmp_path / "vllm" / "entrypoints" / "openai"
+    server.mkdir(parents=True)
+    (server / "api_server.py").write_text("import time\ntime.sleep(600)\n")
+    box.install("vllm-a.service", f"[Service]\nWorkingDirectory={tmp_path}\nExecStart="
+                                  f"{sys.executable} -m vllm.entrypoints.openai.api_server "
+                                  "--model x\n")
+    box.install("ssh.service", f"[Service]\nWorkingDirectory={tmp_path}\n"
+                               f"ExecStart={sys.executable} -c 'import time; time.sleep(600)'\n")
+    box.systemctl("start", "vllm-a.service", "ssh.service")
+    with SystemdBus(box.bus_address, peer_to_peer=True) as bus:
+        found = inference_units(bus)
+    assert [(f.unit, f.engine, f.state) for f in found] == [
+        ("vllm-a.service", "vllm", "active/running")]
 
 
 def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
@@ -140,29 +146,41 @@ def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_u
     entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
     journal = make_journal(tmp_path / "live.journal", entries)
     policy = tmp_path / "policy.toml"
-    policy.write_text('cooldown_s = 0\n[[allow]]\nunits = "vllm-*.service"\n'
+    policy.write_text('cooldown_s = 0\nmax_actions_per_hour = 20\n[[allow]]\n'
+                      'units = "vllm-*.service"\n'
                       'kinds = ["hold_restarts", "set_flag", "wait_gpu_free", "restart", "kill",'
-                      ' "set_unit_option"]\n')
+                      ' "set_unit_option", "reset_failed"]\n')
     proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
                                          "--auto", "--policy", str(policy), "--backend",
                                          "dry-run", "--db", sqlite_url),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = opener(sqlite_url)
 
-    def applied() -> bool:
-        Projector(store).catch_up()
-        rows = [r for r in read_rows(store, "actions") if not r["alternative"]]
-        return len(rows) == 8 and all(r["status"] == "succeeded" for r in rows)
+    lines: list[bytes] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, b"")),
+                              daemon=True)
+    reader.start()
+
+    def previewed() -> bool:
+        return sum(b"dry run: would apply" in line for line in list(lines)) >= 2
 
     try:
-        _wait(applied, proc, "the policy's plans were not applied")
+        _wait(previewed, proc, "the policy's plans were not previewed")
+        time.sleep(1.0)   # more batches, more passes: still said once
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
-    assert b"applied gpu-node-07/vllm-minimax-m25.service@2026-02-21T00:32:55.000000Z" in err
-    assert {r["decided_by"] for r in read_rows(store, "actions") if r["decided_by"]} == \
-        {"policy:policy.toml"}
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        proc.stderr.close()
+    out = b"".join(lines)
+    assert proc.returncode == 0, out
+    plan = b"gpu-node-07/vllm-minimax-m25.service@2026-02-21T00:32:55.000000Z"
+    assert b"dry run: would apply " + plan in out and out.count(b"would apply " + plan) == 1
+    # A dry run approves, runs and records nothing: the plans wait as they were proposed.
+    Projector(store).catch_up()
+    rows = read_rows(store, "actions")
+    assert len(rows) == 10 and {r["status"] for r in rows} == {"proposed"}
 
 
 @needs_journal

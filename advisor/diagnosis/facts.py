@@ -276,6 +276,10 @@ def _systemd(body: str, out: dict[str, Any]) -> str | None:
 
 # ------------------------------------------------------------------ phases and readiness
 # (phase, cues): the first cue found in a line says the run has reached that phase.
+# What a server prints once it is ready to serve (vLLM and SGLang through uvicorn, SGLang's own
+# line, TGI's router): readiness of a run here, and of a restart in the executor.
+READY_CUES: Final = ("Application startup complete", "The server is fired up and ready to roll",
+                     "Uvicorn running on", "text_generation_router: Connected")
 _PHASE_CUES: Final = (
     ("weights_loading", ("Starting to load model", "Loading safetensors checkpoint shards",
                          "Loading pt checkpoint shards", "checkpoint shards", "Load weight begin",
@@ -290,8 +294,7 @@ _PHASE_CUES: Final = (
                             "Capturing the model for CUDA graphs", "Capture CUDA graph")),
     ("sampler_warmup", ("Graph capturing finished", "Capture cuda graph end",
                         "warming up sampler", "Cudagraph is disabled")),
-    ("ready", ("Application startup complete", "The server is fired up and ready to roll",
-               "Uvicorn running on", "text_generation_router: Connected",
+    ("ready", (*READY_CUES,
                # Only a serving engine dies this way (a starting one "failed to start").
                "EngineCore encountered a fatal error", "died unexpectedly")),
     ("shutdown", ("Shutting down FastAPI HTTP server", "[shutdown] API server",

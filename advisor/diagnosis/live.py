@@ -146,9 +146,10 @@ class Diagnoser:
             *proposals,
         ]
 
-    def _holders(self, run: dict[str, Any], own_pids: set[int]) -> tuple[Holder, ...]:
+    def _holders(self, run: dict[str, Any], own_pids: set[int]
+                 ) -> tuple[tuple[Holder, ...], tuple[int, ...]]:
         """Processes NVML saw on the host's GPUs around the failure that are not the run's
-        own: the latest sample of each GPU before the run ended."""
+        own (the latest sample of each GPU before the run ended), and the GPUs they hold."""
         end = run["ended_us"] or run["started_us"]
         latest: dict[int, Any] = {}
         for event in self.store.read(EventFilter(type="gpu.sampled",
@@ -158,30 +159,46 @@ class Diagnoser:
             if isinstance(p, GpuSampled) and p.host == run["host"] and p.processes is not None:
                 latest[p.index] = p
         found: dict[int, Holder] = {}
+        on: set[int] = set()
         for sample in latest.values():
             for proc in sample.processes or ():
                 if proc.pid not in own_pids and proc.used_bytes:
                     held = found.get(proc.pid)
                     used = (held.used_bytes or 0) + proc.used_bytes if held else proc.used_bytes
                     found[proc.pid] = Holder(proc.pid, used, proc.unit)
-        return tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0)))
+                    on.add(sample.index)
+        return (tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0))),
+                tuple(sorted(on)))
 
     def _proposals(self, run: dict[str, Any], incident_id: str, verdict: RunVerdict,
                    facts: dict[str, Any], own_pids: set[int]) -> list[NewEvent]:
         """The plan for a new incident, one `action.proposed` per step."""
-        from advisor.history import release_p95_s
+        return self.propose(run, incident_id, incident_id, verdict.label, verdict.confidence,
+                            facts, own_pids, run["invocation_id"])
+
+    def propose(self, run: dict[str, Any], plan_id: str, incident_id: str, label: str,
+                confidence: float, facts: dict[str, Any], own_pids: set[int],
+                invocation_id: str | None) -> list[NewEvent]:
+        """`action.proposed` events for a plan for `run`'s failure: a new incident's, or a
+        new plan for an open incident (`advisor replan`), made for `invocation_id`."""
+        from advisor.history import ready_bound_s, release_p95_s, unit_gpus
         from advisor.recommend import PlanContext, plan
 
+        end = run["ended_us"] or run["started_us"]
+        holders, held_on = self._holders(run, own_pids) if label == "gpu_memory_held" \
+            else ((), ())
+        gpus = unit_gpus(self.store, run["host"], run["unit"], run["started_us"], end)
+        if held_on:
+            gpus = tuple(sorted(set(gpus or ()) | set(held_on)))
         context = PlanContext(unit=run["unit"],
                               release_p95_s=release_p95_s(self.store, run["host"]),
-                              holders=self._holders(run, own_pids)
-                              if verdict.label == "gpu_memory_held" else ())
-        actions = plan(verdict.label, verdict.confidence, facts, context)
+                              holders=holders, invocation_id=invocation_id, gpus=gpus,
+                              ready_bound_s=ready_bound_s(self.store, run["host"], run["unit"]))
         events = []
-        for step, action in enumerate(actions):
-            action_id = f"{incident_id}#{step}"
+        for step, action in enumerate(plan(label, confidence, facts, context)):
+            action_id = f"{plan_id}#{step}"
             events.append(self._event(run, {
-                "type": "action.proposed", "action_id": action_id, "plan_id": incident_id,
+                "type": "action.proposed", "action_id": action_id, "plan_id": plan_id,
                 "step": step, "incident_id": incident_id, "host": run["host"],
                 **action.model_dump(exclude_none=True)}, "action.proposed", action_id))
         return events
@@ -193,6 +210,9 @@ class Diagnoser:
                 .where(incidents.c.status == "open")
                 .where(incidents.c.opened_seq < run["first_seq"])
                 .order_by(incidents.c.opened_seq)).scalars().all()
-        return [self._event(run, {"type": "incident.resolved", "incident_id": incident_id,
-                                  "run_id": run["run_id"]}, "incident.resolved", incident_id)
+        # Recovered when the service said it was ready: time to recovery ends there.
+        at_ready = {**run, "ended_us": run["ready_us"] or run["ended_us"]}
+        return [self._event(at_ready, {"type": "incident.resolved",
+                                       "incident_id": incident_id, "run_id": run["run_id"]},
+                            "incident.resolved", incident_id)
                 for incident_id in open_]

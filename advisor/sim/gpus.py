@@ -1,6 +1,11 @@
 """The simulated GPUs and their driver: memory in use is what live processes claim, and what a
-process claimed is freed only ``release_delay_s`` after it died (DOMAIN.md 7.1: "memory returns
-within a few seconds" of the process's death, not at once).
+process claimed is freed only ``release_delay_s`` after it died ("memory returns within a few
+seconds" of the process's death, not at once).
+
+Two drivers share this logic. ``SimNode`` drives one in-process and tells it which processes it
+started (``register``) and when they died (``died``). The daemon (``advisor.sim.gpud``) sees
+processes only through the claims they write and finds the rest out from ``/proc``
+(``watch``).
 
 Samples are recorded as NVML recordings (``ingest.gpu_recording.recording_line`` of
 ``GpuSampled``), the format ``advisor ingest gpu --replay`` reads, so the sim's GPU history
@@ -22,12 +27,24 @@ from ingest.gpu_recording import recording_line
 DEFAULT_GPU_NAME: Final = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
 
-class Driver:
-    """Per-GPU memory from the claims folder, delayed release, and sampling."""
+def gpu_uuids(host: str, count: int) -> list[str]:
+    """Stable NVML-style UUIDs for the GPUs of ``host``."""
+    digest = hashlib.sha256(host.encode()).hexdigest()
+    return [f"GPU-{i:08x}-{digest[:4]}-4{digest[4:7]}-8{digest[7:10]}-{digest[10:22]}"
+            for i in range(count)]
 
-    def __init__(self, claims: Path, recording: Path, *, host: str, count: int,
+
+class Driver:
+    """Per-GPU memory from the claims folder, delayed release, and sampling.
+
+    ``recording``: where samples are appended as NVML recording lines (None: not recorded).
+    ``clear``: remove every claim at start (a new node: nothing holds its GPUs yet); a daemon
+    that may be restarted under running servers keeps them and lets ``watch`` sort them out.
+    """
+
+    def __init__(self, claims: Path, recording: Path | None, *, host: str, count: int,
                  gpu_gib: float, clock: Callable[[], float], release_delay_s: float,
-                 gpu_name: str = DEFAULT_GPU_NAME) -> None:
+                 gpu_name: str = DEFAULT_GPU_NAME, clear: bool = True) -> None:
         self.claims_dir = claims
         self.host = host
         self.count = count
@@ -35,18 +52,18 @@ class Driver:
         self.clock = clock
         self.release_delay_s = release_delay_s
         self.gpu_name = gpu_name
-        self.owners: dict[int, tuple[str, str]] = {}   # pid → (unit, comm)
+        self.owners: dict[int, tuple[str, str]] = {}   # pid → (unit, comm); "" when unknown
         self.deaths: dict[int, float] = {}            # pid → when it died (clock seconds)
         claims.mkdir(parents=True, exist_ok=True)
-        for stale in claims.iterdir():   # a new node: nothing holds its GPUs yet
-            stale.unlink()
-        self._recording = recording.open("ab")
-        digest = hashlib.sha256(host.encode()).hexdigest()
-        self.uuids = [f"GPU-{i:08x}-{digest[:4]}-4{digest[4:7]}-8{digest[7:10]}-{digest[10:22]}"
-                      for i in range(count)]
+        if clear:
+            for stale in claims.iterdir():
+                stale.unlink()
+        self._recording = recording.open("ab") if recording is not None else None
+        self.uuids = gpu_uuids(host, count)
 
     def close(self) -> None:
-        self._recording.close()
+        if self._recording is not None:
+            self._recording.close()
 
     def register(self, pid: int, unit: str, comm: str) -> None:
         """A process the node started: NVML lists it under its unit."""
@@ -55,6 +72,20 @@ class Driver:
     def died(self, pid: int, when: float) -> None:
         """The process is gone; its memory is released ``release_delay_s`` later."""
         self.deaths[pid] = when
+
+    def watch(self, now: float, alive: Callable[[int], bool],
+              owner: Callable[[int], tuple[str | None, str | None]]) -> None:
+        """For a driver that learns of processes only from their claims: list each new one
+        under its unit and name (``owner``, asked once, while it lives) and note as dead, at
+        ``now``, every claimant that ``alive`` says is gone."""
+        for pid in self.claims():
+            if pid in self.deaths:
+                continue
+            if not alive(pid):
+                self.died(pid, now)
+            elif pid not in self.owners:
+                unit, comm = owner(pid)
+                self.register(pid, unit or "", comm or "")
 
     def next_release(self) -> float | None:
         return min(self.deaths.values()) + self.release_delay_s if self.deaths else None
@@ -77,9 +108,8 @@ class Driver:
         claims = self.claims()
         return {i: sum(c.get(i, 0) for c in claims.values()) for i in indexes}
 
-    def sample(self, now: float | None = None) -> list[GpuSampled]:
-        """One NVML-like sample of every GPU, appended to the recording."""
-        t = self.clock() if now is None else now
+    def snapshot(self) -> list[GpuSampled]:
+        """One NVML-like sample of every GPU (not recorded)."""
         claims = self.claims()
         samples = []
         for i in range(self.count):
@@ -94,6 +124,13 @@ class Driver:
                 memory_free_bytes=self.total - used, utilization_gpu_pct=0 if not used else 3,
                 utilization_memory_pct=0, temperature_c=34 + round(18 * share),
                 power_w=round(85.0 + 140.0 * share, 2), processes=procs))
-        self._recording.write(recording_line(int(t * 1_000_000), self.host, samples))
-        self._recording.flush()
+        return samples
+
+    def sample(self, now: float | None = None) -> list[GpuSampled]:
+        """One NVML-like sample of every GPU, appended to the recording (if any)."""
+        t = self.clock() if now is None else now
+        samples = self.snapshot()
+        if self._recording is not None:
+            self._recording.write(recording_line(int(t * 1_000_000), self.host, samples))
+            self._recording.flush()
         return samples

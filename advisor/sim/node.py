@@ -245,6 +245,13 @@ class SimNode:
             u.active, u.sub = "failed", "failed"
         return self._state(u)
 
+    def release_hold(self, unit: str) -> UnitState:
+        """The hold is lifted: automatic restarts follow Restart= again (from the next death)."""
+        self.step()
+        u = self._unit(unit)
+        u.held = False
+        return self._state(u)
+
     def set_flag(self, unit: str, flag: str,
                  value: str | int | float | bool | None) -> tuple[str, ...]:
         """Change one server flag for the next start (a drop-in rewriting ExecStart=):

@@ -12,6 +12,9 @@ in ``--claims DIR`` as it is allocated (the simulated driver reads the claims), 
 processes claim on the same GPUs is not free, so leftovers of a previous run make it fail the
 way vLLM fails. Exit status: 0 after SIGTERM, 1 when start-up fails, 2 for bad flags (argparse).
 
+The same server also runs as ``vllm serve MODEL [flags]`` (``advisor.sim.vllm_cli``, for real
+systemd units): ``make_config`` and ``serve`` are shared by both command lines.
+
 ``--wedge-on-stop``: on SIGTERM it logs the shutdown line, then ignores SIGTERM and makes no
 further progress, as a worker wedged in a CUDA call does; only SIGKILL ends it.
 
@@ -25,15 +28,17 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Final, TextIO, TypeVar
 
 from advisor.sim import vllm_text as vt
 from advisor.sim.claims import Claims, others_on, read_claims, write_claim
 from advisor.sim.models import GIB, SAMPLER_CHUNKS, MemoryPlan, ModelCard, card_for, gib_str, plan
+
+_T = TypeVar("_T")
 
 GRAPH_POOL_MAX = int(1.02 * GIB)   # what "Graph capturing finished … took" reports at most
 HEALTH_EVERY_S = 30.0              # nominal seconds between health-check access-log lines
@@ -70,6 +75,35 @@ class Config:
     port: int
     given: dict[str, object]   # the vLLM options set on the command line, in vLLM's order
 
+    @property
+    def served_model_name(self) -> str | None:
+        """The first ``--served-model-name`` (the name the engine reports), if given."""
+        names = self.given.get("served_model_name")
+        if isinstance(names, list) and names:
+            return str(names[0])
+        return names if isinstance(names, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    """What the simulation needs beyond vLLM's options: flags of ``python -m
+    advisor.sim.server``, or ``ADVISOR_SIM_*`` variables for ``vllm serve``
+    (``advisor.sim.vllm_cli``)."""
+
+    vocab_size: int | None = None
+    weights_gib: float | None = None   # all weights, summed over TP ranks
+    gpu_gib: float = 96.0              # memory of each GPU
+    claims: Path | None = None         # folder of GPU memory claims (the driver's)
+    gpus: str | None = None            # GPU indices this server may use, e.g. "0,1,2,3"
+    speed: float = 1.0                 # divide start-up durations by this
+    wedge_on_stop: bool = False
+
+
+# The vLLM options the simulation acts on (argparse dests), in the order vLLM prints them.
+MODELLED: Final = ("host", "port", "model", "trust_remote_code", "max_model_len",
+                   "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs",
+                   "max_num_batched_tokens", "enable_expert_parallel", "enforce_eager")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m advisor.sim.server",
@@ -98,31 +132,58 @@ def _parser() -> argparse.ArgumentParser:
 
 def parse_config(argv: Sequence[str]) -> Config:
     """Flags → Config; vLLM's defaults for what is not given (argparse exits 2 on bad flags)."""
-    a = _parser().parse_args(list(argv))
-    card = card_for(a.model, weights_gib=a.weights_gib, vocab_size=a.vocab_size)
-    tp = a.tensor_parallel_size or 1
-    gpus = (tuple(int(g) for g in a.gpus.split(",") if g.strip()) if a.gpus
-            else tuple(range(tp)))
-    if a.speed <= 0 or tp < 1 or not 0 < (a.gpu_memory_utilization or 0.9) <= 1:
-        _parser().error("--speed and --tensor-parallel-size must be positive and "
-                        "--gpu-memory-utilization in (0, 1]")
+    parser = _parser()
+    a = parser.parse_args(list(argv))
+    sim = SimSettings(vocab_size=a.vocab_size, weights_gib=a.weights_gib, gpu_gib=a.gpu_gib,
+                      claims=a.claims, gpus=a.gpus, speed=a.speed,
+                      wedge_on_stop=a.wedge_on_stop)
     given: dict[str, object] = {"model_tag": a.model}
-    for key in ("host", "port", "model", "trust_remote_code", "max_model_len",
-                "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs",
-                "max_num_batched_tokens", "enable_expert_parallel", "enforce_eager"):
-        if getattr(a, key) is not None:
-            given[key] = getattr(a, key)
+    given.update((key, getattr(a, key)) for key in MODELLED if getattr(a, key) is not None)
+    try:
+        return make_config(given, sim)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def _option(given: Mapping[str, object], key: str, kind: type[_T]) -> _T | None:
+    value = given.get(key)
+    if value is None:
+        return None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def make_config(given: dict[str, object], sim: SimSettings) -> Config:
+    """Config from the vLLM options set on the command line (``given``: argparse dests to
+    values, in the order ``non-default args`` prints them; options the simulation does not
+    model are only printed) and the simulation's settings. ValueError for values vLLM would
+    refuse."""
+    model = _option(given, "model", str) or _option(given, "model_tag", str)
+    if not model:
+        raise ValueError("no model given")
+    card = card_for(model, weights_gib=sim.weights_gib, vocab_size=sim.vocab_size)
+    tp = _option(given, "tensor_parallel_size", int) or 1
+    util = _option(given, "gpu_memory_utilization", float) or 0.9
+    gpus = (tuple(int(g) for g in sim.gpus.split(",") if g.strip()) if sim.gpus
+            else tuple(range(tp)))
+    if sim.speed <= 0 or tp < 1 or not 0 < util <= 1:
+        raise ValueError("--speed and --tensor-parallel-size must be positive and "
+                         "--gpu-memory-utilization in (0, 1]")
     # vLLM 0.10 – 0.25: 1024 sequences on GPUs of 70 GiB or more, else 256.
-    seqs = a.max_num_seqs or (1024 if a.gpu_gib >= 70 else 256)
+    seqs = _option(given, "max_num_seqs", int) or (1024 if sim.gpu_gib >= 70 else 256)
     return Config(card=card, max_num_seqs=seqs,
-                  max_num_batched_tokens=a.max_num_batched_tokens or 8192,
-                  max_model_len=a.max_model_len or card.max_model_len,
-                  gpu_memory_utilization=a.gpu_memory_utilization or 0.9,
-                  tensor_parallel_size=tp, gpu_gib=a.gpu_gib, gpus=gpus[:tp],
-                  claims=a.claims, speed=a.speed, wedge_on_stop=a.wedge_on_stop,
-                  enforce_eager=bool(a.enforce_eager),
-                  trust_remote_code=bool(a.trust_remote_code), host=a.host or "0.0.0.0",
-                  port=a.port or 8000, given=given)
+                  max_num_batched_tokens=_option(given, "max_num_batched_tokens", int) or 8192,
+                  max_model_len=_option(given, "max_model_len", int) or card.max_model_len,
+                  gpu_memory_utilization=util, tensor_parallel_size=tp, gpu_gib=sim.gpu_gib,
+                  gpus=gpus[:tp], claims=sim.claims, speed=sim.speed,
+                  wedge_on_stop=sim.wedge_on_stop,
+                  enforce_eager=bool(_option(given, "enforce_eager", bool)),
+                  trust_remote_code=bool(_option(given, "trust_remote_code", bool)),
+                  host=_option(given, "host", str) or "0.0.0.0",
+                  port=_option(given, "port", int) or 8000, given=given)
 
 
 class Server:
@@ -238,7 +299,7 @@ class Server:
         self.pause(1.2)
         self.log(vt.CORE, "INFO", "core.py:77",
                  vt.engine_config(cfg.card, cfg.max_model_len, cfg.tensor_parallel_size,
-                                  cfg.trust_remote_code))
+                                  cfg.trust_remote_code, cfg.served_model_name))
         self.pause(1.8)
         if len(cfg.gpus) < cfg.tensor_parallel_size:
             return self.fail(0, [f"ValueError: tensor_parallel_size ({cfg.tensor_parallel_size})"
@@ -388,8 +449,8 @@ class Server:
         return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cfg = parse_config(sys.argv[1:] if argv is None else argv)
+def serve(cfg: Config) -> int:
+    """Run one server in this process, writing to stdout; its exit status."""
     server = Server(cfg, sys.stdout)
     signal.signal(signal.SIGTERM, server.on_signal)
     signal.signal(signal.SIGINT, server.on_signal)
@@ -397,6 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return server.run()
     except Terminated:
         return server.shutdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return serve(parse_config(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
-"""vLLM 0.15.1's own texts (DOMAIN.md 3.2 – 3.6, 5.1), for the simulated server to print.
+"""vLLM 0.15.1's own texts, for the simulated server to print.
 
 Kept apart from the server's control flow so that the wording can be read and checked in one
 place. Message formats are the real ones; file:line tags and traceback frames follow the seed
-journal (``shared/scenarios``) and vLLM 0.15's source layout.
+journal (``tests/fixtures/seed-minimax-m25.journal.jsonl``) and vLLM 0.15's source layout.
 
 Stdlib only (imported by the server process).
 """
@@ -49,12 +49,14 @@ class Printer:
 
 
 def non_default_args(given: dict[str, object]) -> str:
-    """``non-default args: {...}``: the options set on the command line, as a dict repr."""
+    """``non-default args: {...}``: the options set on the command line, as a dict repr —
+    argparse dests to parsed values (lists for ``nargs="+"``, dicts for JSON options), nothing
+    redacted (vLLM redacts secrets only from 0.33 on)."""
     return f"non-default args: {given!r}"
 
 
 def engine_config(card: ModelCard, max_model_len: int, tensor_parallel_size: int,
-                  trust_remote_code: bool) -> str:
+                  trust_remote_code: bool, served_model_name: str | None = None) -> str:
     m = card.name
     return (f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{m}', "
             f"speculative_config=None, tokenizer='{m}', skip_tokenizer_init=False, "
@@ -63,7 +65,8 @@ def engine_config(card: ModelCard, max_model_len: int, tensor_parallel_size: int
             f"load_format=auto, tensor_parallel_size={tensor_parallel_size}, "
             "pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
             f"quantization={card.quantization}, enforce_eager=False, kv_cache_dtype=auto, "
-            f"device_config=cuda, seed=0, served_model_name={m}, enable_prefix_caching=True")
+            f"device_config=cuda, seed=0, served_model_name={served_model_name or m}, "
+            "enable_prefix_caching=True")
 
 
 def cuda_graph_bar() -> str:
@@ -167,7 +170,7 @@ def oom_traceback(phase: str, oom: str) -> list[str]:
 
 
 def free_memory_traceback(free: int, total: int, utilization: float, budget: int) -> list[str]:
-    """The start-up check that another process holds the memory (DOMAIN.md 3.5, item 4)."""
+    """The start-up check that another process holds the memory (vLLM's ``init_device``)."""
     return [
         "Traceback (most recent call last):",
         f'  File "{SITE}/v1/executor/multiproc_executor.py", line 571, in worker_main',

@@ -144,6 +144,19 @@ actions = Table(  # migration 0003
     Column("detail", Text),
     Column("dropin", Text),
     Column("previous", Text),
+    Column("executor", Text),          # migration 0007
+    Column("state_after", Text),
+    Column("written_text", Text),
+    Column("previous_text", Text),
+    Column("had_previous", Boolean),
+)
+
+leases = Table(  # migration 0007: one executor per plan
+    "leases", metadata,
+    Column("name", Text, primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("acquired_us", BigInteger, nullable=False),
+    Column("expires_us", BigInteger, nullable=False),
 )
 
 PROJECTION_TABLES = (runs, incidents, gpu_samples, actions)

@@ -1,0 +1,41 @@
+"""Paths read from the store are data: a rollback touches only advisor's own drop-ins.
+
+A recorded drop-in path is accepted only if, with every symlink and `..` resolved, it is
+`ROOT/<unit name>.d/<one of advisor's file names>` — so an event saying
+`/etc/systemd/system/../../../etc/passwd` (or a symlink planted in a drop-in folder) writes
+nothing outside the systemd root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from advisor.errors import InputError
+from advisor.executor.dropins import ADVISOR_DROPIN, HOLD_DROPIN
+from advisor.units import is_unit_name
+
+DEFAULT_ROOT: Final = Path("/etc/systemd/system")
+_NAMES: Final = frozenset({ADVISOR_DROPIN, HOLD_DROPIN})
+_LEGACY_PREFIX: Final = "50-advisor-"   # before one drop-in per unit: one file per setting
+
+
+def confined_dropin(path: Path, root: Path | None) -> Path:
+    base = (root or DEFAULT_ROOT).resolve()
+    resolved = path.resolve()
+    folder = resolved.parent
+    name_ok = resolved.name in _NAMES or (resolved.name.startswith(_LEGACY_PREFIX)
+                                          and resolved.name.endswith(".conf"))
+    if (folder.parent != base or not folder.name.endswith(".d")
+            or not is_unit_name(folder.name[:-2]) or not name_ok):
+        raise InputError(f"{str(path)[:200]}: not one of advisor's drop-ins under {base}; "
+                         "not touched")
+    return resolved
+
+
+def confined_previous(path: Path, root: Path | None) -> Path:
+    base = ((root or DEFAULT_ROOT) / ".advisor-previous").resolve()
+    resolved = path.resolve()
+    if not resolved.is_relative_to(base) or not resolved.is_file():
+        raise InputError(f"{str(path)[:200]}: not a kept copy under {base}; not read")
+    return resolved
