@@ -217,10 +217,10 @@ def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root
     from advisor.executor.preview import preview
     from advisor.executor.recovery import current_plan, open_incident, recover
     from advisor.executor.run import execute
-    from advisor.units import split_service
+    from advisor.units import parse_service
 
     store = store_for(db_url)
-    host, unit = split_service(service)
+    host, unit = parse_service(service)
     incident = open_incident(store, host, unit)
     plan_id = current_plan(store, incident["incident_id"])
     if plan_id is None:
@@ -255,10 +255,10 @@ def replan(service: str, systemd_root: Path, gpus_from: Path | None,
     """Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and
     propose a new plan from the unit's current state."""
     from advisor.executor.recovery import replan as replan_
-    from advisor.units import split_service
+    from advisor.units import parse_service
 
     store = store_for(db_url)
-    host, unit = split_service(service)
+    host, unit = parse_service(service)
     chosen = _backend("systemd", systemd_root, gpus_from)
     assert chosen is not None
     done = replan_(store, chosen, host, unit)

@@ -15,13 +15,17 @@ from advisor.cli_common import db_option, handle_errors, store_for
 @click.option("--workdir", type=click.Path(path_type=Path),
               help="Where the simulated node keeps its journal, GPU samples and claims "
                    "(default: a temporary folder).")
+@click.option("--systemd", "under_systemd", is_flag=True,
+              help="Run the story under real systemd, booted in a box of namespaces (needs "
+                   "root); the advisor acts through its systemd backend.")
 @db_option
 @handle_errors
-def demo(yes: bool, workdir: Path | None, db_url: str | None) -> None:
+def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
-    GPU node — then the post-mortem. The store it leaves answers `advisor explain` and
-    `advisor events` afterwards."""
+    GPU node (or under real systemd with --systemd) — then the post-mortem. The store it
+    leaves answers `advisor explain` and `advisor events` afterwards."""
     from advisor.demo import UNIT, run_demo
+    from advisor.errors import PrerequisiteError
     from advisor.report import build, render_text
 
     store = store_for(db_url)
@@ -33,8 +37,20 @@ def demo(yes: bool, workdir: Path | None, db_url: str | None) -> None:
             return True
         return click.confirm("Approve this plan?", default=False)
 
+    if under_systemd:
+        from advisor.sim.box import unavailable
+
+        reason = unavailable()
+        if reason is not None:
+            raise PrerequisiteError(f"demo --systemd: {reason} (the default demo runs anywhere)")
     with tempfile.TemporaryDirectory(prefix="advisor-demo-") as tmp:
-        result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=click.echo)
+        if under_systemd:
+            from advisor.demo_systemd import run_systemd_demo
+
+            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask,
+                                      say=click.echo)
+        else:
+            result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=click.echo)
     if not result.healthy:
         raise SystemExit(1)
     first = result.incidents[0] if result.incidents else None

@@ -27,6 +27,7 @@ from advisor.projections import read_rows
 from advisor.store import EventStore
 
 if TYPE_CHECKING:
+    from advisor.executor.backends import Backend
     from advisor.sim import SimNode, UnitState
 
 UNIT: Final = "vllm-minimax-m25.service"
@@ -76,24 +77,37 @@ def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
     ready with no open incident — or the deadline passes."""
     from advisor.executor.simbackend import SimBackend
 
+    processor = Processor(store)
+    is_healthy = healthy or (lambda state: state.ready and not _open(store, unit))
+    acts = ready_to_act
+    return remediate(store, unit, SimBackend(node), observe=observer(store, node, processor),
+                     healthy=lambda: is_healthy(node.unit_state(unit)),
+                     ready_to_act=None if acts is None else
+                     (lambda plan_id: acts(plan_id, node.unit_state(unit))),
+                     ask=ask, say=say, deadline_s=deadline_s, processor=processor)
+
+
+def remediate(store: EventStore, unit: str, backend: Backend, *,
+              observe: Callable[[float], None], healthy: Callable[[], bool],
+              ask: Callable[[str], bool], say: Callable[[str], None],
+              deadline_s: float = DEADLINE_S, processor: Processor | None = None,
+              ready_to_act: Callable[[str], bool] | None = None) -> DemoResult:
+    """The demo's loop on any backend: observe, and carry out the newest open incident's plan
+    one step at a time until `healthy()` or the deadline."""
     started = time.monotonic()
     result = DemoResult(False, 0.0)
-    processor = Processor(store)
-    observe = observer(store, node, processor)
-    backend = SimBackend(node)
-    is_healthy = healthy or (lambda state: state.ready and not _open(store, unit))
+    processor = processor or Processor(store)
     approved: set[str] = set()
     while time.monotonic() - started < deadline_s:
         observe(0.5)
-        state = node.unit_state(unit)
-        if is_healthy(state):
+        if healthy():
             result.healthy = True
             break
         plan_id = _next_plan(store, unit)
         if plan_id is None:
             continue
         if plan_id not in approved:
-            if ready_to_act is not None and not ready_to_act(plan_id, state):
+            if ready_to_act is not None and not ready_to_act(plan_id):
                 continue
             if not ask(_describe(store, unit, plan_id)):
                 say("plan not approved: nothing changed")
@@ -107,8 +121,8 @@ def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
             result.steps.append(f"{row['kind']}: {row['detail']}")
             verb = "done" if action_id in report.ran else "skipped"
             say(f"  {verb}: {row['kind']} — {row['detail']}")
-        if report.state == "stopped":
-            say(f"plan stopped: {report.why}")
+        if report.state not in ("done", "paused", "waiting"):
+            say(f"plan {report.state}: {report.why}")
             break
     if result.healthy:
         observe(0.0)

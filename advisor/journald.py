@@ -1,7 +1,7 @@
 """What systemd-journald stores and ``journalctl -o json`` prints, for code that writes journals.
 
 * ``SYSTEMD_MESSAGES``: the unit lifecycle messages PID 1 logs (systemd 252 wording,
-  MESSAGE_IDs and source locations, DOMAIN.md 2.2); ``PID1_FIELDS``, the fields journald
+  MESSAGE_IDs and source locations); ``PID1_FIELDS``, the fields journald
   attaches to every one of them; ``exit_fields`` for ``exited``.
 * ``STDOUT_KEY_ORDER`` (a service's stdout entry) and ``cursor`` (an entry's ``__CURSOR``).
 * ``json_value``, ``json_field_value`` and ``json_line``: how ``journalctl -o json`` prints

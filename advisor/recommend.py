@@ -1,7 +1,7 @@
 """From a diagnosis to a plan: an ordered list of typed actions, each with the numbers behind
 it and what it should change.
 
-Actions come from a closed vocabulary (DESIGN.md): nothing here is a shell string, and no
+Actions come from a closed vocabulary: nothing here is a shell string, and no
 value read from a log is passed on without being checked — a unit name must be a systemd unit
 name, a flag value is a number this module computed. `unknown`, and any label below
 `ACT_BELOW`, gets `notify` only.

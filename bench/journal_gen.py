@@ -1,6 +1,6 @@
 """Deterministic generator of a realistic ``journalctl -o json`` journal, for benchmarks.
 
-Each simulated host runs three vLLM services with different log formats (DOMAIN.md 3.2):
+Each simulated host runs three vLLM services with different log formats:
 
 * ``vllm-llama8b.service``: vLLM 0.8.5 V1, TP 2; API/EngineCore lines plain, worker lines carry an
   ANSI-coloured ``(VllmWorker rank=N pid=P)`` prefix; request logging on.
@@ -11,7 +11,7 @@ Each simulated host runs three vLLM services with different log formats (DOMAIN.
 
 Besides request traffic the services go through startups, runtime CUDA OOM crashes, a crash
 that exits 0 (and is not restarted), startup OOMs, host OOM kills, planned restarts and a stop that
-times out, with PID 1's lifecycle messages (systemd 252 wording and MESSAGE_IDs, DOMAIN.md 2.2);
+times out, with PID 1's lifecycle messages (systemd 252 wording and MESSAGE_IDs);
 the kernel adds firewall noise, an occasional Xid and the OOM-killer lines.
 
 Output is streamed: memory use does not grow with ``lines``. Same ``seed`` and ``hosts`` give
@@ -279,7 +279,7 @@ OOM_TAIL = ("If reserved but unallocated memory is large try setting "
 
 
 def torch_oom(rng: random.Random, gpu: int, pid: int, total: float = 79.19) -> str:
-    """``CUDA out of memory`` text in the torch 2.4 - 2.9 layout (DOMAIN.md 5.1)."""
+    """``CUDA out of memory`` text in the torch 2.4 - 2.9 layout."""
     ask = rng.choice((1.25, 2.45, 3.91, 784.0 / 1024, 512.0 / 1024))
     free = rng.uniform(0.2, 1.1)
     used = total - free
@@ -772,7 +772,7 @@ class Service:
 
     # ---- failures
     def sampler_oom(self) -> Iterator[Item]:
-        """Startup dies warming up the sampler (DOMAIN.md 3.5 item 6), V1 only."""
+        """Startup dies warming up the sampler, V1 only."""
         rng = self.rng
         pre = "/opt/vllm/lib/python3.12/site-packages/vllm"
         lines = [
@@ -799,7 +799,7 @@ class Service:
                                    "cause above. Failed core proc(s): {}")
 
     def crash_runtime_oom(self) -> Iterator[Item]:
-        """CUDA OOM while serving; engine dies; the API server exits 1 (or 0: DOMAIN.md 3.7)."""
+        """CUDA OOM while serving; engine dies; the API server exits 1 (or 0)."""
         if self.prof.style == "v0":
             yield from self.v0_runtime_oom()
         else:
@@ -882,7 +882,7 @@ class Service:
         yield self.raw(0.01, "api", f"INFO:     Finished server process [{self.main_pid}]")
 
     def host_oom_kill(self) -> Iterator[Item]:
-        """Kernel OOM killer picks the API server (host RAM, DOMAIN.md appendix A)."""
+        """Kernel OOM killer picks the API server (host RAM)."""
         rng, unit, pid = self.rng, self.prof.unit, self.main_pid
         rss = rng.randrange(40_000_000, 90_000_000)
         yield self.kmsg(0.5, "4", "VLLM::EngineCor invoked oom-killer: gfp_mask=0x140cca"
@@ -931,7 +931,7 @@ class Service:
         yield from self.boot(manual=True)
 
     def wedged_stop(self) -> Iterator[Item]:
-        """``systemctl restart`` where the engine ignores SIGTERM (DOMAIN.md 2.3 E)."""
+        """``systemctl restart`` where the engine ignores SIGTERM."""
         job = {"JOB_ID": str(self.rng.randrange(2000, 90000)), "JOB_TYPE": "restart"}
         yield self.systemd(0.5, "stopping", extra=job)
         yield self.log(0.01, "api", "INFO", "shutdown", "Shutting down FastAPI HTTP server.")

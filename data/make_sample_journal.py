@@ -6,7 +6,7 @@ on two 80 GB H100s, ``--gpu-memory-utilization 0.97``.
 
 * Run 1 leaves ``max_model_len`` at the model's 131072. After loading 65.7 GiB of weights per GPU
   only 9.53 GiB per GPU are left for the KV cache, one full-length request needs 20.00 GiB, and
-  the EngineCore refuses to start (DOMAIN.md 3.5, item 3). The API server exits 1, systemd
+  the EngineCore refuses to start. The API server exits 1, systemd
   records the failure and schedules a restart 30 s later (``RestartSec=30``).
 * During those 30 s the operator adds ``--max-model-len 32768`` to the unit's environment file,
   so run 2 (new INVOCATION_ID) comes up, serves a few requests and is stopped with

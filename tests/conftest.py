@@ -15,11 +15,12 @@ from sqlalchemy import create_engine, text
 from advisor.processing import Processor
 from advisor.sim.box import SystemdBox
 from advisor.sim.box import unavailable as box_unavailable
+from advisor.sim.gpuhost import GpuHost
 from advisor.store import EventStore, open_store
 from ingest.journal_sources import ingest_json_file
 
 ROOT = Path(__file__).resolve().parent.parent
-# Copies of ../shared/scenarios/seed-minimax-m25.* (the team's seed scenario), so the suite
+# Copies of the team's seed scenario (seed-minimax-m25.*), kept here so the suite
 # does not depend on a folder outside the repository.
 SCENARIOS = ROOT / "tests" / "fixtures"
 PG_ENV = "ADVISOR_TEST_PG_URL"
@@ -129,4 +130,15 @@ def box(tmp_path: Path) -> Iterator[SystemdBox]:
     if reason is not None:
         pytest.skip(f"no systemd box: {reason}")
     with SystemdBox(tmp_path / "box") as booted:
+        yield booted
+
+
+@pytest.fixture
+def gpu_host(tmp_path: Path) -> Iterator[GpuHost]:
+    """A box running the simulated GPU driver (memory freed 1 s after a process dies), ready
+    for vLLM units (`advisor.sim.gpuhost`)."""
+    reason = box_unavailable()
+    if reason is not None:
+        pytest.skip(f"no systemd box: {reason}")
+    with GpuHost(tmp_path / "host", release_delay_s=1.0) as booted:
         yield booted

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from advisor.cli import cli
+from advisor.sim.box import unavailable as box_unavailable
 from tests.conftest import run_advisor
 
 UNIT = "vllm-minimax-m25.service"
@@ -55,3 +57,23 @@ def test_demo_without_approval_changes_nothing(sqlite_url: str) -> None:
     actions = json.loads(CliRunner().invoke(cli, ["actions", "--json", "--db", sqlite_url])
                          .output)
     assert actions and {a["status"] for a in actions} == {"proposed"}
+
+
+def test_demo_under_real_systemd(sqlite_url: str) -> None:
+    reason = box_unavailable()
+    if reason is not None:
+        pytest.skip(f"no systemd box: {reason}")
+    done = run_advisor("demo", "--systemd", "--yes", "--db", sqlite_url, timeout=180)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode() + out
+    for expected in ("booted systemd in a box", "sampler_warmup_oom (confidence",
+                     "done: hold_restarts — wrote ", "zz-advisor-hold.conf; daemon-reload; "
+                     "systemd loaded it", "50-advisor.conf; daemon-reload; systemd loaded it",
+                     "Application startup complete.", f"{UNIT} is up under systemd: ",
+                     "--max-num-seqs 256", "the post-mortem:"):
+        assert expected in out, expected
+    incidents = json.loads(CliRunner().invoke(cli, ["incidents", "--json", "--db", sqlite_url])
+                           .output)
+    assert {i["status"] for i in incidents} == {"resolved"}
+    result = run_advisor("demo", "--systemd", "--db", sqlite_url, input=b"n\n", timeout=120)
+    assert result.returncode == 1 and b"plan not approved" in result.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,9 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
     assert all(r["status"] == "succeeded" for r in plan_rows(diagnosed, WEDGE_PLAN))
 
 
-def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(diagnosed: EventStore) -> None:
+def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(
+        store_url: str, opener: Callable[[str], EventStore]) -> None:
+    diagnosed = opener(store_url)
     assert leases.take(diagnosed, "plan:x", "a", 30) is not None
     assert leases.take(diagnosed, "plan:x", "b", 30) is None
     assert leases.take(diagnosed, "plan:x", "a", 30) is not None   # renewal
@@ -148,6 +151,15 @@ def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(diagnosed: Event
     assert leases.take(diagnosed, "plan:x", "b", 0.001) is not None
     threading.Event().wait(0.01)
     assert leases.take(diagnosed, "plan:x", "c", 30) is not None   # b's lapsed
+    # Two processes' worth of contenders at once: exactly one wins.
+    won: list[object] = []
+    contenders = [threading.Thread(target=lambda i=i: won.append(
+        leases.take(opener(store_url), "plan:y", f"t{i}", 30))) for i in range(4)]
+    for t in contenders:
+        t.start()
+    for t in contenders:
+        t.join(30)
+    assert sum(w is not None for w in won) == 1
 
 
 def test_a_dry_run_consumes_nothing(diagnosed: EventStore) -> None:

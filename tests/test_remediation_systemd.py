@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ import pytest
 
 from advisor.processing import Processor
 from advisor.projections import Projector, read_rows
-from advisor.sim.box import unavailable as box_unavailable
 from advisor.sim.gpuhost import GpuHost
 from advisor.store import EventFilter, EventStore, open_store
 from tests.boxproc import advisor_in, wait, watching
@@ -45,12 +43,8 @@ POLICY = ('min_confidence = 0.9\ncooldown_s = 0\nmax_actions_per_hour = 40\n[[al
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[GpuHost]:
-    reason = box_unavailable()
-    if reason is not None:
-        pytest.skip(f"no systemd box: {reason}")
-    with GpuHost(tmp_path / "host", release_delay_s=1.0) as booted:
-        yield booted
+def host(gpu_host: GpuHost) -> GpuHost:
+    return gpu_host
 
 
 def crash_loop(host: GpuHost, *, args: list[str] = SEED, failures: int = 2,
@@ -262,6 +256,45 @@ def test_two_executors_at_once_run_each_step_once(host: GpuHost, sqlite_url: str
     store.close()
 
 
+def test_a_restart_that_does_not_come_up_fails_the_plan_and_offers_rollback(
+        host: GpuHost, sqlite_url: str) -> None:
+    crash_loop(host)
+    store = diagnosed(host, sqlite_url)
+    plan = read_rows(store, "incidents")[0]["incident_id"]
+    # Someone else's drop-in makes every start fail, whatever advisor sets.
+    folder = host.units_dir / f"{UNIT}.d"
+    folder.mkdir(exist_ok=True)
+    (folder / "99-broken.conf").write_text("[Service]\nEnvironment=ADVISOR_SIM_GPU_GIB=1\n")
+    host.box.systemctl("daemon-reload")
+    done = advisor_in(host.box, sqlite_url, "remediate", UNIT, "--yes",
+                      "--gpus-from", str(host.view))
+    assert done.returncode == 1 and "did not come up" in done.stdout, done.stdout + done.stderr
+    assert f"`advisor rollback {plan}#1`" in done.stdout
+    undone = advisor_in(host.box, sqlite_url, "rollback", f"{plan}#1")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    argv = host.box.show(UNIT, "ExecStart")["ExecStart"]
+    assert "--max-num-seqs 1024" in argv
+    assert "50-advisor.conf" not in show(host, "DropInPaths")["DropInPaths"]
+    store.close()
+
+
+def test_a_dropin_written_but_not_recorded_is_found_and_rolled_back(
+        host: GpuHost, sqlite_url: str, tmp_path: Path) -> None:
+    crash_loop(host)
+    store = diagnosed(host, sqlite_url)
+    plan = read_rows(store, "incidents")[0]["incident_id"]
+    kill_executor_at(host, sqlite_url, plan, "1", "performed", tmp_path)
+    assert "--max-num-seqs 256" in host.box.show(UNIT, "ExecStart")["ExecStart"]
+    time.sleep(1.2)
+    listed = json.loads(advisor_in(host.box, sqlite_url, "actions", "--json").stdout)
+    step = next(r for r in listed if r["action_id"] == f"{plan}#1")
+    assert step["status"] == "started" and step["dropin"].endswith("50-advisor.conf")
+    undone = advisor_in(host.box, sqlite_url, "rollback", f"{plan}#1")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert "--max-num-seqs 1024" in host.box.show(UNIT, "ExecStart")["ExecStart"]
+    store.close()
+
+
 DRIVER = '''
 import os, signal, sys
 from pathlib import Path
@@ -282,6 +315,18 @@ Executor(store, backend, hook=hook, lease_ttl_s=1.0).run(plan)
 '''
 
 
+def kill_executor_at(host: GpuHost, url: str, plan: str, step: str, phase: str,
+                     folder: Path) -> None:
+    """Run the plan in a process inside the box that SIGKILLs itself at `phase` of `step`."""
+    driver = folder / "driver.py"
+    driver.write_text(DRIVER)
+    killed = subprocess.run(host.box.nsenter_argv([sys.executable, str(driver), url, plan,
+                                                   step, phase, str(host.view)]),
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                            text=True, timeout=180, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
 @pytest.mark.parametrize(("step", "phase"), [("0", "performed"), ("1", "started"),
                                              ("3", "started"), ("4", "performed"),
                                              ("5", "started")])
@@ -290,13 +335,7 @@ def test_an_executor_killed_at_any_step_leaves_the_unit_recoverable(
     crash_loop(host)
     store = diagnosed(host, sqlite_url)
     plan = read_rows(store, "incidents")[0]["incident_id"]
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    killed = subprocess.run(host.box.nsenter_argv([sys.executable, str(driver), sqlite_url,
-                                                   plan, step, phase, str(host.view)]),
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                            text=True, timeout=180, check=False)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    kill_executor_at(host, sqlite_url, plan, step, phase, tmp_path)
     time.sleep(1.2)   # its lease lapses
     # The next executor finds the step interrupted, lifts the hold, proposes anew...
     first = advisor_in(host.box, sqlite_url, "remediate", UNIT, "--yes",

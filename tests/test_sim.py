@@ -108,7 +108,7 @@ def test_flags_options_and_restart_policy() -> None:
 
 
 def test_server_refuses_a_kv_cache_that_does_not_fit() -> None:
-    """Run as a plain process: the two KV-cache failures of DOMAIN.md 3.5, exit status 1."""
+    """Run as a plain process: the two KV-cache failures vLLM reports, exit status 1."""
     base = [sys.executable, "-m", "advisor.sim.server", "--model",
             "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "2", "--speed", "500"]
     runs = {

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +16,6 @@ from advisor.executor.backends import BackendError
 from advisor.executor.dropins import ADVISOR_DROPIN, HOLD_DROPIN
 from advisor.executor.guards import Context, judge
 from advisor.executor.systemd import SystemdBackend
-from advisor.sim.box import unavailable as box_unavailable
 from advisor.sim.gpuhost import GpuHost
 
 UNIT = "vllm-minimax-m25.service"
@@ -35,12 +33,8 @@ ENV = {"MODEL": "MiniMaxAI/MiniMax-M2.5", "API_KEY": "sk-secret", **SEED}
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Iterator[GpuHost]:
-    reason = box_unavailable()
-    if reason is not None:
-        pytest.skip(f"no systemd box: {reason}")
-    with GpuHost(tmp_path / "host", release_delay_s=1.5) as booted:
-        yield booted
+def host(gpu_host: GpuHost) -> GpuHost:
+    return gpu_host
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -151,7 +145,7 @@ def test_the_start_limit_is_cleared_before_a_restart(host: GpuHost) -> None:
     assert backend.observe(UNIT).active_state == "inactive"
     host.add_vllm(UNIT, ARGS, environment=ENV, start_limit_burst=3,
                   start_limit_interval_sec="60s")
-    run(backend, step("wait_gpu_free", seconds=30))
+    run(backend, step("wait_gpu_free", seconds=30, gpus=[0, 1, 2, 3]))
     assert "ready after" in run(backend, step("restart", seconds=60))
 
 

@@ -257,7 +257,7 @@ def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
 
 
 def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
-    """The `classify --json` object of DESIGN.md (plus candidates and the runs seen)."""
+    """The `classify --json` object (plus candidates and the runs seen)."""
     verdict = diagnosis.primary
     parsed = diagnosis.parsed
     if verdict is None:

@@ -10,9 +10,6 @@ Every backend checks the values again before it acts (`dropins.check_flag` / `ch
 
 from __future__ import annotations
 
-import shlex
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -54,26 +51,18 @@ class Backend(Protocol):
     def restore(self, change: FileChange) -> Outcome: ...
 
 
-def run_argv(argv: Sequence[str], timeout_s: float = 60) -> str:
-    """Run a command by argv (never a shell); its stdout, or BackendError with its stderr."""
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BackendError(f"{shlex.join(argv)}: {e}") from e
-    if done.returncode != 0:
-        reason = (done.stderr or done.stdout).strip().splitlines()
-        raise BackendError(f"{shlex.join(argv)} exited {done.returncode}"
-                           f"{': ' + reason[0] if reason else ''}")
-    return done.stdout
-
-
 def unit_of(step: ActionStep) -> str:
     if step.unit is None:
         raise InputError(f"{step.kind} needs a unit and this action has none")
     if not is_unit_name(step.unit):
         raise InputError(f"{step.unit[:80]!r} is not a systemd unit name")
     return step.unit
+
+
+def acted_on(step: ActionStep) -> str:
+    """The unit a step (not a notify) acts on, after the checks every backend makes."""
+    check_step(step)
+    return unit_of(step)
 
 
 def describe(step: ActionStep) -> str:

@@ -17,25 +17,14 @@ from advisor.units import is_unit_name
 
 DEFAULT_ROOT: Final = Path("/etc/systemd/system")
 _NAMES: Final = frozenset({ADVISOR_DROPIN, HOLD_DROPIN})
-_LEGACY_PREFIX: Final = "50-advisor-"   # before one drop-in per unit: one file per setting
 
 
 def confined_dropin(path: Path, root: Path | None) -> Path:
     base = (root or DEFAULT_ROOT).resolve()
     resolved = path.resolve()
     folder = resolved.parent
-    name_ok = resolved.name in _NAMES or (resolved.name.startswith(_LEGACY_PREFIX)
-                                          and resolved.name.endswith(".conf"))
     if (folder.parent != base or not folder.name.endswith(".d")
-            or not is_unit_name(folder.name[:-2]) or not name_ok):
+            or not is_unit_name(folder.name[:-2]) or resolved.name not in _NAMES):
         raise InputError(f"{str(path)[:200]}: not one of advisor's drop-ins under {base}; "
                          "not touched")
-    return resolved
-
-
-def confined_previous(path: Path, root: Path | None) -> Path:
-    base = ((root or DEFAULT_ROOT) / ".advisor-previous").resolve()
-    resolved = path.resolve()
-    if not resolved.is_relative_to(base) or not resolved.is_file():
-        raise InputError(f"{str(path)[:200]}: not a kept copy under {base}; not read")
     return resolved

@@ -66,10 +66,11 @@ def check_option(option: str, value: str) -> None:
         raise InputError(f"{option}={value[:80]!r} is not a value systemd takes")
 
 
-def quote(arg: str) -> str:
-    """One ExecStart= argument in systemd's syntax (`$` kept, `%` doubled)."""
+def quote(arg: str, *, always: bool = False) -> str:
+    """One ExecStart= argument in systemd's syntax (`$` kept, `%` doubled); double-quoted
+    when it needs it, or `always`."""
     doubled = arg.replace("%", "%%")
-    if _PLAIN.match(arg) and arg != ";":
+    if not always and _PLAIN.match(arg) and arg != ";":
         return doubled
     out = []
     for c in doubled:

@@ -324,7 +324,7 @@ class Executor:
 
     def _fail(self, row: dict[str, Any], error: str, after: UnitSnapshot | None,
               report: ExecReport) -> None:
-        error += self._release_hold(row)
+        error += self._release_hold(row) + self._rollback_hint(row)
         self._append(row, {"type": "action.failed", "action_id": row["action_id"],
                            "error": error[:2000],
                            "after": after.as_event() if after else None},
@@ -333,6 +333,18 @@ class Executor:
 
     def _stop(self, report: ExecReport, row: dict[str, Any], state: str, why: str) -> None:
         report.state, report.why = state, why + self._release_hold(row)
+
+    def _rollback_hint(self, row: dict[str, Any]) -> str:
+        """A restart that does not come up: the changes it was to start with can be undone."""
+        if row["kind"] != "restart":
+            return ""
+        changed = [r["action_id"] for r in plan_rows(self.store, row["plan_id"])
+                   if r["status"] == "succeeded" and r["kind"] in ("set_flag", "set_unit_option")
+                   and r["written_text"]]
+        if not changed:
+            return ""
+        return "; to undo the plan's changes: " + ", ".join(
+            f"`advisor rollback {a}`" for a in reversed(changed))
 
     def _release_hold(self, row: dict[str, Any]) -> str:
         """Lift advisor's hold on a unit whose plan stops here (so it is not left with
@@ -368,8 +380,13 @@ def rollback(store: EventStore, backend: Backend, action_id: str, root: Path | N
              by: str = "human") -> str:
     """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before."""
     row = action_row(store, action_id)
-    if row["status"] not in ("succeeded", "failed") or row["dropin"] is None:
+    if row["status"] not in ("succeeded", "failed", "started") or row["dropin"] is None:
         raise InputError(f"action {action_id} changed no unit file (status {row['status']})")
+    if row["status"] == "started":   # written, maybe, by an executor that died before saying so
+        holder = leases.holder_of(store, f"plan:{row['plan_id']}")
+        if holder is not None and holder.expires_us > _now_us():
+            raise InputError(f"action {action_id} is being run by {holder.holder}: roll it "
+                             "back when that executor is done")
     change = _recorded_change(store, row, root)
     outcome = backend.restore(change)
     store.append([_event(row, {"type": "action.rolled_back", "action_id": action_id,
@@ -384,8 +401,10 @@ def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) 
 
     path = confined_dropin(Path(row["dropin"]), root)
     written = row["written_text"]
-    if written is None:   # recorded before version 2: the previous text was kept in a file
-        return _legacy_change(path, row, root)
+    if written is None:   # recorded by an advisor that kept the old text in a side file
+        kept = f" (its previous content was kept at {row['previous']})" if row["previous"] else ""
+        raise InputError(f"{row['action_id']} was recorded before advisor kept what it wrote; "
+                         f"put {path} back by hand{kept}")
     try:
         current = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -401,12 +420,3 @@ def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) 
         raise InputError(f"{path} was edited since {row['action_id']} wrote it; "
                          "not overwriting")
     return FileChange(path, written, row["previous_text"], bool(row["had_previous"]))
-
-
-def _legacy_change(path: Path, row: dict[str, Any], root: Path | None) -> FileChange:
-    from advisor.executor.confine import confined_previous
-
-    if row["previous"] is None:
-        return FileChange(path, None, None, False)
-    kept = confined_previous(Path(row["previous"]), root)
-    return FileChange(path, None, kept.read_text(encoding="utf-8"), True)

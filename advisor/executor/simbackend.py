@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from advisor.events import ActionStep
-from advisor.executor.backends import BackendError, FileChange, Outcome, describe, unit_of
+from advisor.executor.backends import (
+    BackendError,
+    FileChange,
+    Outcome,
+    acted_on,
+    describe,
+)
 from advisor.executor.bounds import check_step
 from advisor.executor.state import INFINITY_US, ExecCommand, UnitSnapshot
 
@@ -47,8 +53,7 @@ class SimBackend:
                 change: FileChange | None) -> Outcome:
         if step.kind == "notify":
             return Outcome(f"notified: {step.why}")
-        check_step(step)
-        unit = unit_of(step)
+        unit = acted_on(step)
         node = self.node
         kind = step.kind
         if kind == "stop":

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from advisor.events import ActionStep
-from advisor.executor.backends import BackendError, FileChange, Outcome, describe, unit_of
+from advisor.executor.backends import (
+    BackendError,
+    FileChange,
+    Outcome,
+    acted_on,
+    describe,
+    unit_of,
+)
 from advisor.executor.bounds import check_step
 from advisor.executor.bus import SERVICE, UNIT, BusError, SystemdBus
 from advisor.executor.dropins import (
@@ -170,8 +177,7 @@ class SystemdBackend:
                 change: FileChange | None) -> Outcome:
         if step.kind == "notify":
             return Outcome(f"notified: {step.why}")
-        check_step(step)
-        unit = unit_of(step)
+        unit = acted_on(step)
         kind = step.kind
         if kind in ("set_flag", "set_unit_option"):
             assert change is not None

@@ -1,5 +1,5 @@
 """A simulated GPU node: GPUs and their driver, a service manager with systemd semantics, and a
-stand-in vLLM server that runs as a real process (DESIGN.md, "Two backends, one contract").
+stand-in vLLM server that runs as a real process (the `sim` backend: one contract with `systemd`).
 
 It writes what a real node would give the advisor — ``journalctl -o json`` lines and recorded
 NVML samples — so that everything downstream runs unchanged on a laptop without a GPU.

@@ -15,20 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from advisor.executor.dropins import quote
+
 GPUD_UNIT: Final = "advisor-gpud.service"
-_PLAIN: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                          "/._-+=:,@${}%")
-_ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def quote(arg: str, *, always: bool = False) -> str:
-    """One argument as systemd reads it back: quoted only when needed (or ``always``)."""
-    text = arg.replace("%", "%%")
-    if not always and arg and all(c in _PLAIN for c in arg) and arg != ";":
-        return text
-    body = "".join(_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 else c)
-                   for c in text)
-    return f'"{body}"'
 
 
 def command_line(argv: Sequence[str]) -> str:

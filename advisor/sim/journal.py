@@ -33,7 +33,7 @@ from advisor.journald import (
     json_line,
 )
 
-# Messages PID 1 writes that advisor.journald's catalogue does not have (DOMAIN.md 2.2).
+# Messages PID 1 writes that advisor.journald's catalogue does not have.
 EXTRA_MESSAGES: Final = {
     "failed_start": SystemdMessage("Failed to start {status}.", "be02cf6855d2428ba40df7e9d022f03d",
                                    "3", "src/core/job.c", "768", "job_emit_done_message"),

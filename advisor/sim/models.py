@@ -1,7 +1,7 @@
 """Model cards and vLLM's per-GPU memory arithmetic, as the simulated server applies them.
 
 The point is not to predict vLLM to the MiB but to fail where vLLM fails, for the same reasons,
-so that the advisor's arithmetic (DOMAIN.md 3.5, ``advisor.recommend``) can be checked against
+so that the advisor's arithmetic (``advisor.recommend``) can be checked against
 a process that behaves like the real one:
 
 * ``gpu_memory_utilization`` × total is the budget vLLM sizes itself to: weights, the profiled
@@ -9,7 +9,7 @@ a process that behaves like the real one:
 * Some memory lies *outside* that budget: the CUDA context, NCCL / expert-parallel buffers and
   CUDA-graph pools. The sampler warm-up then has to fit in what is left of the GPU
   (``total × (1 − utilization)`` minus that). Large MoE models with expert parallelism keep
-  several GiB there — which is why the seed deployment (DESIGN.md) dies in the warm-up.
+  several GiB there — which is why the seed deployment dies in the warm-up.
 
 Stdlib only: the server process imports this module and must start fast.
 """

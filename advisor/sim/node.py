@@ -4,7 +4,7 @@ semantics, and the stand-in vLLM server (``advisor.sim.server``) as real process
 What it writes under ``root`` is what a real host gives the advisor:
 
 * ``journal.jsonl`` — ``journalctl -o json`` lines: PID 1's lifecycle messages (systemd 252,
-  DOMAIN.md 2.3 B/C/D/E) and each service's stdout;
+  the sequences of docs/systemd.md) and each service's stdout;
 * ``gpus.jsonl`` — NVML recordings (``advisor ingest gpu --replay``);
 * ``claims/`` — the driver's view of who holds GPU memory (internal).
 
