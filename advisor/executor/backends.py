@@ -44,11 +44,16 @@ class Outcome:
 class Backend(Protocol):
     name: str
 
+    @property
+    def host(self) -> str | None:
+        """The host whose plans this backend may carry out (None: any, it changes nothing)."""
+
     def observe(self, unit: str) -> UnitSnapshot | None: ...
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None: ...
     def perform(self, step: ActionStep, before: UnitSnapshot | None,
                 change: FileChange | None) -> Outcome: ...
     def restore(self, change: FileChange) -> Outcome: ...
+    def release_hold(self, unit: str) -> str | None: ...
 
 
 def unit_of(step: ActionStep) -> str:
@@ -87,8 +92,12 @@ class DryRunBackend:
 
     done: list[str] = field(default_factory=list)
     name: str = "dry-run"
+    host: str | None = None
 
     def observe(self, unit: str) -> UnitSnapshot | None:
+        return None
+
+    def release_hold(self, unit: str) -> str | None:
         return None
 
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:

@@ -62,11 +62,9 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     executor = Executor(store, backend)
     if old is not None:
         _close(executor, old, new_plan, result)
-    release = getattr(backend, "release_hold", None)
-    if release is not None:
-        lifted = release(unit)
-        if lifted:
-            result.notes.append(lifted)
+    lifted = backend.release_hold(unit)
+    if lifted:
+        result.notes.append(lifted)
     now = backend.observe(unit)
     run = next((r for r in read_rows(store, "runs", unit=unit, host=incident["host"])
                 if r["run_id"] == incident["last_run_id"]), None)
@@ -86,14 +84,14 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
 
 def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -> None:
     store = executor.store
-    with executor._leased(plan_id) as mine:
+    with executor.leased(plan_id) as mine:
         if not mine:
             raise InputError(f"plan {plan_id} is being run by another executor; replan "
                              "when it stops")
         report = ExecReport(plan_id)
         for row in plan_rows(store, plan_id):
             if row["status"] == "started":
-                executor._interrupted(row, report)
+                executor.mark_interrupted(row, report)
                 result.notes.append(f"step {row['step']} was interrupted: marked failed")
             elif row["status"] in ("proposed", "approved"):
                 store.append([_event(row, {

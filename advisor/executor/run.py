@@ -157,7 +157,8 @@ class Executor:
 
     # -- the lease ------------------------------------------------------------------------
     @contextmanager
-    def _leased(self, plan_id: str) -> Iterator[bool]:
+    def leased(self, plan_id: str) -> Iterator[bool]:
+        """Hold the plan's lease for the block (True), or find it held by another (False)."""
         name = f"plan:{plan_id}"
         if leases.take(self.store, name, self.identity, self.lease_ttl_s) is None:
             yield False
@@ -187,7 +188,7 @@ class Executor:
         report = ExecReport(plan_id)
         if not plan_rows(self.store, plan_id):
             raise InputError(f"no plan {plan_id!r} (see `advisor actions`)")
-        with self._leased(plan_id) as mine:
+        with self.leased(plan_id) as mine:
             if not mine:
                 holder = leases.holder_of(self.store, f"plan:{plan_id}")
                 report.state = "busy"
@@ -218,7 +219,7 @@ class Executor:
                 report.why = f"step {row['step']} {status}: {row['detail']}"
                 return
             if status == "started":
-                self._interrupted(row, report)
+                self.mark_interrupted(row, report)
                 return
             if max_steps is not None and len(report.ran) + len(report.skipped) >= max_steps:
                 report.state = "paused"
@@ -253,7 +254,7 @@ class Executor:
               report: ExecReport) -> bool:
         """Judge, record, perform, record one step; False when the plan stops here."""
         action_id = row["action_id"]
-        host = getattr(self.backend, "host", None)
+        host = self.backend.host
         if host is not None and host != row["host"]:
             self._fail(row, f"this executor acts on host {host}; the plan is for "
                             f"{row['host']}", None, report)
@@ -349,16 +350,15 @@ class Executor:
     def _release_hold(self, row: dict[str, Any]) -> str:
         """Lift advisor's hold on a unit whose plan stops here (so it is not left with
         Restart=no); the words to add to the reason."""
-        release = getattr(self.backend, "release_hold", None)
-        if release is None or not row["unit"]:
+        if not row["unit"]:
             return ""
         try:
-            done: str | None = release(row["unit"])
+            done = self.backend.release_hold(row["unit"])
         except AdvisorError as e:
             return f"; advisor's hold on restarts could not be lifted: {e}"
         return f"; {done}" if done else ""
 
-    def _interrupted(self, row: dict[str, Any], report: ExecReport) -> None:
+    def mark_interrupted(self, row: dict[str, Any], report: ExecReport) -> None:
         """A step started under a lease that is gone: its executor died mid-step."""
         error = (f"interrupted: executor {row['executor'] or '?'} stopped while this step ran; "
                  "not run again")
