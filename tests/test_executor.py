@@ -275,3 +275,35 @@ def test_the_cli_lists_decides_step_by_step_and_previews(sqlite_url: str, seed_j
     assert result.exit_code == 4 and "nope.service: no open incident" in result.output
     result = runner.invoke(cli, ["rollback", f"{SAMPLER_PLAN}#1", *root, "--db", sqlite_url])
     assert result.exit_code == 4 and "changed no unit file" in result.output
+
+
+def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
+        diagnosed: EventStore) -> None:
+    """After the hold stopped the unit, someone starts it: the plan stops before set_flag."""
+    approve(diagnosed, SAMPLER_PLAN, "human:test")
+
+    class Observed(DryRunBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.now = UnitSnapshot(UNIT, active_state="activating", sub_state="auto-restart",
+                                    invocation_id="a" * 32, result="exit-code")
+
+        def observe(self, unit: str) -> UnitSnapshot | None:
+            return self.now
+
+        def perform(self, step: ActionStep, before: UnitSnapshot | None,
+                    change: FileChange | None) -> Outcome:
+            done = super().perform(step, before, change)
+            if step.kind == "hold_restarts":   # stopped; then an operator starts it again
+                stopped = UnitSnapshot(UNIT, held=True)
+                self.now = UnitSnapshot(UNIT, active_state="active", sub_state="running",
+                                        invocation_id="b" * 32, main_pid=4242)
+                return Outcome(done.detail, stopped)
+            return done
+
+    backend = Observed()
+    report = execute(diagnosed, backend, SAMPLER_PLAN)
+    assert report.state == "stale" and "started again after step 0" in report.why
+    assert backend.done == [f"hold restarts of {UNIT}"]
+    rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
+    assert rows[1]["status"] == "stale" and rows[3]["status"] == "approved"

@@ -224,10 +224,11 @@ class Executor:
             if max_steps is not None and len(report.ran) + len(report.skipped) >= max_steps:
                 report.state = "paused"
                 return
-            if not self._step(rows[:i], row, report):
+            if not self._step(row, report):
                 return
 
-    def _context(self, done: list[dict[str, Any]], row: dict[str, Any]) -> Context:
+    def _context(self, row: dict[str, Any]) -> Context:
+        done = [r for r in plan_rows(self.store, row["plan_id"]) if r["step"] < row["step"]]
         previous = [r for r in done if r["unit"] == row["unit"] and r["state_after"]
                     and r["status"] in ("succeeded", "skipped")]
         incident_open = True
@@ -250,8 +251,7 @@ class Executor:
             return None
         return self.backend.observe(step.unit)
 
-    def _step(self, done: list[dict[str, Any]], row: dict[str, Any],
-              report: ExecReport) -> bool:
+    def _step(self, row: dict[str, Any], report: ExecReport) -> bool:
         """Judge, record, perform, record one step; False when the plan stops here."""
         action_id = row["action_id"]
         host = self.backend.host
@@ -262,7 +262,7 @@ class Executor:
         try:
             step = step_of(row)
             before = self._observe(step)
-            verdict = judge(step, before, self._context(done, row))
+            verdict = judge(step, before, self._context(row))
             if verdict.action != "run":
                 stale = verdict.action == "stale"
                 self._append(row, {"type": "action.skipped", "action_id": action_id,
