@@ -2,8 +2,8 @@
 
 Every example is one paste of log lines as an operator would hand it over: raw application
 output, ``journalctl -u`` in its short forms, ``docker``/``kubectl logs`` with timestamps, or a
-``systemctl status`` block. Examples are built from composable pieces (the engines' documented formats are the only
-source of the formats):
+``systemctl status`` block. Examples are built from composable pieces (the engines' documented
+formats are the only source of the formats):
 
 * an engine (vLLM 0.5 … 0.33 with each version's logger format and process prefixes, SGLang
   0.4/0.5, TGI) and its startup phases up to the failing one (weights, profiling, KV cache,
