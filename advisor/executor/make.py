@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.errors import GpuUnavailableError
+from advisor.events import GpuSampled
 from advisor.executor.bus import SystemdBus
 from advisor.executor.readiness import JournalReadiness
 from advisor.executor.systemd import SystemdBackend
@@ -28,10 +29,28 @@ def gpu_sampler(host: str, twin: Path | None = None) -> tuple[SamplerLike | None
     return sampler, ""
 
 
+class LazySampler:
+    """Opens NVML (or the twin) on the first sample: a command that never waits for GPU
+    memory (a rollback, a dry run) never touches the driver. Without a GPU, each sample
+    raises GpuUnavailableError, which fails the step that needed it."""
+
+    def __init__(self, host: str, twin: Path | None) -> None:
+        self.host = host
+        self.twin = twin
+        self._sampler: SamplerLike | None = None
+
+    def sample(self, time_us: int | None = None) -> tuple[int, list[GpuSampled]]:
+        if self._sampler is None:
+            sampler, why = gpu_sampler(self.host, self.twin)
+            if sampler is None:
+                raise GpuUnavailableError(f"cannot poll GPU memory: {why}")
+            self._sampler = sampler
+        return self._sampler.sample(time_us)
+
+
 def systemd_backend(root: Path, *, gpu_twin: Path | None = None, bus_address: str | None = None,
                     journal_dir: Path | None = None, host: str | None = None) -> SystemdBackend:
     host = host or this_host()
-    sampler, why = gpu_sampler(host, gpu_twin)
     return SystemdBackend(bus=SystemdBus(bus_address), root=root,
-                          readiness=JournalReadiness(journal_dir), gpus=sampler,
-                          no_gpus_why=why or "no GPU sampler", host=host)
+                          readiness=JournalReadiness(journal_dir),
+                          gpus=LazySampler(host, gpu_twin), host=host)
