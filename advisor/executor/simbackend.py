@@ -5,7 +5,7 @@ apply and the same events are recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from advisor.events import ActionStep
 from advisor.executor.backends import (
@@ -16,13 +16,12 @@ from advisor.executor.backends import (
     describe,
 )
 from advisor.executor.bounds import check_step
+from advisor.executor.gpuwait import FREE_FRACTION, STABLE_SAMPLES
 from advisor.executor.state import INFINITY_US, ExecCommand, UnitSnapshot
 
 if TYPE_CHECKING:
     from advisor.sim import SimNode, UnitState
 
-FREE_FRACTION: Final = 0.05
-STABLE_SAMPLES: Final = 3
 
 
 def _snapshot(state: UnitState) -> UnitSnapshot:
