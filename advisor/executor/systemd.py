@@ -34,7 +34,7 @@ from advisor.executor.backends import (
     describe,
     unit_of,
 )
-from advisor.executor.bounds import check_step
+from advisor.executor.bounds import check_step, timeout_seconds
 from advisor.executor.bus import SERVICE, UNIT, BusError, SystemdBus
 from advisor.executor.dropins import (
     ADVISOR_DROPIN,
@@ -49,10 +49,10 @@ from advisor.executor.dropins import (
 from advisor.executor.gpuwait import wait_gpu_free
 from advisor.executor.readiness import JournalReadiness
 from advisor.executor.state import ExecCommand, UnitSnapshot
+from advisor.recommend import DEFAULT_READY_S
 from ingest.nvml import SamplerLike
 
 STOP_MARGIN_S: Final = 10.0
-DEFAULT_READY_S: Final = 900.0
 KILL_SETTLE_S: Final = 30.0
 
 
@@ -247,8 +247,6 @@ class SystemdBackend:
             return None
         expected = str(step.value)
         if step.option == "TimeoutStopSec":
-            from advisor.executor.bounds import timeout_seconds
-
             seconds = timeout_seconds(expected)
             real = after.timeout_stop_s
             if seconds != real and not (seconds is not None and real is not None
