@@ -3,20 +3,33 @@ truth: it reads the store in place (SQLite or PostgreSQL, through the scanner ex
 ship as Python packages pinned to DuckDB's version), or a Parquet export of it.
 
 Views: `events`, `log_lines`, `gpu_samples`, `runs`, `incidents`, `actions`.
+
+The store is always attached READ_ONLY (and a PostgreSQL session is opened read-only). A
+sandboxed connection (`advisor query` unless --allow-files, `stats`, `export parquet`) reaches
+nothing else: after the attach, external access is switched off (no file readers or writers,
+no extension installed or loaded, no Python objects scanned; an export's own folder excepted,
+through `allowed_directories`) and the configuration is locked, so a query cannot switch
+anything back. The scanner extensions open SQLite files and PostgreSQL servers themselves,
+past DuckDB's file-system checks, so ATTACH/DETACH and the scanners' functions are refused
+in every query (`check_sql`), as are the statements that write files in a sandbox.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 import duckdb
 
 from advisor.errors import InputError, StoreError
-from advisor.store.engine import parse_url
+from advisor.store.engine import parse_url, redact
 
 PROJECTIONS: Final = ("runs", "incidents", "actions", "gpu_samples")
 VIEWS: Final = ("events", "log_lines", "gpu_samples", "runs", "incidents", "actions")
@@ -37,21 +50,138 @@ _LOG_LINES: Final = """
     FROM events WHERE type = 'log.recorded'"""
 
 
+# The scanner extensions' functions (tests/test_query_sandbox.py checks this list against
+# what loading them adds): they open SQLite files and PostgreSQL servers of their own,
+# which DuckDB's enable_external_access does not see, and `postgres_execute` runs any SQL
+# on the store's own session. And DuckDB's functions that run SQL given as a string, which
+# the check below could not read.
+SCANNER_FUNCTIONS: Final = frozenset({
+    "sqlite_attach", "sqlite_query", "sqlite_scan",
+    "pg_clear_cache", "postgres_attach", "postgres_configure_pool", "postgres_execute",
+    "postgres_hstore_get", "postgres_hstore_to_json", "postgres_query", "postgres_scan",
+    "postgres_scan_pushdown", "read_postgres_binary"})
+REFUSED_FUNCTIONS: Final = SCANNER_FUNCTIONS | {"query", "query_table",
+                                                "json_execute_serialized_sql"}
+_ST = duckdb.StatementType
+# ATTACH and DETACH in every query: the store stays the one attached read-only.
+_REFUSED_ALWAYS: Final = frozenset({_ST.ATTACH, _ST.DETACH, _ST.COPY_DATABASE})
+# In a sandbox, only statements that cannot write a file (COPY, EXPORT) or load code (LOAD,
+# INSTALL): reading, and tables, views and macros in DuckDB's own memory.
+_SANDBOX_STATEMENTS: Final = frozenset({
+    _ST.SELECT, _ST.EXPLAIN, _ST.PRAGMA, _ST.CALL, _ST.SET, _ST.VARIABLE_SET, _ST.PREPARE,
+    _ST.EXECUTE, _ST.TRANSACTION, _ST.CREATE, _ST.CREATE_FUNC, _ST.INSERT, _ST.UPDATE,
+    _ST.DELETE, _ST.DROP, _ST.ALTER, _ST.MERGE_INTO, _ST.ANALYZE})
+_QUOTED: Final = re.compile(r'"((?:[^"]|"")*)"')
+_BARE: Final = re.compile(r"[^\s\"(),.;:\[\]{}]+")
+
+
+def check_sql(sql: str, *, sandbox: bool,
+              con: duckdb.DuckDBPyConnection | None = None) -> list[duckdb.Statement]:
+    """The statements of `sql`, parsed by `con` (by default a DuckDB of its own, sealed like a
+    sandbox when `sandbox`: parsing expands PRAGMAs, and `import_database` reads files), or
+    InputError for SQL that a query may not run."""
+    if not sql.strip():
+        raise InputError("query: no SQL given (an empty string)")
+    name = _refused_function(sql)
+    if name is not None:
+        raise InputError(f"query: {name}() is refused: it reaches past the read-only store "
+                         "(a scanner's own connection, or SQL run from a string)")
+    parser = con if con is not None else _duckdb(sandbox)
+    try:
+        if con is None and sandbox:
+            _seal(parser)
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as e:
+        raise InputError(f"query: {_first_line(e)}") from e
+    finally:
+        if con is None:
+            parser.close()
+    if not statements:
+        raise InputError("query: no SQL statement given (only comments or semicolons)")
+    for statement in statements:
+        kind = statement.type
+        if kind in _REFUSED_ALWAYS:
+            raise InputError(f"query: {_kind(kind)} is refused: the store stays the one "
+                             "database attached, read-only")
+        if sandbox and kind not in _SANDBOX_STATEMENTS:
+            raise InputError(f"query: {_kind(kind)} statements are refused: the query reads "
+                             "the store and nothing else (--allow-files lets it use files)")
+    return statements
+
+
+def _kind(kind: duckdb.StatementType) -> str:
+    name = str(getattr(kind, "name", ""))
+    return name.replace("_", " ") if name.replace("_", "").isalpha() else "this statement"
+
+
+def _refused_function(sql: str) -> str | None:
+    """The first name in `sql` (an identifier or keyword token: function names are case
+    insensitive, quoted or not) that is one of REFUSED_FUNCTIONS."""
+    tokens = duckdb.tokenize(sql)
+    for i, (start, kind) in enumerate(tokens):
+        if kind not in (duckdb.token_type.identifier, duckdb.token_type.keyword):
+            continue
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        text = sql[start:end]
+        quoted = _QUOTED.match(text)
+        bare = _BARE.match(text)
+        name = (quoted.group(1).replace('""', '"') if quoted
+                else bare.group() if bare else "").lower()
+        if name in REFUSED_FUNCTIONS:
+            return name
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+
+
 @dataclass
 class Connection:
     con: duckdb.DuckDBPyConnection
     path: str        # how the views read: "sqlite scanner", "postgres scanner", "parquet"
+    sandbox: bool = False
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run `sql` (checked: `check_sql`); the columns and rows of its last statement (none
+        when that statement returns no rows)."""
+        statements = check_sql(sql, sandbox=self.sandbox, con=self.con)
         try:
-            cursor = self.con.execute(sql)
+            for statement in statements[:-1]:
+                self.con.execute(statement)
+            relation = self.con.sql(statements[-1])
+            if relation is None:
+                return [], []
+            columns = list(relation.columns)
+            # TIMESTAMP WITH TIME ZONE values need pytz to become Python datetimes: they
+            # come as DuckDB prints them (2026-02-21 00:33:16+00) instead.
+            if any("TIME ZONE" in str(t) for t in relation.types):
+                relation = relation.project(", ".join(
+                    f"CAST(#{i} AS VARCHAR)" if "TIME ZONE" in str(t) else f"#{i}"
+                    for i, t in enumerate(relation.types, start=1)))
+            return columns, relation.fetchall()
         except duckdb.Error as e:
-            raise InputError(f"query: {str(e).splitlines()[0]}") from e
-        columns = [d[0] for d in cursor.description or ()]
-        return columns, cursor.fetchall()
+            raise InputError(f"query: {_first_line(e)}") from e
 
     def close(self) -> None:
         self.con.close()
+
+
+def _seal(con: duckdb.DuckDBPyConnection, folder: Path | None = None) -> None:
+    """Nothing but what is attached (and `folder`) from now on, and no setting changed."""
+    if folder is not None:
+        con.execute("SET allowed_directories = "
+                    f"[{sql_literal(str(folder.resolve()).rstrip(os.sep) + os.sep)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _duckdb(sandbox: bool) -> duckdb.DuckDBPyConnection:
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "python_enable_replacements": False}
+    if sandbox:  # nothing fetched or loaded behind the query's back
+        config |= {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    return duckdb.connect(config=config)
 
 
 def sql_literal(text: str) -> str:
@@ -69,10 +199,28 @@ def _extension(package: str) -> str:
     return str(found[-1])
 
 
-def connect_store(url: str) -> Connection:
-    """DuckDB attached read-only to the store at `url`, with the views."""
+def _require_store(url: str) -> None:
+    """The store exists at this advisor's schema revision (one line naming it if not),
+    looked at read-only: DuckDB's own errors would name a table, not the store."""
+    from advisor.store import migrate
+    from advisor.store.engine import make_engine
+
+    engine = make_engine(url, read_only=True)
+    try:
+        migrate.require_current(engine)
+    finally:
+        engine.dispose()
+
+
+def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
+                  ) -> Connection:
+    """DuckDB attached read-only to the store at `url`, with the views; `sandbox`: reaching
+    nothing else but `folder` (module docstring)."""
     parsed = parse_url(url)
-    con = duckdb.connect()
+    if parsed.get_backend_name() == "postgresql" or parsed.database not in (None, "", ":memory:"):
+        _require_store(url)
+    con = _duckdb(sandbox)
+    dsn = ""
     try:
         if parsed.get_backend_name() == "sqlite":
             if not parsed.database or parsed.database == ":memory:":
@@ -84,8 +232,10 @@ def connect_store(url: str) -> Connection:
             con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_postgres_scanner'))}")
             options = str(parsed.query.get("options", ""))
             schema = re.search(r"search_path(?:=|%3D)([\w$]+)", options)
+            # The server keeps the session read-only too, whatever DuckDB sends on it.
+            read_only = quote(f"{options} -c default_transaction_read_only=on".strip())
             dsn = parsed.set(drivername="postgresql", query={}).render_as_string(
-                hide_password=False)
+                hide_password=False) + f"?options={read_only}"
             with_schema = f", SCHEMA {sql_literal(schema.group(1))}" if schema else ""
             con.execute(f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, "
                         "READ_ONLY)")
@@ -94,10 +244,13 @@ def connect_store(url: str) -> Connection:
         for name in PROJECTIONS:
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM store.{name}")
         con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
+        if sandbox:
+            _seal(con, folder)
     except duckdb.Error as e:
         con.close()
-        raise StoreError(f"DuckDB cannot read the store: {str(e).splitlines()[0]}") from e
-    return Connection(con, path)
+        message = _first_line(e).replace(dsn, redact(url)) if dsn else _first_line(e)
+        raise StoreError(f"DuckDB cannot read the store: {message}") from e
+    return Connection(con, path, sandbox)
 
 
 def events_select(table: str = "events", extra: str = "") -> str:
@@ -107,42 +260,87 @@ def events_select(table: str = "events", extra: str = "") -> str:
     return _EVENTS_SELECT.format(table=quoted, extra=extra)
 
 
-def connect_parquet(folder: Path) -> Connection:
+def connect_parquet(folder: Path, *, sandbox: bool = False) -> Connection:
     """The same views over an export written by `export_parquet`, or over the events that
-    `advisor retention` wrote (those have no projection files: only the event views)."""
+    `advisor retention` wrote (those have no projection files: only the event views);
+    `sandbox`: reading that folder and nothing else."""
     if not (folder / "events").is_dir():
         raise InputError(f"{folder}: not a Parquet export (no events/ folder)")
-    con = duckdb.connect()
-    pattern = sql_literal(str(folder / "events" / "**" / "*.parquet"))
-    con.execute("CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, time, "
-                f"recorded_us, source, payload FROM read_parquet({pattern}, "
-                "hive_partitioning = true, union_by_name = true)")
-    for name in PROJECTIONS:
-        if (folder / f"{name}.parquet").is_file():
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
-                        f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})")
-    con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
-    return Connection(con, "parquet")
+    folder = folder.resolve()
+    con = _duckdb(sandbox)
+    try:
+        pattern = sql_literal(str(folder / "events" / "**" / "*.parquet"))
+        con.execute("CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, "
+                    f"time, recorded_us, source, payload FROM read_parquet({pattern}, "
+                    "hive_partitioning = true, union_by_name = true)")
+        for name in PROJECTIONS:
+            if (folder / f"{name}.parquet").is_file():
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
+                            f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})")
+        con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
+        if sandbox:
+            _seal(con, folder)
+    except duckdb.Error as e:
+        con.close()
+        raise InputError(f"{folder}: not a readable Parquet export: {_first_line(e)}") from e
+    return Connection(con, "parquet", sandbox)
 
 
 def export_parquet(url: str, folder: Path) -> dict[str, int]:
-    """Events partitioned by day and host, and each projection table, as Parquet."""
-    conn = connect_store(url)
+    """Events partitioned by day and host, and each projection table, as Parquet. Written
+    under a hidden folder inside FOLDER and moved into place at the end, events/ last: an
+    export that failed leaves nothing, and events/ is there only when all of it is."""
+    if (folder / "events").exists():
+        raise InputError(f"{folder}: already holds an export (events/); use an empty folder")
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder}: not a folder")
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # removed on failure
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if (folder / "events").exists():
-            raise InputError(f"{folder}: already holds an export (events/); use an empty folder")
+        stage = Path(folder.resolve(), f".export-{os.getpid()}.partial")
+        stage.mkdir()
+    except OSError as e:
+        raise InputError(f"{folder}: cannot write an export there: "
+                         f"{e.strerror or e.__class__.__name__}") from e
+    done = False
+    try:
+        conn = connect_store(url, sandbox=True, folder=stage)
+        try:
+            counts = _export(conn, stage)
+        finally:
+            conn.close()
+        for name in PROJECTIONS:
+            os.replace(stage / f"{name}.parquet", folder / f"{name}.parquet")
+        os.replace(stage / "events", folder / "events")
+        done = True
+    except OSError as e:
+        raise InputError(f"{folder}: cannot write the export: "
+                         f"{e.strerror or e.__class__.__name__}") from e
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(stage)
+        if not done:
+            with contextlib.suppress(OSError):
+                for made in created:
+                    made.rmdir()
+    return counts
+
+
+def _export(conn: Connection, stage: Path) -> dict[str, int]:
+    try:
         conn.con.execute(
             "COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM events) TO "
-            f"{sql_literal(str(folder / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
+            f"{sql_literal(str(stage / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
         counts = {"events": _count(conn, "events")}
         for name in PROJECTIONS:
             conn.con.execute(f"COPY (SELECT * FROM {name}) TO "
-                             f"{sql_literal(str(folder / f'{name}.parquet'))} (FORMAT parquet)")
+                             f"{sql_literal(str(stage / f'{name}.parquet'))} (FORMAT parquet)")
             counts[name] = _count(conn, name)
-        return counts
-    finally:
-        conn.close()
+    except (duckdb.IOException, duckdb.PermissionException) as e:
+        raise InputError(f"{stage.parent}: cannot write the export: {_first_line(e)}") from e
+    except duckdb.Error as e:
+        raise StoreError(f"export: DuckDB cannot read the store: {_first_line(e)}") from e
+    return counts
 
 
 def _count(conn: Connection, view: str) -> int:

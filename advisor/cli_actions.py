@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from advisor.cli_common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli_common import (
+    db_option,
+    echo_json,
+    handle_errors,
+    json_option,
+    seconds,
+    store_for,
+)
 from advisor.render import safe_text
 
 if TYPE_CHECKING:
@@ -286,7 +293,7 @@ def say_auto(report: AutoReport, reported: dict[str, str], err: bool = False) ->
 @click.command()
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
               help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds.")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+@click.option("--interval", type=seconds(0.1), default=5.0, show_default=True,
               help="Seconds between passes.")
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @backend_option

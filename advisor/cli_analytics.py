@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import sys
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import click
+import orjson
 
 from advisor.cli_common import db_option, echo_json, emit, handle_errors
-from advisor.render import safe_text
+from advisor.render import escape_controls, safe_text
 from advisor.settings import default_db_url
 from advisor.units import parse_service, service_host
 
@@ -21,33 +25,75 @@ from advisor.units import parse_service, service_host
 @click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
               help="Answer from a Parquet export (advisor export parquet) instead of the store.")
 @click.option("--verbose", is_flag=True, help="Say how DuckDB reads the data (on stderr).")
+@click.option("--allow-files", is_flag=True,
+              help="Let the SQL read and write files and load extensions, as DuckDB does "
+                   "(the store stays attached read-only).")
 @db_option
 @handle_errors
 def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbose: bool,
-          db_url: str | None) -> None:
-    """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions."""
-    from advisor.analytics import connect_parquet, connect_store
+          allow_files: bool, db_url: str | None) -> None:
+    """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions.
+    The store is attached read-only and, unless --allow-files, the SQL reaches nothing else:
+    no files, no extensions, no settings."""
+    from advisor.analytics import check_sql, connect_parquet, connect_store
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv exclude each other")
-    conn = (connect_parquet(parquet_dir) if parquet_dir is not None
-            else connect_store(db_url or default_db_url()))
+    check_sql(sql, sandbox=not allow_files)  # refused before the store is opened
+    conn = (connect_parquet(parquet_dir, sandbox=not allow_files) if parquet_dir is not None
+            else connect_store(db_url or default_db_url(), sandbox=not allow_files))
     try:
         if verbose:
-            click.echo(f"duckdb: reading through the {conn.path}", err=True)
+            click.echo(f"duckdb: reading through the {conn.path}"
+                       + ("" if allow_files else " (sandboxed: the store and nothing else)"),
+                       err=True)
         columns, rows = conn.query(sql)
     finally:
         conn.close()
     if as_json:
-        echo_json([dict(zip(columns, row, strict=True)) for row in rows])
-    elif as_csv:
+        click.echo(orjson.dumps([dict(zip(columns, (_plain(v) for v in row), strict=True))
+                                 for row in rows],
+                                option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    elif as_csv and columns:
+        # Quoted as CSV (a newline stays a newline, inside quotes); every other control
+        # character from a log (ESC, CR, BEL) shown as \xNN, never sent raw to a terminal.
         writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-    else:
-        click.echo("\t".join(columns))
+        writer.writerow([escape_controls(c) for c in columns])
+        writer.writerows([_csv_cell(v) for v in row] for row in rows)
+    elif columns:
+        click.echo("\t".join(safe_text(c) for c in columns))
         for row in rows:
             click.echo("\t".join(safe_text("" if v is None else str(v)) for v in row))
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, str):
+        return escape_controls(value)
+    if value is None or isinstance(value, int | float | Decimal):
+        return value
+    return escape_controls(str(value))
+
+
+def _plain(value: Any) -> Any:
+    """A DuckDB value as JSON takes it: DECIMAL as a number, BLOB and INTERVAL as text, an
+    integer past 64 bits as text (orjson's limit)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -2**63 <= value < 2**64 else str(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return "".join(chr(b) if 0x20 <= b < 0x7f and b != 0x5c else f"\\x{b:02x}"
+                       for b in value)
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k if isinstance(k, str | int | float) else str(k): _plain(v)
+                for k, v in value.items()}
+    return value
 
 
 @click.group("export")
@@ -64,7 +110,8 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
     from advisor.analytics import export_parquet
 
     counts = export_parquet(db_url or default_db_url(), folder)
-    click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {folder}")
+    click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items())
+               + f" → {safe_text(str(folder))}")
 
 
 @click.command()
@@ -92,8 +139,8 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
     if service is not None:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
-    conn = (connect_parquet(parquet_dir) if parquet_dir is not None
-            else connect_store(db_url or default_db_url()))
+    conn = (connect_parquet(parquet_dir, sandbox=True) if parquet_dir is not None
+            else connect_store(db_url or default_db_url(), sandbox=True))
     try:
         report = stats_(conn, unit=unit, host=host,
                         since_us=parse_time_us(since) if since else None)
@@ -124,24 +171,43 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
 @click.option("--host", help="This host's name in the central store (default: the hostname).")
 @click.option("--give-up-after", type=click.FloatRange(min=0), default=300.0,
               show_default=True, help="Seconds to keep retrying an unreachable central store.")
+@click.option("--key", "key_path", type=click.Path(path_type=Path, dir_okay=False),
+              metavar="PATH",
+              help="The host key that signs the chain head stored centrally after each batch "
+                   "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).")
 @db_option
 @handle_errors
-def ship(central_url: str, host: str | None, give_up_after: float, db_url: str | None) -> None:
-    """Copy this host's events to a central store: resumable, idempotent, in order."""
+def ship(central_url: str, host: str | None, give_up_after: float, key_path: Path | None,
+         db_url: str | None) -> None:
+    """Copy this host's events to a central store: resumable, idempotent, in order, checked
+    against what the central store already holds for this host."""
     from advisor.cli_common import store_for
+    from advisor.errors import InputError
     from advisor.settings import this_host
+    from advisor.ship import open_central
     from advisor.ship import ship as ship_
-    from advisor.store import open_store
+    from advisor.store.headlog import default_key_path, load_key, store_label
 
     local = store_for(db_url)
-    central = open_store(central_url)
+    key = load_key(key_path or default_key_path())
+    if key_path is not None and key is None:
+        raise InputError(f"--key {key_path}: no such file")
+    central = open_central(central_url, give_up_after_s=give_up_after)
     try:
-        report = ship_(local, central, host or this_host(), give_up_after_s=give_up_after)
+        report = ship_(local, central, host or this_host(), give_up_after_s=give_up_after,
+                       key=key, store_label=store_label(local.url) or "")
     finally:
         central.close()
+    if report.behind:
+        click.echo(f"the central store held this host's events only up to its seq "
+                   f"{report.central_seq}, {report.behind:,} behind the local position: "
+                   "refilled from there (restored from an older backup?)", err=True)
     click.echo(f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
                f"{report.retries} retries) to {central.display_url}; local position "
-               f"{report.last_seq}")
+               f"{report.last_seq}" + (f"; {report.heads} signed heads stored"
+                                       if report.heads else "")
+               + ("" if report.folded else
+                  "; not folded there (the central store's owner folds: advisor fold)"))
 
 
 @click.command()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -21,6 +23,13 @@ if TYPE_CHECKING:
     from advisor.store import EventStore
 
 F = TypeVar("F", bound=Callable[..., Any])
+COUNT = click.IntRange(min=1, max=2**63 - 1)  # a count that fits the store's BIGINT
+DURATION_MAX_S = 10 * 366 * 86_400
+
+
+def seconds(low: float, high: float = 86_400) -> click.FloatRange:
+    """A number of seconds in [low, high]: inf and nan are refused."""
+    return click.FloatRange(min=low, max=high)
 
 
 def db_option(f: F) -> F:
@@ -61,11 +70,13 @@ def handle_errors(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def store_for(db_url: str | None) -> EventStore:
-    """Open the store for this command; it is closed when the command ends."""
+def store_for(db_url: str | None, *, read_only: bool = False) -> EventStore:
+    """Open the store for this command; it is closed when the command ends. `read_only`
+    for commands that only read: a store that does not exist is refused, not created, and
+    nothing is migrated or written (a store on read-only media can be read)."""
     from advisor.store import open_store
 
-    store = open_store(db_url or default_db_url())
+    store = open_store(db_url or default_db_url(), read_only=read_only)
     return click.get_current_context().with_resource(store)
 
 
@@ -74,8 +85,23 @@ def emit(text: str, out: Path | None) -> None:
     if out is None:
         click.echo(text, nl=False)
         return
-    out.write_text(text, encoding="utf-8")
+    write_file(out, text.encode())
     click.echo(f"wrote {out}")
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a temporary file beside it, renamed over
+    it); AdvisorError naming the path when it cannot be written."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise AdvisorError(f"--out {path}: cannot write there: "
+                           f"{e.strerror or e.__class__.__name__}") from e
 
 
 def echo_json(obj: Any) -> None:

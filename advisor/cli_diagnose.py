@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from advisor.cli_common import echo_json, handle_errors, json_option
+from advisor.cli_common import echo_json, handle_errors, json_option, write_file
 from advisor.render import safe_text
 
 rules_option = click.option(
@@ -148,7 +148,7 @@ def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, .
 
     result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
     target = out or training.shipped_model_path()
-    target.write_bytes(result.model.to_json())
+    write_file(target, result.model.to_json())
     click.echo(f"trained on {result.examples} examples, {len(result.model.weights)} features, "
                f"temperature {result.model.temperature:.2f}, in {result.seconds:.1f} s")
     click.echo(f"wrote {target}")

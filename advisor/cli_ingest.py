@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING
 import click
 
 from advisor.cli_common import (
+    COUNT,
+    DURATION_MAX_S,
     db_option,
     echo_json,
     handle_errors,
     json_option,
+    seconds,
     sigterm_as_interrupt,
     store_for,
 )
+from advisor.cli_heads import sign_heads
 from advisor.errors import InputError
 from advisor.progress import byte_progress
 from advisor.render import safe_text
@@ -109,6 +113,7 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
     elif file_ != "-":
         resolve(Path(file_))
     store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
     if follow and diagnose:
         diagnose_after(store, follow=True)
     if file_ == "-":
@@ -150,6 +155,7 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagn
     host = service_host(service, from_service, host)
     resolve(file_)
     store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_text_file(store, file_, unit, host or this_host(), strict=strict,
                                   progress=progress)
@@ -173,6 +179,7 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diag
 
     resolve(file_)
     store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
     host = host or this_host()
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
@@ -181,11 +188,11 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diag
 
 
 @ingest.command("gpu")
-@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+@click.option("--interval", type=seconds(0.05), default=1.0, show_default=True,
               help="Seconds between samples.")
-@click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
-@click.option("--duration", type=click.FloatRange(min=0), help="Stop after S seconds.")
-@click.option("--process-every", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--count", type=COUNT, help="Stop after N samples.")
+@click.option("--duration", type=seconds(0, DURATION_MAX_S), help="Stop after S seconds.")
+@click.option("--process-every", type=click.IntRange(1, 10**6), default=1, show_default=True,
               help="List GPU processes every Nth sample (the costly NVML call).")
 @click.option("--record", "record_path", type=click.Path(path_type=Path),
               help="Also append the samples as JSON lines to this file.")
@@ -209,6 +216,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
             raise click.UsageError("--record and --replay exclude each other")
         resolve(replay_path)
         store = store_for(db_url)
+        sign_heads(store)  # tamper evidence: docs/integrity.md
         with byte_progress(f"replaying {replay_path.name}") as progress:
             report = replay_recording(store, replay_path, strict=strict, progress=progress)
         print_report(report, as_json, diagnose_after(store) if diagnose else None)
@@ -216,6 +224,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
     # Open NVML before anything else: without a GPU nothing may be written.
     with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
         store = store_for(db_url)
+        sign_heads(store)  # tamper evidence: docs/integrity.md
         with ExitStack() as stack:
             record = stack.enter_context(open(record_path, "ab")) if record_path else None
             try:
@@ -248,6 +257,7 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
     store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
     diagnose_after(store, follow=True)
 
     def reported(path: Path, report: IngestReport) -> None:

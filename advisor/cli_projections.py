@@ -39,7 +39,7 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
     from advisor.projections import read_rows
 
     host, unit = _split_service(service)
-    rows = read_rows(store_for(db_url), "runs", unit=unit, host=host)
+    rows = read_rows(store_for(db_url, read_only=True), "runs", unit=unit, host=host)
     if as_json:
         for row in rows:
             row["phases"] = orjson.loads(row["phases"])
@@ -67,7 +67,7 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
     from advisor.projections import read_rows
 
     host, unit = _split_service(service)
-    rows = read_rows(store_for(db_url), "incidents", unit=unit, host=host)
+    rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
     if only_open:
         rows = [r for r in rows if r["status"] == "open"]
     if as_json:
@@ -128,7 +128,7 @@ def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
 
     parse_service(service)  # a name that is not a unit is refused before the store is opened
     series: dict[str, list[tuple[int, float]]] = {}
-    report = build(store_for(db_url), service, incident_id, series)
+    report = build(store_for(db_url, read_only=True), service, incident_id, series)
     if fmt == "html":
         from advisor.html import render
 

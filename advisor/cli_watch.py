@@ -11,14 +11,22 @@ from typing import TYPE_CHECKING
 import click
 
 from advisor.cli_actions import _backend, backend_option, gpus_option, root_option, say_auto
-from advisor.cli_common import db_option, handle_errors, sigterm_as_interrupt, store_for
-from advisor.errors import InputError
+from advisor.cli_common import (
+    db_option,
+    handle_errors,
+    seconds,
+    sigterm_as_interrupt,
+    store_for,
+)
+from advisor.cli_heads import sign_heads
+from advisor.errors import InputError, StoreError
 from advisor.render import safe_text
 from advisor.settings import this_host
 
 if TYPE_CHECKING:
     from advisor.discover import Found, InferenceServers
     from advisor.sdnotify import Notifier
+    from advisor.store import EventStore
     from ingest.journal_sources import Selection
 
 
@@ -29,7 +37,7 @@ if TYPE_CHECKING:
                    "inference server (vLLM, SGLang, TGI), re-discovered as units come and go.")
 @click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
               help="Follow these .journal files instead of the system journal.")
-@click.option("--gpu-interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--gpu-interval", type=seconds(0.1), default=1.0, show_default=True,
               help="Seconds between GPU samples.")
 @click.option("--no-gpu", is_flag=True, help="Do not sample the GPUs.")
 @click.option("--auto", "auto_", is_flag=True, help="Also apply what --policy allows.")
@@ -76,6 +84,7 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
     else:
         watching = ", ".join(str(f) for f in journal_files)
     store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
     processor = Processor(store)
     if auto_ and policy is not None and policy_path is not None:
         chosen = _backend(backend, systemd_root, gpus_from)
@@ -89,17 +98,13 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
     stop = threading.Event()
     sampler_thread = None if no_gpu else _start_gpu(store, gpu_interval, stop, gpus_from)
     shipper = local = None
+    shipper_died: list[str] = []
     if ship_to is not None:
-        from advisor.ship import ship_forever
         from advisor.store import open_store
 
         # Its own connection: the shipper reads the store from its own thread.
         local = open_store(store.url)
-        shipper = threading.Thread(
-            target=ship_forever, name="shipper", daemon=True,
-            args=(local, ship_to, this_host(), stop),
-            kwargs={"on_error": lambda e: click.echo(f"shipping: {safe_text(e)}", err=True)})
-        shipper.start()
+        shipper = _start_shipper(local, ship_to, stop, notifier, shipper_died)
     notifier.ready(f"watching {watching}")
     notifier.keep_alive()
     click.echo(f"watching {safe_text(watching)}", err=True)
@@ -117,6 +122,51 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
         if shipper is not None and local is not None:
             shipper.join(timeout=30)
             local.close()
+    if shipper_died:
+        raise StoreError(f"the shipper stopped while watching: {shipper_died[0]}")
+
+
+def _start_shipper(local: EventStore, ship_to: str, stop: threading.Event, notifier: Notifier,
+                   died: list[str]) -> threading.Thread:
+    """`--ship-to`: ship in a thread that reports every failure (stderr, the unit's status
+    line) and goes on; should the thread itself end before `stop`, that is reported too, in
+    `died`, and `watch` exits 1 when it stops."""
+    from advisor.ship import ShipReport, ship_forever
+    from advisor.store.engine import redact
+    from advisor.store.headlog import default_key_path, load_key, store_label
+
+    where = redact(ship_to)
+    failing = [False]
+
+    def on_error(message: str) -> None:
+        failing[0] = True
+        click.echo(f"shipping: {safe_text(message)}", err=True)
+        notifier.notify(f"STATUS=shipping to {where} failed: {safe_text(message)}")
+
+    def on_shipped(report: ShipReport) -> None:
+        if failing[0]:
+            failing[0] = False
+            click.echo(f"shipping: ok again (host seq {report.last_seq})", err=True)
+            notifier.notify(f"STATUS=shipping to {where} ok (host seq {report.last_seq})")
+
+    def run() -> None:
+        try:
+            key = load_key(default_key_path())  # the key the heads of `sign_heads` use
+            ship_forever(local, ship_to, this_host(), stop, on_error=on_error,
+                         on_shipped=on_shipped, key=key,
+                         store_label=store_label(local.url) or "")
+        except BaseException as e:
+            message = f"{type(e).__name__}: {e}"
+            died.append(message)
+            click.echo(f"shipping stopped: {safe_text(message)}", err=True)
+            notifier.notify(f"STATUS=shipping to {where} stopped: {safe_text(message)}")
+            return
+        if not stop.is_set():
+            died.append("the shipper returned")
+
+    thread = threading.Thread(target=run, name="shipper", daemon=True)
+    thread.start()
+    return thread
 
 
 def _discovery(notifier: Notifier) -> InferenceServers:

@@ -95,8 +95,11 @@ class CandidateLabel(BaseModel):
 
 
 class RunClassified(Payload):
-    """Diagnosis of one service run (healthy ones too), from the evidence through `through_seq`."""
+    """Diagnosis of one service run (healthy ones too), from the evidence through `through_seq`.
+    `content` (version 2) names the lines judged (`advisor.projections.run_content`): the
+    label holds for the run while its lines are those; None (version 1) for any."""
 
+    version: ClassVar[int] = 2
     type: Literal["run.classified"] = "run.classified"
     run_id: str
     host: str
@@ -105,6 +108,7 @@ class RunClassified(Payload):
     confidence: float
     phase: str | None = None
     through_seq: int
+    content: str | None = None
 
 
 class IncidentOpened(Payload):
@@ -285,11 +289,23 @@ class StoreRetained(Payload):
     hosts: dict[str, ChainAnchor] = Field(default_factory=dict)
 
 
+class PipelineSkipped(Payload):
+    """An event the fold could not use (`stage` fold: `seq` is that event), or a run the
+    diagnoser could not judge (`stage` diagnosis: `seq` is the run's last event, `run_id`
+    the run, now labelled unknown): skipped, so that what follows is folded and diagnosed."""
+
+    type: Literal["pipeline.skipped"] = "pipeline.skipped"
+    stage: Literal["fold", "diagnosis"]
+    seq: int = Field(ge=1, le=MAX_KEY)
+    reason: str = Field(max_length=300)
+    run_id: str | None = None
+
+
 AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
                        | IncidentClassified | IncidentRecurred | IncidentResolved
                        | ActionProposed | ActionApproved | ActionRejected | ActionStarted
                        | ActionSucceeded | ActionFailed | ActionSkipped | ActionRolledBack
-                       | StoreRetained,
+                       | StoreRetained | PipelineSkipped,
                        Field(discriminator="type")]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
@@ -299,7 +315,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rejected": ActionRejected, "action.started": ActionStarted,
     "action.succeeded": ActionSucceeded, "action.failed": ActionFailed,
     "action.skipped": ActionSkipped, "action.rolled_back": ActionRolledBack,
-    "store.retained": StoreRetained}
+    "store.retained": StoreRetained, "pipeline.skipped": PipelineSkipped}
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 
 def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
@@ -310,6 +326,7 @@ def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("action.proposed", 1): _unchanged, ("action.started", 1): _unchanged,
     ("action.succeeded", 1): _unchanged, ("action.failed", 1): _unchanged,
+    ("run.classified", 1): _unchanged,
 }
 
 

@@ -11,11 +11,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from advisor.diagnosis.live import Diagnoser
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import RuleSet, load_rules
+from advisor.events import NewEvent
 from advisor.projections import Projector
+from advisor.skipped import environmental, reason_of, skipped_event
 from advisor.store import EventStore
 from advisor.store.types import AppendResult
 
@@ -71,14 +74,46 @@ class Processor:
         try:
             report = ProcessReport(folded=self.projector.catch_up())
             for run in self.diagnoser.pending(final=final):
-                events = self.diagnoser.step(run)
+                events = self._diagnose(run)
                 report.diagnosed += 1
                 if events:
-                    report.diagnosis_events += self.store.append(events).appended
+                    report.diagnosis_events += self._append(run, events)
                     report.folded += self.projector.catch_up()
             return report
         finally:
             self._busy = False
+
+    def _diagnose(self, run: dict[str, Any]) -> list[NewEvent]:
+        """The events diagnosing one run adds. A run whose diagnosis raises is recorded as
+        skipped (`pipeline.skipped`, once) and classified `unknown`, which is never acted on
+        and takes it off the pending list: the next runs are still diagnosed. The store's
+        own failures propagate."""
+        try:
+            return self.diagnoser.step(run)
+        except Exception as e:
+            if environmental(e):
+                raise
+            return self._undiagnosable(run, reason_of(e))
+
+    def _append(self, run: dict[str, Any], events: list[NewEvent]) -> int:
+        """Append a run's diagnosis; one the store refuses (a value it cannot write) is
+        recorded as skipped instead."""
+        try:
+            return self.store.append(events).appended
+        except Exception as e:
+            if environmental(e):
+                raise
+            return self.store.append(self._undiagnosable(run, reason_of(e))).appended
+
+    def _undiagnosable(self, run: dict[str, Any], reason: str) -> list[NewEvent]:
+        """The skip, and for a run that was to be judged its classification as `unknown`
+        for its lines (what a verdict would have said, with the verdict's key). A run that
+        has its label already (the first of an incident) keeps it."""
+        skipped = skipped_event(run["stream"], run["ended_us"] or run["started_us"],
+                                "diagnosis", run["last_seq"], reason, run["run_id"])
+        if run["label"] is not None and not run.get("label_stale"):
+            return [skipped]
+        return [skipped, self.diagnoser.classified(run, "unknown", 0.0, None)]
 
     def rebuild(self) -> int:
         return self.projector.rebuild()

@@ -29,6 +29,51 @@ def safe_text(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def escape_controls(text: str) -> str:
+    """For formats that carry newlines and tabs themselves (CSV, quoted): every other control
+    character (ESC, CR, BEL, C1) as the visible \\xNN that `safe_text` writes, nothing dropped."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_MD_INLINE = re.compile(r"[\\`*_\[\]#|~<>&]")
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def markdown_text(text: str) -> str:
+    """Text as literal Markdown inline text, placed after other text on its line: control
+    characters escaped (`safe_text`), `&`, `<` and `>` as HTML entities (no raw HTML) and the
+    characters that open emphasis, links, code, tables or close a heading backslash-escaped.
+    Log lines go in `markdown_code` or `markdown_code_block` instead."""
+    return _MD_INLINE.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
+                               safe_text(text))
+
+
+def _fence_for(text: str, least: int) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(least, longest + 1)
+
+
+def markdown_code(text: str) -> str:
+    """Log text as a Markdown code span that the text cannot close (the delimiter is longer
+    than any run of backticks in it): shown literally, no HTML, links or emphasis."""
+    body = safe_text(text)
+    if not body:
+        return ""
+    fence = _fence_for(body, 1)
+    if body[0] == "`" or body[-1] == "`" or (body[0] == " " and body[-1] == " "):
+        body = f" {body} "
+    return f"{fence}{body}{fence}"
+
+
+def markdown_code_block(lines: list[str], info: str = "text") -> str:
+    """Log lines (control characters escaped) as a fenced code block that they cannot close:
+    the fence is one backtick longer than the longest run of backticks in them. Inside, HTML
+    and Markdown are shown, not interpreted."""
+    body = [safe_text(line) for line in lines]
+    fence = _fence_for("\n".join(body), 3)
+    return "\n".join([fence + info, *body, fence])
+
+
 def summary(event: StoredEvent) -> str:
     p = event.payload
     if isinstance(p, LogRecorded):

@@ -15,8 +15,8 @@ from advisor.diagnosis.inputs import line_from_payload
 from advisor.diagnosis.sequence import parse
 from advisor.errors import InputError
 from advisor.events import LogRecorded
-from advisor.projections import Projector, read_rows
-from advisor.render import safe_text
+from advisor.projections import Projector, read_rows, run_log_events
+from advisor.render import markdown_code, markdown_code_block, markdown_text, safe_text
 from advisor.store import EventFilter, EventStore
 from advisor.timefmt import format_us
 from advisor.units import parse_service
@@ -42,12 +42,8 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
 
 def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str]]:
     """(time, what) for the run's start, phases, failure line and lifecycle steps."""
-    lines = []
-    for event in store.read(EventFilter(stream=run["stream"], after_seq=run["first_seq"] - 1)):
-        if event.seq > run["last_seq"]:
-            break
-        if isinstance(event.payload, LogRecorded):
-            lines.append(line_from_payload(event.seq, event.payload.model_dump(), event.time_us))
+    lines = [line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
+             for event in run_log_events(store, run) if isinstance(event.payload, LogRecorded)]
     out: list[tuple[int, str]] = []
     seen: set[str] = set()
     for p in parse(lines):
@@ -86,6 +82,12 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
     incidents = read_rows(store, "incidents", unit=unit, host=host)
     if incident_id is not None:
         incidents = [i for i in incidents if i["incident_id"] == incident_id]
+        if incidents and incidents[0]["status"] == "superseded":  # no incident (docs/fold.md)
+            by = incidents[0]["superseded_by"]
+            raise InputError(f"{service}: incident {incident_id} is superseded"
+                             + (f" by {by}" if by else ": its run is cut differently now"))
+    else:
+        incidents = [i for i in incidents if i["status"] != "superseded"]
     if not incidents:
         raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
     incident = incidents[-1]
@@ -114,7 +116,8 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
         if series is not None:
             series.setdefault(str(s["gpu"]), []).append((s["time_us"], fraction))
     similar = [i for i in read_rows(store, "incidents", host=incident["host"])
-               if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]]
+               if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]
+               and i["status"] != "superseded"]
     evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
     times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
     return {
@@ -142,40 +145,51 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
 
 
 def render_text(report: dict[str, Any], markdown: bool = False) -> str:
+    """The post-mortem as text for a terminal, or as Markdown: there every line that comes
+    from the logs (and all the rest below the headings) is in a fenced code block that no text
+    can close, and the summary's names in code spans, so no log line can bring raw HTML,
+    links or Markdown structure into the page."""
     inc = report["incident"]
-
-    def h(title: str) -> str:
-        return f"\n## {title}\n" if markdown else f"\n{title}\n" + "-" * len(title)
-
-    out = [("# " if markdown else "") + safe_text(
-        f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"),
-        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, "
-                  f"{inc['runs']} failed run(s), {inc['status']}; failing phase: "
-                  f"{inc['phase'] or 'unknown'}")]
-    out.append(h("Timeline"))
-    out += [safe_text(f"{e['time']}  {e['what']}") for e in report["timeline"]]
-    out.append(h("Config"))
-    out += [safe_text(f"{k}: {v}") for k, v in sorted(report["config"].items())]
-    out.append(h("Evidence"))
-    out += [safe_text(f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}")
-            for e in report["evidence"]]
+    sections: list[tuple[str, list[str]]] = []
+    sections.append(("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]))
+    sections.append(("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]))
+    sections.append(("Evidence", [f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}"
+                                  for e in report["evidence"]]))
     if report["facts"]:
-        out.append(h("Facts"))
-        out += [safe_text(f"{k}: {v}") for k, v in sorted(report["facts"].items())]
-    out.append(h("Plan"))
+        sections.append(("Facts", [f"{k}: {v}" for k, v in sorted(report["facts"].items())]))
+    plan: list[str] = []
     for step in report["plan"]:
         what = step["kind"] + (f" {step['flag']} {step['value']}" if step.get("flag") else "")
         what += f" {step['option']}={step['value']}" if step.get("option") else ""
         alt = " (alternative)" if step["alternative"] else ""
-        out.append(safe_text(f"[{step['status']}] {what}{alt}: {step.get('why', '')}"))
-        out += [safe_text(f"    {line}") for line in step.get("arithmetic", ())]
+        plan.append(f"[{step['status']}] {what}{alt}: {step.get('why', '')}")
+        plan += [f"    {line}" for line in step.get("arithmetic", ())]
         if step.get("detail"):
-            out.append(safe_text(f"    → {step['detail']}"))
+            plan.append(f"    → {step['detail']}")
+    sections.append(("Plan", plan))
     if report["gpu_memory"]:
-        out.append(h("GPU memory (used / total, over the incident)"))
-        out += [f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
-                for g, v in report["gpu_memory"].items()]
-    out.append(h("Similar incidents on this host"))
-    out += [safe_text(f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}")
-            for s in report["similar"]] or ["none"]
+        sections.append(("GPU memory (used / total, over the incident)",
+                         [f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
+                          for g, v in report["gpu_memory"].items()]))
+    sections.append(("Similar incidents on this host",
+                     [f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
+                      for s in report["similar"]] or ["none"]))
+    summary = (f"{inc['runs']} failed run(s), {inc['status']}; failing phase: "
+               f"{inc['phase'] or 'unknown'}")
+    if markdown:
+        service = f"{inc['host']}/{inc['unit']}"
+        out = [f"# {markdown_code(service)}: "
+               f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
+               "",
+               f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
+               f"{markdown_text(summary)}"]
+        for title, lines in sections:
+            out += ["", f"## {title}", "", markdown_code_block(lines) if lines else "none"]
+        return "\n".join(out) + "\n"
+    out = [safe_text(f"{inc['host']}/{inc['unit']}: {inc['label']} "
+                     f"(confidence {inc['confidence']:.2f})"),
+           safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}")]
+    for title, lines in sections:
+        out.append(f"\n{title}\n" + "-" * len(title))
+        out += [safe_text(line) for line in lines]
     return "\n".join(out) + "\n"

@@ -30,6 +30,13 @@ def _pg_base_url() -> str | None:
     return os.environ.get(PG_ENV) or None
 
 
+@pytest.fixture(autouse=True)
+def _host_key(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writing commands sign chain heads with the host key (docs/integrity.md): each test
+    gets its own, never the machine's."""
+    monkeypatch.setenv("ADVISOR_KEY", str(tmp_path_factory.mktemp("key") / "host-key"))
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'events.db'}"

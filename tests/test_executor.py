@@ -307,3 +307,41 @@ def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
     assert backend.done == [f"hold restarts of {UNIT}"]
     rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
     assert rows[1]["status"] == "stale" and rows[3]["status"] == "approved"
+
+
+def _forge(store: EventStore, sql: str) -> None:
+    """What someone holding the store file can do to the actions projection."""
+    from sqlalchemy import text
+
+    with store.engine.begin() as conn:
+        conn.execute(text(sql))
+
+
+def test_an_altered_actions_row_never_reaches_the_unit(diagnosed: EventStore) -> None:
+    """The executor runs a step as its action.proposed event says, once an action.approved
+    event names it: a row edited in the projection (another flag value, a status set to
+    approved) is refused and recorded as failed, naming the seq."""
+    plan_rows(diagnosed, SAMPLER_PLAN)
+    _forge(diagnosed, "UPDATE actions SET status = 'approved' "
+                      f"WHERE plan_id = '{SAMPLER_PLAN}' AND step = 0")
+    backend = DryRunBackend()
+    report = execute(diagnosed, backend, SAMPLER_PLAN)
+    assert backend.done == []
+    assert report.state == "stopped" and "no action.approved event" in report.why
+    row = plan_rows(diagnosed, SAMPLER_PLAN)[0]
+    assert row["status"] == "failed" and f"seq {row['proposed_seq']}" in row["detail"]
+
+
+def test_a_forged_flag_value_in_an_approved_row_is_refused(diagnosed: EventStore) -> None:
+    approve(diagnosed, SAMPLER_PLAN, "human:test")
+    rows = plan_rows(diagnosed, SAMPLER_PLAN)
+    spec = json.loads(rows[1]["spec"])
+    assert spec["kind"] == "set_flag" and spec["value"] == 256
+    forged = json.dumps({**spec, "value": 1}, sort_keys=True).replace("'", "''")
+    _forge(diagnosed, f"UPDATE actions SET spec = '{forged}' "
+                      f"WHERE action_id = '{rows[1]['action_id']}'")
+    backend = DryRunBackend()
+    report = execute(diagnosed, backend, SAMPLER_PLAN)
+    assert backend.done[0] == f"hold restarts of {UNIT}"  # step 0 ran; the forged one did not
+    assert not any("max-num-seqs" in done for done in backend.done)
+    assert report.state == "stopped" and "another step than the action.proposed" in report.why

@@ -68,6 +68,9 @@ def test_explain_shows_what_the_actions_did(sqlite_url: str, seed_journal: Path,
 
 
 def test_explain_errors(sqlite_url: str) -> None:
+    missing = CliRunner().invoke(cli, ["explain", "nope.service", "--db", sqlite_url])
+    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert CliRunner().invoke(cli, ["db", "upgrade", "--db", sqlite_url]).exit_code == 0
     result = CliRunner().invoke(cli, ["explain", "nope.service", "--db", sqlite_url])
     assert result.exit_code == 4 and "nope.service: no incident" in result.output
 
@@ -75,3 +78,34 @@ def test_explain_errors(sqlite_url: str) -> None:
 def test_sparkline() -> None:
     assert sparkline([0.0, 0.5, 1.0], width=3) == "▁▅█"
     assert len(sparkline([0.1] * 500)) == 48 and sparkline([]) == ""
+
+
+def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
+        sqlite_url: str, seed_journal: Path, seed_csv: Path, tmp_path: Path) -> None:
+    from markdown_it import MarkdownIt  # CommonMark, as rich (a dependency) ships it
+
+    hostile = ("<script>alert(1)</script><img src=x onerror=alert(1)> ```` ~~~\n"
+               "# injected\n[click](javascript:alert(1)) **bold** \x1b]8;;http://x\x07 | a |")
+    lines = seed_journal.read_text().splitlines()
+    entry = json.loads(lines[40])
+    message = bytes(entry["MESSAGE"]).decode()
+    marker = "[multiproc_executor.py:671] "
+    entry["MESSAGE"] = list(message.replace(marker, marker + hostile + " ", 1).encode())
+    lines[40] = json.dumps(entry)
+    journal = tmp_path / "hostile.jsonl"
+    journal.write_text("\n".join(lines) + "\n")
+    runner = _store(sqlite_url, journal, seed_csv)
+    md = runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--format", "markdown",
+                             "--db", sqlite_url])
+    assert md.exit_code == 0, md.output
+    assert "<script>alert(1)</script>" in md.output  # shown, inside a code block
+    assert "\x1b" not in md.output and "\x07" not in md.output
+    html = MarkdownIt("commonmark", {"html": True}).render(md.output)
+    for raw in ("<script", "<img", "<a ", "<strong>", "<h1>injected", "<table"):
+        assert raw not in html, raw
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert [line for line in html.splitlines() if line.startswith("<h2>")] == [
+        f"<h2>{t}</h2>" for t in ("Timeline", "Config", "Evidence", "Facts", "Plan",
+                                  "GPU memory (used / total, over the incident)",
+                                  "Similar incidents on this host")]
+    assert html.count("<pre><code") == 7

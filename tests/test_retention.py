@@ -17,8 +17,8 @@ from sqlalchemy import text
 from advisor.cli import cli
 from advisor.events import validate_batch
 from advisor.retention import partitions
-from advisor.ship import ship
-from advisor.store import EventStore, open_store
+from advisor.ship import checkpoint_name, ship
+from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store.audit import verify, verify_host
 from advisor.store.engine import make_engine
 from advisor.store.migrate import _config
@@ -86,11 +86,11 @@ def test_old_partitions_are_exported_recorded_and_detached(
         code, printed = _invoke("verify", "--json", "--db", pg_url)
         assert code == 0 and json.loads(printed)["ok"]
 
-        # A host that lost its position does not send the retained events again.
-        with first.engine.begin() as conn:
-            conn.execute(text("DELETE FROM checkpoints WHERE name LIKE 'ship:%'"))
+        # A host that lost its position sends nothing again: it resumes where the central
+        # store stands (checked against its anchor where the events there were retained).
+        first.append([], Checkpoint(checkpoint_name(central.url), {"seq": 0}))
         again = ship(first, central, "gpu-node-07")
-        assert (again.shipped, again.duplicates) == (0, 6)
+        assert (again.shipped, again.duplicates, again.central_seq) == (0, 0, 86)
         # Nothing more is old enough; appending goes on into new partitions.
         code, printed = _invoke("retention", "--before", f"@{cutoff_us / 1e6:.6f}", "--to",
                                 str(out), "--db", pg_url)
@@ -161,36 +161,20 @@ def test_retention_refuses_a_sqlite_store(sqlite_url: str, tmp_path: Path) -> No
 def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
         tmp_path: Path, pg_url: str, seed_journal: Path,
         opener: Callable[[str], EventStore]) -> None:
-    """docs/fleet.md's grants, run as they stand: the role ships (appends, makes partitions
-    through the owner's function, folds) and is refused every change to events."""
-    import re
-    import uuid
+    """docs/fleet.md's role, run as it stands: it ships (the owner's function numbers the
+    events and makes the partitions) and is refused every change to events."""
+    from tests.test_central_roles import shipper_role
 
     central = opener(pg_url)  # created by the owner
-    docs = (Path(__file__).parents[1] / "docs" / "fleet.md").read_text()
-    block = re.search(r"```sql\n(CREATE ROLE advisor_ship.*?)```", docs, re.S)
-    assert block is not None
-    role = f"advisor_ship_{uuid.uuid4().hex[:8]}"
-    schema = re.search(r"search_path%3D(\w+)", pg_url)
-    assert schema is not None
-    sql = block.group(1).replace("advisor_ship", role).replace(
-        "SCHEMA public", f"SCHEMA {schema.group(1)}")
-    as_role = pg_url.replace("postgres@", f"{role}@")
-    with central.engine.begin() as conn:  # all or nothing: roles are transactional too
-        for statement in sql.split(";"):
-            lines = [line for line in statement.splitlines() if not line.startswith("--")]
-            if "".join(lines).strip():
-                conn.execute(text("\n".join(lines)))
-    try:
-        with central.engine.begin() as conn:
-            conn.execute(text("UPDATE advisor_partitioning SET block = 50"))
-        host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
+    with central.engine.begin() as conn:
+        conn.execute(text("UPDATE advisor_partitioning SET block = 50"))
+    host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
+    with shipper_role(central, pg_url, "gpu-node-07") as as_role:
         shipper = open_store(as_role)
         try:
             report = ship(host, shipper, "gpu-node-07", batch=20)
             assert report.shipped == 86
             assert len(partitions(central)) == 2  # made by the function, owned by the owner
-            assert _count(central, "SELECT count(*) FROM runs") > 0  # folded as the role
             for statement in ("UPDATE events SET payload = '{}'", "DELETE FROM events",
                               "TRUNCATE events", "DROP TABLE events_000000000001",
                               "ALTER TABLE events DETACH PARTITION events_000000000001"):
@@ -200,8 +184,4 @@ def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
         finally:
             shipper.close()
             host.close()
-        assert verify(central).ok and verify_host(central, "ship:gpu-node-07").checked == 86
-    finally:
-        with central.engine.begin() as conn:
-            conn.execute(text(f'DROP OWNED BY "{role}"'))
-            conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
+    assert verify(central).ok and verify_host(central, "ship:gpu-node-07").checked == 86

@@ -5,6 +5,7 @@ later, stopped with SIGTERM and resumed."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -328,10 +329,12 @@ def test_the_shipped_unit_starts_and_stays_up_with_no_inference_unit(
     box.install("advisor-watch.service", shipped, reload=False)
     dropin = box.units_dir / "advisor-watch.service.d"
     dropin.mkdir()
-    # This test's interpreter, store and GPU-less host; no state folder on the shared disk.
+    # This test's interpreter, store, host key and GPU-less host; no state folder on the
+    # shared disk.
     (dropin / "test.conf").write_text(
         f"[Service]\nExecStart=\nExecStart={sys.executable} -m advisor watch --no-gpu\n"
-        f"Environment=ADVISOR_DB={sqlite_url} PYTHONPATH={ROOT}\nStateDirectory=\n")
+        f"Environment=ADVISOR_DB={sqlite_url} PYTHONPATH={ROOT} "
+        f"ADVISOR_KEY={os.environ['ADVISOR_KEY']}\nStateDirectory=\n")
     box.systemctl("daemon-reload")
     box.systemctl("start", "advisor-watch.service")  # Type=notify: returns once READY=1
     time.sleep(2)

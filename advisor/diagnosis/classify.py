@@ -245,6 +245,7 @@ def verdict_facts(verdict: RunVerdict, parsed: Sequence[Parsed],
     counted = [r for r in restarts if r is not None]
     facts["restart_count"] = max(counted) if counted else None
     facts["phase"] = verdict.phase
+    facts["facts_dropped"] = run.facts_dropped
     return facts
 
 

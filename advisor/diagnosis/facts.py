@@ -9,6 +9,7 @@ serving log (requests, throughput) state nothing.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ FACT_TYPES: Final[dict[str, type]] = {
     "estimated_max_model_len": int, "requested_gib": float, "mem_fraction_static": float,
     "max_batch_prefill_tokens": int, "phase": str, "exit_code": int, "exit_signal": str,
     "unit_result": str, "restart_count": int, "stop_timed_out": bool, "xid": int,
+    "facts_dropped": int,
 }
 FACT_KEYS: Final = tuple(FACT_TYPES)
 # Facts that describe the configuration (the rest describe what happened).
@@ -38,42 +40,104 @@ CONFIG_FACTS: Final = frozenset({
     "gpu_memory_utilization", "tensor_parallel_size", "dtype", "quantization", "vocab_size",
     "mem_fraction_static", "max_batch_prefill_tokens"})
 
+# The domain of every number a line can state, (lowest, highest), both included: one table,
+# checked where the number is read. A value outside (a prompt echoing 10**30, `inf`, a
+# negative size, a 300-digit vocab size) is no fact: `read_value` drops it and the line
+# counts it (`LineFacts.dropped`), so nothing downstream ever holds it.
+_GIB_MAX: Final = float(1 << 33)   # 2**63 bytes
+_TOKENS: Final = (1, 1 << 40)
+NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
+    "max_model_len": _TOKENS, "max_num_seqs": (1, (1 << 31) - 1),
+    "max_num_batched_tokens": _TOKENS, "gpu_memory_utilization": (0.0, 1.0),
+    "tensor_parallel_size": (1, 1 << 16), "vocab_size": (1, 1 << 32),
+    "dummy_requests": (1, (1 << 31) - 1), "tried_to_allocate_gib": (0.0, _GIB_MAX),
+    "total_capacity_gib": (0.0, _GIB_MAX), "free_gib": (0.0, _GIB_MAX),
+    "process_in_use_gib": (0.0, _GIB_MAX), "gpu_index": (0, (1 << 16) - 1),
+    "kv_cache_tokens": (0, 1 << 48), "kv_cache_needed_gib": (0.0, _GIB_MAX),
+    "available_kv_cache_gib": (0.0, _GIB_MAX), "estimated_max_model_len": (0, 1 << 48),
+    "requested_gib": (0.0, _GIB_MAX), "mem_fraction_static": (0.0, 1.0),
+    "max_batch_prefill_tokens": _TOKENS, "exit_code": (0, 255),
+    "restart_count": (0, (1 << 31) - 1), "xid": (0, (1 << 16) - 1),
+    "facts_dropped": (0, (1 << 31) - 1),
+}
+_MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (and costly)
+# ASCII digits only (`\d` and int() also take '١٢٣'); no `_` separators, no nan/inf.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+_SIZE_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
 _UNITS: Final = {"bytes": 0, "B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4,
                  "KB": 1, "MB": 2, "GB": 3}
 
 
+class _Dropped:
+    """A number stated outside its domain (not the same as not stated: it is counted)."""
+
+    def __repr__(self) -> str:
+        return "DROPPED"
+
+
+DROPPED: Final = _Dropped()
+
+
+def in_domain(key: str, value: Any) -> bool:
+    """Is `value` a number the fact `key` can be (its type, finite, inside its domain)?"""
+    low, high = NUMBER_DOMAINS[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if FACT_TYPES[key] is int and not isinstance(value, int):
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
 def gib(text: str) -> float | None:
-    """``782.00 MiB`` → 0.763671875; a bare number is taken as GiB."""
+    """``782.00 MiB`` → 0.763671875; a bare number is taken as GiB. None unless it is a
+    finite size in ASCII digits (the caller checks the range)."""
     parts = text.strip().split()
-    try:
-        number = Decimal(parts[0].replace(",", ""))
-    except (ArithmeticError, IndexError):
+    if not parts or len(parts[0]) > _MAX_NUMBER_TEXT:
+        return None
+    digits = parts[0].replace(",", "")
+    if not _SIZE_TEXT.fullmatch(digits):
         return None
     power = _UNITS.get(parts[1], 3) if len(parts) > 1 else 3
-    return float(number * Decimal(1024) ** (power - 3))
+    value = float(Decimal(digits) * Decimal(1024) ** (power - 3))
+    return value if math.isfinite(value) else None
 
 
-def convert(key: str, raw: str) -> Any:
-    """A stated value as the fact's type; None when it does not parse."""
+def _number(key: str, raw: str) -> Any:
+    """The number `raw` states, range-checked: DROPPED when it is not one in the domain."""
+    if len(raw) > _MAX_NUMBER_TEXT:
+        return DROPPED
+    if key.endswith("_gib"):
+        value: Any = gib(raw)
+    elif FACT_TYPES[key] is int:
+        digits = raw.replace(",", "")
+        value = int(digits) if _INT_TEXT.fullmatch(digits) else None
+    else:
+        value = float(raw) if _FLOAT_TEXT.fullmatch(raw) else None
+    return value if value is not None and in_domain(key, value) else DROPPED
+
+
+def read_value(key: str, raw: str) -> Any:
+    """A stated value as the fact's type: None when nothing is stated (``None``, ``auto``),
+    DROPPED when a number is stated that is not one the fact can be."""
     kind = FACT_TYPES[key]
     raw = raw.strip().strip("'\"")
     if raw in ("", "None", "null"):
         return None
-    try:
-        if key.endswith("_gib"):
-            return gib(raw)
-        if kind is int:
-            return int(raw.replace(",", ""))
-        if kind is float:
-            return float(raw)
-        if kind is bool:
-            return raw.lower() in ("1", "true", "yes")
-    except ValueError:
-        return None
+    if key in NUMBER_DOMAINS:
+        return _number(key, raw)
+    if kind is bool:
+        return raw.lower() in ("1", "true", "yes")
     if key in ("dtype", "quantization"):
         raw = raw.removeprefix("torch.")
         return None if raw == "auto" else raw
     return raw
+
+
+def convert(key: str, raw: str) -> Any:
+    """A stated value as the fact's type; None when it does not parse or is out of range."""
+    value = read_value(key, raw)
+    return None if value is DROPPED else value
 
 
 @dataclass(slots=True)
@@ -88,6 +152,8 @@ class LineFacts:
     resolved: bool = False
     # A per-request or throughput line: what it says (a prompt!) is not evidence.
     noise: bool = False
+    # Numbers the line stated outside their domain (see NUMBER_DOMAINS): dropped, counted.
+    dropped: int = 0
 
 
 _SIZE = r"[\d.,]+ (?:bytes|KiB|MiB|GiB|TiB)"
@@ -131,19 +197,26 @@ _CONFIG_CUES: Final = ("args", "config", "Args", "ServerArgs", "Namespace", "ser
                        "max_total_tokens:", "dtype:")
 
 
-def _config(body: str, out: dict[str, Any]) -> None:
+def _state(result: LineFacts, key: str, raw: str) -> None:
+    """Keep what `raw` states as fact `key` unless the line stated it already; count a
+    number outside its domain."""
+    if key in result.facts:
+        return
+    value = read_value(key, raw)
+    if value is DROPPED:
+        result.dropped += 1
+    elif value is not None:
+        result.facts[key] = value
+
+
+def _config(body: str, result: LineFacts) -> None:
+    out = result.facts
     if any(cue in body for cue in _CONFIG_CUES):
         for alias, raw in _KEYVAL.findall(body):
-            key = _ALIAS[alias]
-            value = convert(key, raw)
-            if value is not None and key not in out:
-                out[key] = value
+            _state(result, _ALIAS[alias], raw)
     if " --" in body or " -tp" in body or " -q " in body:
         for flag, raw in _FLAG.findall(body):
-            key = _FLAG_ALIAS[flag]
-            value = convert(key, raw)
-            if value is not None and key not in out:
-                out[key] = value
+            _state(result, _FLAG_ALIAS[flag], raw)
         m = _SERVE.search(body)
         if m and "model" not in out:
             out["model"] = m.group(1)
@@ -203,16 +276,14 @@ _NUMBERS: Final = (
 )
 
 
-def _numbers(body: str, out: dict[str, Any]) -> None:
+def _numbers(body: str, result: LineFacts) -> None:
     for pattern in _NUMBERS:
         if pattern.cue in body:
             m = pattern.regex.search(body)
             if m:
                 for key, raw in m.groupdict().items():
-                    if raw is not None and key not in out:
-                        value = convert(key, raw)
-                        if value is not None:
-                            out[key] = value
+                    if raw is not None:
+                        _state(result, key, raw)
 
 
 # ------------------------------------------------------------------ systemd lifecycle
@@ -223,8 +294,9 @@ _SIGNALS: Final = {"1": "HUP", "2": "INT", "6": "ABRT", "7": "BUS", "9": "KILL",
                    "15": "TERM"}
 
 
-def _systemd(body: str, out: dict[str, Any]) -> str | None:
+def _systemd(body: str, result: LineFacts) -> str | None:
     """The lifecycle step a PID-1 message announces (and its numbers)."""
+    out = result.facts
     if body.startswith(("Starting ", "Started ")) and not body.startswith("Started server"):
         return "start" if body.startswith("Starting") else "started"
     if body.startswith("Stopping "):
@@ -251,7 +323,7 @@ def _systemd(body: str, out: dict[str, Any]) -> str | None:
         if "Control process" in body:
             return "control_exit"
         if code == "exited":
-            out["exit_code"] = int(status)
+            _state(result, "exit_code", status)
         else:
             out["exit_signal"] = name if not name.isdigit() else _SIGNALS.get(status, status)
         return "exit"
@@ -263,7 +335,7 @@ def _systemd(body: str, out: dict[str, Any]) -> str | None:
         return "deactivated"
     m = _RESTART.search(body)
     if m:
-        out["restart_count"] = int(m.group(1))
+        _state(result, "restart_count", m.group(1))
         return "restart_scheduled"
     if "Start request repeated too quickly" in body:
         return "start_limit"
@@ -327,15 +399,16 @@ def engine_hint(body: str) -> str | None:
     return None
 
 
-Reader = Callable[[str, dict[str, Any]], None]
+Reader = Callable[[str, LineFacts], None]
 
 
 _ACTIVE = re.compile(r"^Active: (\w+) \(([\w-]+)\)(?: \(Result: ([\w-]+)\))?")
 _MAIN_PID = re.compile(r"^Main PID: \d+ \(code=(\w+), status=(\d+)/([\w/-]+)\)")
 
 
-def _status_header(body: str, out: dict[str, Any]) -> str | None:
+def _status_header(body: str, line: LineFacts) -> str | None:
     """`systemctl status` header lines: the unit's state and its main process's end."""
+    out = line.facts
     m = _ACTIVE.match(body)
     if m:
         state, sub, result = m.groups()
@@ -353,7 +426,7 @@ def _status_header(body: str, out: dict[str, Any]) -> str | None:
     if m:
         code, status, name = m.groups()
         if code == "exited":
-            out["exit_code"] = int(status)
+            _state(line, "exit_code", status)
         else:
             out["exit_signal"] = _SIGNALS.get(status, name)
         return "exit"
@@ -363,7 +436,8 @@ def _status_header(body: str, out: dict[str, Any]) -> str | None:
 # The bulk of a serving log: per-request lines and throughput stats, which state nothing.
 _REQUEST_PREFIXES: Final = ("Received request ", "Added request ", "Finished request ",
                             "Aborted request ", "Engine 000: Avg prompt throughput",
-                            "Avg prompt throughput", "Prefill batch.", "Decode batch.")
+                            "Avg prompt throughput", "Prefill batch.", "Decode batch.",
+                            "Receive: obj=")  # SGLang's, with the request's prompt
 _ACCESS_LOG = re.compile(r'^[\d.:\[\]a-f]+:\d+ - "[A-Z]+ ')
 
 
@@ -374,18 +448,18 @@ def read_facts(body: str, engine: str | None) -> LineFacts:
         return LineFacts(noise=True)
     result = LineFacts()
     if engine is None and body.lstrip().startswith(("Active: ", "Main PID: ")):
-        result.event = _status_header(body.lstrip(), result.facts)
+        result.event = _status_header(body.lstrip(), result)
         return result
     if engine == "systemd":
-        result.event = _systemd(body, result.facts)
+        result.event = _systemd(body, result)
         if result.event is None:
-            _config(body, result.facts)  # `systemctl status` shows the command line
+            _config(body, result)  # `systemctl status` shows the command line
         return result
     if engine == "kernel":
-        _numbers(body, result.facts)
+        _numbers(body, result)
         return result
-    _numbers(body, result.facts)
-    _config(body, result.facts)
+    _numbers(body, result)
+    _config(body, result)
     result.phase = _phase(body, engine)
     result.resolved = "with config:" in body
     return result

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from advisor.diagnosis.lines import LogLine
+from advisor.diagnosis.lines import LogLine, pid_of
 from advisor.errors import InputError
 
 JOURNALD = "journald-json"
@@ -25,7 +25,7 @@ def line_from_payload(number: int, payload: Mapping[str, Any], time_us: int | No
     return LogLine(
         number=number, text=payload.get("message") or "", time_us=time_us,
         unit=payload.get("unit"), host=payload.get("host"),
-        invocation_id=payload.get("invocation_id"), pid=payload.get("pid"),
+        invocation_id=payload.get("invocation_id"), pid=pid_of(payload.get("pid")),
         identifier=payload.get("identifier"), message_id=payload.get("message_id"),
         transport=payload.get("transport"), fields=fields)
 

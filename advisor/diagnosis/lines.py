@@ -46,6 +46,19 @@ _TGI = re.compile(
     r"(?:[\w/.-]+\.rs:\d+: )?")
 _STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
 _LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PID_MAX = 1 << 22   # Linux's PID_MAX_LIMIT: a larger "pid" is no process
+
+
+def pid_of(value: object) -> int | None:
+    """A process id as a line or a journal field states it (ASCII digits, 1..PID_MAX);
+    None for anything else."""
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit() and len(value) <= 10):
+            return None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= PID_MAX else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +118,7 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
         # Not a journal line when what follows looks like a logger header (docker logs of vLLM).
         if m and not m.group(1).startswith((*_LOGGER_LEVELS, "(")):
             identifier = m.group(2)
-            pid = int(m.group(3)) if m.group(3) else None
+            pid = pid_of(m.group(3))
             text = text[m.end():]
     m = _DMESG_TIME.match(text)
     if m:
@@ -141,7 +154,7 @@ def split_line(text: str, *, journal_identifier: str | None = None,
         body = body[m.end():]
     m = _VLLM_PROCESS.match(body)
     if m:
-        process, pid = m.group("name"), int(m.group("pid"))
+        process, pid = m.group("name"), pid_of(m.group("pid"))
         body = body[m.end():]
         engine = "vllm"
     m = _VLLM_HEADER.match(body)

@@ -1,23 +1,36 @@
 """Diagnosis as events: runs that ended (or died) are classified, failures open incidents.
 
-`Diagnoser.pending()` reads the `runs` projection for runs not classified yet, reads each
-run's own events back from the store (plus the host's kernel lines in its time window), and
-judges the run with the same rules and model as `advisor classify`. What it concludes is
-appended as events — `run.classified`, `incident.opened` + `incident.classified`, or
-`incident.recurred` when the unit fails the same way with the same config (a restart loop
-counts once) — each with an idempotency key, so a second diagnoser racing this one, or a
-re-run after a crash, adds nothing twice. `incident.resolved` follows when a later run of
-the unit comes up healthy.
+`Diagnoser.pending()` reads the `runs` projection for runs to judge: not classified yet, or
+classified for other lines than they have now (`label_stale`: older lines arrived since). It
+reads each run's own lines back from the store (`projections.run_log_events`: the stream's
+lines between its first and last, in the fold's order, plus the host's kernel lines in its
+time window), and judges the run with the same rules and model as `advisor classify`. What it
+concludes is appended as events, each with an idempotency key, so a second diagnoser racing
+this one, or a re-run after a crash, adds nothing twice:
+
+* `run.classified` for the lines judged (`content`, part of its key: a run whose lines
+  change is judged again);
+* for a failed run that opens an incident — no incident of the unit with the same label and
+  config key is open before it, as the fold works incidents out (`projections`) —
+  `incident.opened`, `incident.classified` (its key names the lines too) and the plan's
+  `action.proposed` steps (keyed by incident id: one plan per incident).
+
+Incidents themselves, their recurrences and resolutions, are the fold's, worked out from the
+classified runs whatever order they were diagnosed in. When late lines make a run that was a
+recurrence the first of an incident, `pending()` yields that run again once its lines are
+classified, and `step` writes the incident's diagnosis and plan. `pending()` goes on yielding
+what the events just appended (and folded) leave to do, until nothing is left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
 from advisor.diagnosis.inputs import line_from_payload
@@ -26,7 +39,13 @@ from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
 from advisor.diagnosis.sequence import parse, single_run
 from advisor.events import GpuSampled, LogRecorded, NewEvent
-from advisor.projections import config_key
+from advisor.projections import (
+    CURRENT,
+    NOT_FAILURES,
+    config_key,
+    in_line_order,
+    run_log_events,
+)
 from advisor.recommend import Holder
 from advisor.store import EventFilter, EventStore
 from advisor.store.schema import incidents, runs
@@ -34,6 +53,7 @@ from ingest.records import stable_key
 
 SOURCE: Final = "diagnosis"
 KERNEL_MARGIN_US: Final = 5_000_000
+MAX_ROUNDS: Final = 100   # passes over what is left to do, in one `pending()`
 
 
 @dataclass(frozen=True)
@@ -43,51 +63,74 @@ class Diagnoser:
     model: LinearModel | None
     model_name: str | None = None
 
-    def pending(self, *, final: bool = False) -> list[dict[str, Any]]:
-        """Runs to look at now: ended ones and ready ones; runs that died but have not ended
-        only when the input is complete (`final`), so a traceback still arriving is whole."""
+    def pending(self, *, final: bool = False) -> Iterator[dict[str, Any]]:
+        """Runs to look at now, in time order: ended ones not classified for their lines;
+        runs that died but have not ended only when the input is complete (`final`), so a
+        traceback still arriving is whole; then the first runs of incidents the diagnoser
+        has said nothing of yet. Once those are done (the caller appends what `step` returns
+        and folds it), what is left to do then, each run (and its lines) once."""
+        done: set[tuple[str, str]] = set()
+        for _ in range(MAX_ROUNDS):
+            todo = [run for run in self._todo(final)
+                    if (run["run_id"], self._task(run)) not in done]
+            if not todo:
+                return
+            for run in todo:
+                done.add((run["run_id"], self._task(run)))
+                yield run
+
+    @staticmethod
+    def _task(run: dict[str, Any]) -> str:
+        judged = run["label"] is None or run["label_stale"]
+        return f"run:{run['content']}" if judged else "incident"
+
+    def _todo(self, final: bool) -> list[dict[str, Any]]:
+        r, i = runs.c, incidents.c
         with self.store.engine.connect() as conn:
-            rows = conn.execute(select(runs).where(runs.c.label.is_(None))
-                                .where(runs.c.ended | runs.c.died | runs.c.ready_us.isnot(None))
-                                .order_by(runs.c.first_seq)).all()
-        return [dict(row._mapping) for row in rows
-                if row.ended or row.ready_us is not None or final]
+            rows = conn.execute(select(runs).where(or_(r.label.is_(None), r.label_stale))
+                                .where(r.ended | r.died)
+                                .order_by(r.started_us, r.run_id)).all()
+            unsaid = conn.execute(
+                select(runs).join(incidents, i.incident_id == r.run_id)
+                .where(i.status.in_(CURRENT)).where(r.label.isnot(None))
+                .where(or_(r.label_stale.is_(None), ~r.label_stale))
+                .where(or_(i.classified_seq.is_(None), i.classified_seq < r.label_seq))
+                .order_by(r.started_us, r.run_id)).all()
+        return [dict(row._mapping) for row in rows if row.ended or final] + \
+            [dict(row._mapping) for row in unsaid]
 
     def step(self, run: dict[str, Any]) -> list[NewEvent]:
         """The events that diagnosing one run adds (empty when there is nothing to say)."""
-        if not run["ended"] and not run["died"]:
-            return self._resolutions(run)  # up and ready: earlier incidents are over
         verdict, lines, facts, own_pids = self._judge(run)
-        events = [self._event(run, {
-            "type": "run.classified", "run_id": run["run_id"], "host": run["host"],
-            "unit": run["unit"], "label": verdict.label, "confidence": verdict.confidence,
-            "phase": verdict.phase, "through_seq": run["last_seq"]}, "run.classified")]
-        if verdict.failed:
-            events.extend(self._incident(run, verdict, lines, facts, own_pids))
-        elif verdict.label == "healthy" and run["ready_us"] is not None:
-            events.extend(self._resolutions(run))  # it came up: earlier incidents are over
+        if run["label"] is not None and not run["label_stale"]:
+            # The first run of an incident nothing was said of yet (late lines made it so).
+            label, confidence = run["label"], run["confidence"]
+            return self._incident(run, verdict, label, confidence, lines, facts, own_pids)
+        events = [self.classified(run, verdict.label, verdict.confidence, verdict.phase)]
+        if verdict.failed and self._opens_incident(run, verdict.label):
+            events.extend(self._incident(run, verdict, verdict.label, verdict.confidence,
+                                         lines, facts, own_pids))
         return events
+
+    def classified(self, run: dict[str, Any], label: str, confidence: float,
+                   phase: str | None) -> NewEvent:
+        """The `run.classified` for `run`'s lines as the row has them."""
+        return self._event(run, {
+            "type": "run.classified", "run_id": run["run_id"], "host": run["host"],
+            "unit": run["unit"], "label": label, "confidence": confidence, "phase": phase,
+            "through_seq": run["last_seq"]}, "run.classified")
 
     # -- helpers ---------------------------------------------------------------------
     def _judge(self, run: dict[str, Any]
                ) -> tuple[RunVerdict, list[LogLine], dict[str, Any], set[int]]:
-        lines: list[tuple[int, int, LogLine]] = []
-        for event in self.store.read(EventFilter(stream=run["stream"],
-                                                 after_seq=run["first_seq"] - 1)):
-            if event.seq > run["last_seq"]:
-                break
-            if isinstance(event.payload, LogRecorded):
-                lines.append((event.time_us, event.seq, line_from_payload(
-                    event.seq, event.payload.model_dump(), event.time_us)))
-        until = run["ended_us"] or (lines[-1][0] if lines else run["started_us"])
-        for event in self.store.read(EventFilter(
-                stream=f"{run['host']}/kernel", since_us=run["started_us"] - KERNEL_MARGIN_US,
-                until_us=until + KERNEL_MARGIN_US)):
-            if isinstance(event.payload, LogRecorded):
-                lines.append((event.time_us, event.seq, line_from_payload(
-                    event.seq, event.payload.model_dump(), event.time_us)))
-        lines.sort(key=lambda t: (t[0], t[1]))
-        ordered = [line for _, _, line in lines]
+        until = run["ended_us"] or run["last_us"] or run["started_us"]
+        kernel = sorted((event for event in self.store.read(EventFilter(
+            stream=f"{run['host']}/kernel", since_us=run["started_us"] - KERNEL_MARGIN_US,
+            until_us=until + KERNEL_MARGIN_US)) if isinstance(event.payload, LogRecorded)),
+            key=lambda e: e.time_us)
+        ordered = [line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
+                   for event in in_line_order(heapq.merge(run_log_events(self.store, run),
+                                                          kernel, key=lambda e: e.time_us))]
         parsed = parse(ordered)
         whole = single_run(parsed, run["unit"], run["invocation_id"])
         peak = None
@@ -102,40 +145,58 @@ class Diagnoser:
 
     def _event(self, run: dict[str, Any], payload: dict[str, Any], kind: str,
                ident: str | None = None) -> NewEvent:
+        """A diagnosis event about `run`; a `run.classified` (and `incident.classified`) names
+        the run's lines (`content`), in its payload and its key: judged again for other
+        lines, it is a new event, not a duplicate."""
+        if kind in ("run.classified", "incident.classified") and run.get("content"):
+            if kind == "run.classified":
+                payload = {**payload, "content": run["content"]}
+            ident = f"{ident or run['run_id']}:{run['content']}"
         time_us = run["ended_us"] or run["started_us"]
         return NewEvent.model_validate({
             "stream": run["stream"], "time_us": time_us, "source": SOURCE,
             "key": stable_key(f"{kind}:{ident or run['run_id']}".encode()), "payload": payload})
 
-    def _open_incident(self, run: dict[str, Any], label: str, key: str) -> dict[str, Any] | None:
-        with self.store.engine.connect() as conn:
-            row = conn.execute(select(incidents).where(incidents.c.host == run["host"])
-                               .where(incidents.c.unit == run["unit"])
-                               .where(incidents.c.status == "open")
-                               .where(incidents.c.label == label)
-                               .where(incidents.c.config_key == key)
-                               .order_by(incidents.c.opened_seq.desc()).limit(1)).first()
-        return dict(row._mapping) if row is not None else None
-
-    def _incident(self, run: dict[str, Any], verdict: RunVerdict, lines: Sequence[LogLine],
-                  facts: dict[str, Any], own_pids: set[int]) -> list[NewEvent]:
+    def _opens_incident(self, run: dict[str, Any], label: str) -> bool:
+        """Would `run`, failed as `label`, open an incident (not add to one open before it),
+        as the fold works incidents out: it does unless an incident of the unit with the
+        same label and config key opened since the last run before it that came up ready —
+        or it came up ready itself (which ended what was open)."""
+        if run["ready_us"] is not None:
+            return True
+        r = runs.c
         key = config_key(orjson.loads(run["config"]))
-        existing = self._open_incident(run, verdict.label, key)
-        if existing is not None and existing["first_run_id"] != run["run_id"]:
-            return [self._event(run, {
-                "type": "incident.recurred", "incident_id": existing["incident_id"],
-                "run_id": run["run_id"], "runs": existing["runs"] + 1}, "incident.recurred")]
+        with self.store.engine.connect() as conn:
+            ready = conn.execute(select(r.started_us).where(r.stream == run["stream"])
+                                 .where(r.ready_us.isnot(None))
+                                 .where(r.started_us < run["started_us"])
+                                 .order_by(r.started_us.desc()).limit(1)).scalar()
+            firsts = select(r.config).where(r.stream == run["stream"]) \
+                .where(r.incident_id == r.run_id).where(r.label == label) \
+                .where(r.started_us < run["started_us"])
+            if ready is not None:
+                firsts = firsts.where(r.started_us >= ready)
+            configs = conn.execute(firsts).scalars().all()
+        return label in NOT_FAILURES or all(
+            config_key(orjson.loads(config)) != key for config in configs)
+
+    def _incident(self, run: dict[str, Any], verdict: RunVerdict, label: str,
+                  confidence: float, lines: Sequence[LogLine], facts: dict[str, Any],
+                  own_pids: set[int]) -> list[NewEvent]:
+        """A new incident's events: opened, classified (facts, evidence), its plan."""
+        key = config_key(orjson.loads(run["config"]))
         by_seq = {line.number: line for line in lines}
         incident_id = run["run_id"]
-        proposals = self._proposals(run, incident_id, verdict, facts, own_pids)
+        proposals = self.propose(run, incident_id, incident_id, label, confidence, facts,
+                                 own_pids, run["invocation_id"])
         return [
             self._event(run, {"type": "incident.opened", "incident_id": incident_id,
                               "host": run["host"], "unit": run["unit"], "run_id": run["run_id"],
                               "config_key": key}, "incident.opened"),
             self._event(run, {
                 "type": "incident.classified", "incident_id": incident_id,
-                "run_id": run["run_id"], "label": verdict.label,
-                "confidence": verdict.confidence, "phase": verdict.phase, "facts": facts,
+                "run_id": run["run_id"], "label": label,
+                "confidence": confidence, "phase": verdict.phase, "facts": facts,
                 "evidence": [{"seq": seq, "text": clean_text(by_seq[seq].text)}
                              for seq in verdict.evidence if seq in by_seq],
                 "candidates": [{"label": c.label, "confidence": c.confidence,
@@ -170,12 +231,6 @@ class Diagnoser:
         return (tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0))),
                 tuple(sorted(on)))
 
-    def _proposals(self, run: dict[str, Any], incident_id: str, verdict: RunVerdict,
-                   facts: dict[str, Any], own_pids: set[int]) -> list[NewEvent]:
-        """The plan for a new incident, one `action.proposed` per step."""
-        return self.propose(run, incident_id, incident_id, verdict.label, verdict.confidence,
-                            facts, own_pids, run["invocation_id"])
-
     def propose(self, run: dict[str, Any], plan_id: str, incident_id: str, label: str,
                 confidence: float, facts: dict[str, Any], own_pids: set[int],
                 invocation_id: str | None) -> list[NewEvent]:
@@ -202,17 +257,3 @@ class Diagnoser:
                 "step": step, "incident_id": incident_id, "host": run["host"],
                 **action.model_dump(exclude_none=True)}, "action.proposed", action_id))
         return events
-
-    def _resolutions(self, run: dict[str, Any]) -> list[NewEvent]:
-        with self.store.engine.connect() as conn:
-            open_ = conn.execute(select(incidents.c.incident_id).where(
-                incidents.c.host == run["host"]).where(incidents.c.unit == run["unit"])
-                .where(incidents.c.status == "open")
-                .where(incidents.c.opened_seq < run["first_seq"])
-                .order_by(incidents.c.opened_seq)).scalars().all()
-        # Recovered when the service said it was ready: time to recovery ends there.
-        at_ready = {**run, "ended_us": run["ready_us"] or run["ended_us"]}
-        return [self._event(at_ready, {"type": "incident.resolved",
-                                       "incident_id": incident_id, "run_id": run["run_id"]},
-                            "incident.resolved", incident_id)
-                for incident_id in open_]

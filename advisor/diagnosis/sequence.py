@@ -89,6 +89,7 @@ class Run:
     ready_at: int | None = None
     stop_at: int | None = None
     died: bool = False
+    facts_dropped: int = 0   # numbers its lines stated outside their domain
 
     def phase_before(self, position: int) -> str | None:
         """The furthest startup phase reached at or before `position` (`starting` when the
@@ -185,7 +186,7 @@ def _status_header(parsed: Sequence[Parsed]) -> list[int]:
     return header
 
 
-_KERNEL_PID = re.compile(r"(?:\bpid=|Killed process )(\d+)")
+_KERNEL_PID = re.compile(r"(?:\bpid=|Killed process )([0-9]{1,10})\b")
 
 
 def segment(parsed: Sequence[Parsed]) -> list[Run]:
@@ -291,6 +292,7 @@ def _absorb(run: Run, i: int, p: Parsed) -> None:
     f = p.facts
     if p.engine in ("vllm", "sglang", "tgi") and run.engine is None:
         run.engine = p.engine
+    run.facts_dropped += f.dropped
     merge_config(run.config, f)
     if f.phase is not None:
         run.phase_at[i] = f.phase

@@ -33,6 +33,7 @@ from sqlalchemy import select
 
 from advisor.errors import AdvisorError, InputError
 from advisor.events import ActionStep, NewEvent
+from advisor.executor.attest import attested_step
 from advisor.executor.backends import Backend, FileChange
 from advisor.executor.guards import Context, judge
 from advisor.executor.state import UnitSnapshot
@@ -260,7 +261,7 @@ class Executor:
                             f"{row['host']}", None, report)
             return False
         try:
-            step = step_of(row)
+            step = attested_step(self.store, row)  # as the chain says, not the table alone
             before = self._observe(step)
             verdict = judge(step, before, self._context(row))
             if verdict.action != "run":

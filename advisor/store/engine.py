@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -72,16 +74,124 @@ def redact(url: str | URL) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """An engine for `url`; `read_only`: for a command that only reads — a store that does
+    not exist is refused, nothing is created, and every transaction is read-only."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed)
+        return _sqlite_reader(parsed) if read_only else _sqlite_engine(parsed)
     # No server-side prepared statements: after five executions psycopg prepares a query and
     # PostgreSQL may switch to a generic plan, which for the idempotency look-up
     # (`source_id = $1 AND idem_key IN ($2 … $501)`) is a scan of the whole table; appends
     # slowed from 0.2 s to 5 s a batch by 100,000 events.
-    connect_args = {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {}
-    return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    connect_args: dict[str, Any] = (
+        {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {})
+    connect_args.update(pg_timeouts(parsed))
+    engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    if read_only:
+        @event.listens_for(engine, "connect")
+        def _read_only(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.execute("SET default_transaction_read_only = on")
+            dbapi_conn.commit()
+
+    return engine
+
+
+# Every PostgreSQL connection is bounded: a server that accepts TCP and never answers fails the
+# connect after PG_CONNECT_TIMEOUT_S; a peer that vanished mid-statement is dropped by TCP
+# keepalives and tcp_user_timeout; a statement, or a transaction left idle, that runs past its
+# bound is ended by the server. A URL's own settings (query parameters, `options=-c...`) win.
+PG_CONNECT_TIMEOUT_S = 5
+PG_STATEMENT_TIMEOUT_MS = 300_000
+PG_IDLE_IN_TRANSACTION_TIMEOUT_MS = 300_000
+PG_TCP_USER_TIMEOUT_MS = 30_000
+
+
+def pg_timeouts(url: URL) -> dict[str, Any]:
+    """libpq connection parameters bounding every wait on the server (see above)."""
+    wanted: dict[str, Any] = {
+        "connect_timeout": PG_CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": 10,
+        "keepalives_interval": 5, "keepalives_count": 3,
+        "tcp_user_timeout": PG_TCP_USER_TIMEOUT_MS}
+    params = {k: v for k, v in wanted.items() if k not in url.query}
+    given = url.query.get("options", "")
+    given = " ".join(given) if isinstance(given, tuple) else given
+    params["options"] = " ".join(filter(None, (
+        f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+        f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+        given)))  # later settings win: the URL's own
+    return params
+
+
+def _ours_or_empty(cursor: Any) -> bool:
+    """A new file or an advisor store: switched to WAL. Another application's database is
+    left as it is (`advisor db upgrade` refuses it unless told to share it)."""
+    cursor.execute("SELECT count(*), count(*) FILTER (WHERE name = 'alembic_version') "
+                   "FROM sqlite_master WHERE type = 'table'")
+    tables, ours = cursor.fetchone()
+    return bool(tables == 0 or ours)
+
+
+def _sqlite_reader(url: URL) -> Engine:
+    """A SQLite store opened read-only (`mode=ro`, `query_only`): no folder, file, WAL or
+    schema is created. On read-only media (a read-only mount, an immutable file, an evidence
+    copy) where SQLite cannot even keep its WAL index, it is opened as immutable — refused if
+    the file has a WAL that was never checkpointed, whose events that would hide."""
+    database = url.database or ""
+    if database in ("", ":memory:"):
+        raise StoreError("--db sqlite:// (in memory) holds no store to read")
+    path = Path(database).expanduser()
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise StoreError(f"--db {redact(url)}: {path} {what}; a reading command never "
+                         "creates a store (a writing command or `advisor db upgrade` does)")
+    target = f"file:{quote(str(path.resolve()))}"
+    immutable = not _sqlite_readable(f"{target}?mode=ro")
+    if immutable:
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"--db {redact(url)}: on read-only media with a write-ahead log "
+                             f"({wal}) that was never checkpointed; copy the store and its "
+                             "-wal file to writable storage to read it")
+    uri = f"{target}?immutable=1" if immutable else f"{target}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S,
+                               check_same_thread=False)
+        conn.isolation_level = None
+        conn.execute("PRAGMA query_only=1")
+        conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        return conn
+
+    engine = create_engine("sqlite://", creator=connect)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def _sqlite_readable(uri: str) -> bool:
+    """Whether SQLite can read the file through `uri` (a WAL store on read-only media
+    cannot: it needs to create or write its -shm index)."""
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return True
+    except sqlite3.OperationalError as e:
+        message = str(e).lower()
+        if "readonly" in message or "read-only" in message or "unable to open" in message:
+            return False
+        raise StoreError(f"cannot read the store {uri}: {e}") from e
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{uri.removeprefix('file:').split('?')[0]} is not a SQLite "
+                         f"store: {e}") from e
+    finally:
+        conn.close()
 
 
 def _sqlite_engine(url: URL) -> Engine:
@@ -99,7 +209,7 @@ def _sqlite_engine(url: URL) -> Engine:
         # Let SQLAlchemy's "begin" event issue BEGIN itself (see below).
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        if not in_memory:
+        if not in_memory and _ours_or_empty(cursor):
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         # The idempotency index takes keys in random order: a larger page cache keeps its

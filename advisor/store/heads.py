@@ -15,7 +15,13 @@ from dataclasses import dataclass
 import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+)
 
 HEAD_CONTEXT = b"advisor-head-v1\n"
 
@@ -28,9 +34,15 @@ class SignedHead:
     time_us: int       # when it was signed
     public_key: bytes  # raw Ed25519 public key (32 bytes)
     signature: bytes   # Ed25519 signature of `message()` (64 bytes)
+    # Which store's chain (`advisor.store.headlog.store_label`), signed with the rest when
+    # given: a host's heads for one store are never compared with another store's chain.
+    store: str = ""
 
     def message(self) -> bytes:
-        return HEAD_CONTEXT + orjson.dumps([self.host, self.seq, self.hash.hex(), self.time_us])
+        fields: list[object] = [self.host, self.seq, self.hash.hex(), self.time_us]
+        if self.store:
+            fields.append(self.store)
+        return HEAD_CONTEXT + orjson.dumps(fields)
 
     def valid(self, trusted_key: bytes | None = None) -> bool:
         """The signature matches (made by `trusted_key` when given)."""
@@ -46,19 +58,25 @@ class SignedHead:
     def as_json(self) -> dict[str, object]:
         return {"host": self.host, "seq": self.seq, "hash": self.hash.hex(),
                 "time_us": self.time_us, "public_key": self.public_key.hex(),
-                "signature": self.signature.hex()}
+                "signature": self.signature.hex(), **({"store": self.store} if self.store else {})}
 
     @classmethod
     def from_json(cls, obj: dict[str, object]) -> SignedHead:
         """From `as_json`'s form; ValueError (or KeyError/TypeError) when it is not one."""
         return cls(host=str(obj["host"]), seq=_int(obj["seq"]), hash=_hex(obj["hash"], 32),
                    time_us=_int(obj["time_us"]), public_key=_hex(obj["public_key"], 32),
-                   signature=_hex(obj["signature"], 64))
+                   signature=_hex(obj["signature"], 64), store=_str(obj.get("store", "")))
 
 
 def _int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
         raise ValueError(f"not a 64-bit count: {value!r}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {value!r}")
     return value
 
 
@@ -84,10 +102,22 @@ class HostKey:
     def from_bytes(cls, raw: bytes) -> HostKey:
         return cls(Ed25519PrivateKey.from_private_bytes(raw))
 
-    def sign(self, host: str, seq: int, hash_: bytes, time_us: int) -> SignedHead:
-        unsigned = SignedHead(host, seq, hash_, time_us, self.public_key, b"")
+    @classmethod
+    def from_pem(cls, data: bytes) -> HostKey:
+        """From `to_pem`'s form (PKCS#8 PEM); ValueError when it is not an Ed25519 key."""
+        key = load_pem_private_key(data, password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError("not an Ed25519 private key")
+        return cls(key)
+
+    def to_pem(self) -> bytes:
+        return self._private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+
+    def sign(self, host: str, seq: int, hash_: bytes, time_us: int,
+             store: str = "") -> SignedHead:
+        unsigned = SignedHead(host, seq, hash_, time_us, self.public_key, b"", store)
         return SignedHead(host, seq, hash_, time_us, self.public_key,
-                          self._private.sign(unsigned.message()))
+                          self._private.sign(unsigned.message()), store)
 
 
 @dataclass(frozen=True)
@@ -124,5 +154,6 @@ def compare_heads(heads: Iterable[SignedHead], hash_at: Callable[[int], bytes | 
             continue
         checked += 1
     if not findings:
-        findings.append(HeadFinding(True, None, f"{checked} signed heads match the chain"))
+        findings.append(HeadFinding(True, None, "1 signed head matches the chain" if checked == 1
+                                    else f"{checked} signed heads match the chain"))
     return findings

@@ -38,16 +38,46 @@ def current_revision(conn: Connection) -> str | None:
     return None if row is None else str(row[0])
 
 
-def upgrade(engine: Engine) -> str | None:
-    """Bring the schema to the head revision; return the revision now in place."""
+def require_current(engine: Engine) -> None:
+    """For reading commands: the store exists and is at the revision this advisor reads."""
+    head = head_revision()
     try:
-        return retry_busy(lambda: _upgrade(engine))
+        with engine.connect() as conn:
+            revision = current_revision(conn)
+    except SQLAlchemyError as e:
+        raise StoreError(f"cannot open the store {redact(engine.url)}: "
+                         f"{first_line(e)}") from e
+    if revision is None:
+        raise StoreError(f"{redact(engine.url)} is not an advisor store (it has no advisor "
+                         "schema); a reading command never creates one")
+    if revision != head:
+        raise StoreError(f"{redact(engine.url)} is at schema revision {revision} and this "
+                         f"advisor reads {head}: run `advisor db upgrade --db URL` (on a "
+                         "read-only copy, upgrade a writable copy of it)")
+
+
+def upgrade(engine: Engine, *, shared_schema: bool = False) -> str | None:
+    """Bring the schema to the head revision; return the revision now in place. A new store
+    is created only where the database (PostgreSQL: the schema) holds no other tables,
+    unless `shared_schema`."""
+    try:
+        return retry_busy(lambda: _upgrade(engine, shared_schema))
     except SQLAlchemyError as e:
         raise StoreError(f"cannot open the store {redact(engine.url)}: "
                          f"{first_line(e)}") from e
 
 
-def _upgrade(engine: Engine) -> str | None:
+def _tables(conn: Connection) -> list[str]:
+    if conn.dialect.name == "postgresql":
+        query = ("SELECT table_name FROM information_schema.tables "
+                 "WHERE table_schema = current_schema() ORDER BY table_name")
+    else:
+        query = ("SELECT name FROM sqlite_master WHERE type = 'table' "
+                 "AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    return [str(name) for (name,) in conn.execute(text(query))]
+
+
+def _upgrade(engine: Engine, shared_schema: bool) -> str | None:
     head = head_revision()
     with engine.connect() as conn:
         if current_revision(conn) == head:
@@ -56,6 +86,19 @@ def _upgrade(engine: Engine) -> str | None:
         with conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_ID})
+                # A migration of a big store (0006 copies every event) may outlast the
+                # statement timeout every other connection has.
+                conn.execute(text("SET LOCAL statement_timeout = 0"))
+            others = [] if shared_schema else _tables(conn)
+            if others and "alembic_version" not in others:
+                where = "its schema" if conn.dialect.name == "postgresql" else "the file"
+                raise StoreError(
+                    f"{redact(engine.url)} is not an advisor store and {where} holds "
+                    f"{len(others)} other tables ({', '.join(others[:3])}"
+                    f"{', …' if len(others) > 3 else ''}); advisor creates its tables only "
+                    "in an empty one: choose another (PostgreSQL: "
+                    "?options=-csearch_path%3DSCHEMA), or run `advisor db upgrade "
+                    "--shared-schema` to create them beside the others")
             cfg = _config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")

@@ -43,10 +43,13 @@ events = Table(
 )
 
 # Where each reader of an external source got to; saved in the transaction of its events.
+# Append-only (migration 0008): each new position is a new row, numbered `n` = 1, 2, … per
+# name; a reader's current position is the row of its name with the highest `n`.
 checkpoints = Table(
     "checkpoints",
     metadata,
     Column("name", Text, primary_key=True),
+    Column("n", BigInteger, primary_key=True, autoincrement=False),
     Column("position", Text, nullable=False),
     Column("updated_time_us", BigInteger, nullable=False),
 )
@@ -87,6 +90,17 @@ runs = Table(
     Column("incident_id", Text),
     # migration 0004: the peak came from samples attributed to the run's unit (None: not yet)
     Column("peak_gpu_from_unit", Boolean),
+    # migration 0010 (the order-independent fold, `advisor.projections`): where the run's first
+    # and last lines stand in the stream's order, its last line's time, what its lines are
+    # (`run_content`), the lifecycle events seen, and whether its label was given for other
+    # lines (stale: diagnosed again) and by which event
+    Column("first_key", Text),
+    Column("last_key", Text),
+    Column("last_us", BigInteger),
+    Column("content", Text),
+    Column("lifecycle", Text),
+    Column("label_stale", Boolean),
+    Column("label_seq", BigInteger),
 )
 
 incidents = Table(
@@ -111,6 +125,22 @@ incidents = Table(
     Column("classified_seq", BigInteger),
     Column("resolved_us", BigInteger),
     Column("resolved_run_id", Text),
+    # migration 0010: when its first run started; for a `superseded` incident (an id the
+    # diagnoser named that the runs no longer make an incident), the one now holding its run
+    Column("started_us", BigInteger),
+    Column("superseded_by", Text),
+)
+
+# migration 0010: every `run.classified`, by the run and the lines it judged (`content`; ''
+# for a version 1 event, which holds for any): a run's label is looked up here.
+run_labels = Table(
+    "run_labels", metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("content", Text, primary_key=True),
+    Column("label", Text, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("phase", Text),
+    Column("seq", BigInteger, nullable=False),
 )
 
 gpu_samples = Table(
@@ -159,4 +189,14 @@ leases = Table(  # migration 0007: one executor per plan
     Column("expires_us", BigInteger, nullable=False),
 )
 
-PROJECTION_TABLES = (runs, incidents, gpu_samples, actions)
+# migration 0010: streams whose runs the fold re-derives at the end of its catch-up (older
+# lines came), from where (the earliest such line) to where (the latest).
+fold_pending = Table(
+    "fold_pending", metadata,
+    Column("stream", Text, primary_key=True),
+    Column("first_key", Text, nullable=False),
+    Column("first_us", BigInteger, nullable=False),
+    Column("last_key", Text, nullable=False),
+)
+
+PROJECTION_TABLES = (runs, incidents, gpu_samples, actions, run_labels, fold_pending)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, select, text
+from sqlalchemy import Connection, Engine, bindparam, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from advisor.errors import StoreError
+from advisor.errors import IntegrityError, InvalidEventError, StoreError
 from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
@@ -72,6 +72,41 @@ class RawEvent:
         return event_hash(prev, self.seq, self.stream, self.type, self.version, self.time_us,
                           self.recorded_us, self.source, self.key, self.payload.encode(),
                           None if self.origin is None else self.origin.encode())
+
+
+def save_checkpoint(conn: Connection, name: str, position: dict[str, Any]) -> None:
+    """Save a reader's new position in the caller's write transaction: checkpoints are
+    append-only (migration 0008), so a new row numbered one past the name's latest; nothing
+    when the position has not changed. Callers hold the lock that orders the name's writers
+    (SQLite's write lock, the append or projection advisory lock)."""
+    text_ = orjson.dumps(position, option=orjson.OPT_SORT_KEYS).decode()
+    latest = conn.execute(select(checkpoints.c.n, checkpoints.c.position)
+                          .where(checkpoints.c.name == name)
+                          .order_by(checkpoints.c.n.desc()).limit(1)).first()
+    if latest is not None and latest[1] == text_:
+        return
+    conn.execute(checkpoints.insert().values(
+        name=name, n=1 if latest is None else latest[0] + 1, position=text_,
+        updated_time_us=time.time_ns() // 1000))
+
+
+def latest_checkpoint(conn: Connection, name: str) -> str | None:
+    """A reader's current position (its latest row's JSON text), None when it has none."""
+    value = conn.execute(select(checkpoints.c.position).where(checkpoints.c.name == name)
+                         .order_by(checkpoints.c.n.desc()).limit(1)).scalar()
+    return None if value is None else str(value)
+
+
+def latest_checkpoints(conn: Connection) -> list[tuple[str, str, int]]:
+    """Every reader's current position: (name, position JSON, saved at µs), by name."""
+    latest = (select(checkpoints.c.name, func.max(checkpoints.c.n).label("n"))
+              .group_by(checkpoints.c.name).subquery())
+    rows = conn.execute(select(checkpoints.c.name, checkpoints.c.position,
+                               checkpoints.c.updated_time_us)
+                        .join(latest, (latest.c.name == checkpoints.c.name)
+                              & (latest.c.n == checkpoints.c.n))
+                        .order_by(checkpoints.c.name)).all()
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
 
 class EventStore:
@@ -218,20 +253,13 @@ class EventStore:
         return found
 
     def _save_checkpoint(self, conn: Connection, cp: Checkpoint) -> None:
-        position = orjson.dumps(cp.position, option=orjson.OPT_SORT_KEYS).decode()
-        now = time.time_ns() // 1000
-        updated = conn.execute(checkpoints.update().where(checkpoints.c.name == cp.name)
-                               .values(position=position, updated_time_us=now))
-        if updated.rowcount == 0:
-            conn.execute(checkpoints.insert().values(name=cp.name, position=position,
-                                                     updated_time_us=now))
+        save_checkpoint(conn, cp.name, cp.position)
 
     # -- reading ---------------------------------------------------------------------------
 
     def checkpoint(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            value = conn.execute(select(checkpoints.c.position)
-                                 .where(checkpoints.c.name == name)).scalar()
+            value = latest_checkpoint(conn, name)
         if value is None:
             return None
         position: dict[str, Any] = orjson.loads(value)
@@ -252,7 +280,7 @@ class EventStore:
                                     .limit(chunk)).all()
                 for r in rows:
                     yield RawEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                                   bytes(r[9]), r[10])
+                                   _stored_hash(r[9]), r[10])
                 if len(rows) < chunk:
                     return
                 position = rows[-1][7] if source is not None else rows[-1][0]
@@ -284,18 +312,42 @@ class EventStore:
                 for r in rows:
                     yield StoredEvent(seq=r[0], stream=r[1], type=r[2], version=r[3], time_us=r[4],
                                       recorded_us=r[5], source=r[6], key=r[7],
-                                      payload=load_payload(r[2], r[3], r[8]))  # type: ignore[arg-type]
+                                      payload=read_payload(r[0], r[2], r[3], r[8]))
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
 
 
-def open_store(url: str, *, upgrade: bool = True) -> EventStore:
-    """Open (and on first use create or upgrade) the store at `url`."""
-    engine = make_engine(url)
+def _stored_hash(value: object) -> bytes:
+    """The hash column as bytes; a value of another type (the column altered) reads as no
+    hash, which `verify` reports as a mismatch at its seq."""
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
+
+
+def read_payload(seq: int, type_: str, version: int, text: str) -> Any:
+    """A stored payload, parsed; IntegrityError naming the seq when it cannot be (the
+    store was altered)."""
     try:
-        if upgrade:
-            migrate.upgrade(engine)
+        return load_payload(type_, version, text)
+    except (ValueError, KeyError, TypeError, InvalidEventError) as e:  # JSON, pydantic, upcast
+        reason = str(e).splitlines()[0] if str(e) else e.__class__.__name__
+        raise IntegrityError(f"event seq {seq} ({type_}): its stored payload cannot be read "
+                             f"({reason[:200]}); the store was altered: run `advisor verify`",
+                             first_bad_seq=seq) from e
+
+
+def open_store(url: str, *, upgrade: bool = True, read_only: bool = False,
+               shared_schema: bool = False) -> EventStore:
+    """Open (and on first use create or upgrade) the store at `url`. `read_only`: for a
+    command that only reads — the store must exist at the current schema revision, and it is
+    opened read-only (nothing is created, migrated or written). `shared_schema`: create the
+    tables even where the database (or PostgreSQL schema) already holds others."""
+    engine = make_engine(url, read_only=read_only)
+    try:
+        if read_only:
+            migrate.require_current(engine)
+        elif upgrade:
+            migrate.upgrade(engine, shared_schema=shared_schema)
     except BaseException:
         engine.dispose()
         raise
