@@ -408,6 +408,8 @@ def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
     for name, sql in _STATS_SQL.items():
         time_column = "opened_us" if "incidents" in sql.split("FROM")[1] else "started_us"
         extra = conditions + ([f"{time_column} >= {int(since_us)}"] if since_us else [])
+        if time_column == "opened_us":  # an id named on partial data is no incident
+            extra.append("status <> 'superseded'")
         where = ("WHERE " + " AND ".join(extra)) if extra else ""
         where_and = ("WHERE " + " AND ".join(extra) + " AND") if extra else "WHERE"
         columns, rows = conn.query(sql.format(where=where, where_and=where_and))

@@ -41,7 +41,7 @@ def _history(store: EventStore, unit: str | None, host: str, label: str,
     changes = [r["updated_us"] for r in read_rows(store, "actions", unit=unit, host=host)
                if r["status"] == "succeeded" and r["kind"] in CHANGES]
     incidents = [i for i in read_rows(store, "incidents", unit=unit, host=host)
-                 if i["label"] == label]
+                 if i["label"] == label and i["status"] != "superseded"]
     return History(now_us, approvals, max(changes) if changes else None, len(incidents))
 
 

@@ -167,6 +167,16 @@ def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
     before = snapshot(store)
     Projector(store).rebuild()
     assert snapshot(store) == before
+    # Analytics and auto's history count incidents, not the superseded ids.
+    from advisor.analytics import connect_store, stats
+
+    conn = connect_store(store_url)
+    try:
+        by_label = stats(conn, host="gpu-node-07")["crashes_by_label"]
+    finally:
+        conn.close()
+    counted = sum(int(row["incidents"]) for row in by_label)
+    assert counted == len(rows) - len(superseded) == len(expected["incidents"])
 
 
 def test_gpu_samples_before_or_after_the_lines_give_the_same_runs(

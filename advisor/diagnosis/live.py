@@ -41,7 +41,6 @@ from advisor.diagnosis.sequence import parse, single_run
 from advisor.events import GpuSampled, LogRecorded, NewEvent
 from advisor.projections import (
     CURRENT,
-    NOT_FAILURES,
     config_key,
     in_line_order,
     run_log_events,
@@ -177,8 +176,7 @@ class Diagnoser:
             if ready is not None:
                 firsts = firsts.where(r.started_us >= ready)
             configs = conn.execute(firsts).scalars().all()
-        return label in NOT_FAILURES or all(
-            config_key(orjson.loads(config)) != key for config in configs)
+        return all(config_key(orjson.loads(config)) != key for config in configs)
 
     def _incident(self, run: dict[str, Any], verdict: RunVerdict, label: str,
                   confidence: float, lines: Sequence[LogLine], facts: dict[str, Any],
