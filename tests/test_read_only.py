@@ -284,3 +284,21 @@ def test_a_hash_stored_as_text_is_a_broken_chain_not_a_traceback(seeded: Path) -
     result = invoke("verify", "--db", f"sqlite:///{seeded}")
     assert result.exit_code == 3
     assert "seq 7" in one_line_error(result)
+
+
+def test_a_payload_that_is_not_json_is_named_by_its_seq_on_postgresql(
+        pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path) -> None:
+    url, _tables = pg_schema
+    assert invoke("ingest", "journal", "--file", str(seed_journal), "--db", url).exit_code == 0
+    engine = create_engine(url)
+    with engine.begin() as conn:  # the owner, triggers off: what a superuser can do
+        conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
+        conn.execute(text("UPDATE events SET payload = 'not json {' WHERE seq = 5"))
+        conn.execute(text("ALTER TABLE events ENABLE TRIGGER events_append_only"))
+    engine.dispose()
+    for args in (["events"], ["explain", "vllm-minimax-m25"]):
+        result = invoke(*args, "--db", url)
+        assert result.exit_code == 3, result.output
+        line = one_line_error(result)
+        assert "event seq 5" in line and "advisor verify" in line
+    assert invoke("verify", "--db", url).exit_code == 3
