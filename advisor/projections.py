@@ -357,8 +357,8 @@ class Projector:
         done = 0
         while True:
             after = self.position()
-            batch = list(islice(self.store.read(EventFilter(after_seq=after), chunk=CHUNK),
-                                CHUNK))
+            batch = list(islice(self.store.read(EventFilter(after_seq=after), chunk=CHUNK,
+                                                tolerant=True), CHUNK))
             if not batch:
                 if self._pending():
                     retry_busy(self._settle)

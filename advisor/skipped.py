@@ -101,8 +101,11 @@ def _bad_number(value: Any) -> str | None:
 
 
 def unusable(event: StoredEvent) -> str | None:
-    """Why the fold cannot use `event` (a value its tables cannot hold), or None."""
+    """Why the fold cannot use `event` (a value its tables cannot hold, a payload that could
+    not be read), or None."""
     p = event.payload
+    if isinstance(p, str):  # the store's tolerant read: why the payload could not be read
+        return p
     if isinstance(p, LogRecorded):
         if not MIN_TIME_US <= event.time_us <= MAX_TIME_US:
             return f"time {event.time_us} µs is past the year 9999"

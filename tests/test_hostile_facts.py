@@ -320,6 +320,27 @@ def test_an_event_no_column_holds_is_skipped_and_later_events_fold(
     assert (skip["stage"], skip["seq"]) == ("fold", 1) and "2**63" in skip["reason"]
 
 
+@pytest.mark.parametrize("type_, body", [
+    ("gpu.throttled", b'{"type": "gpu.throttled", "gpu": 0}'),   # a newer advisor's type
+    ("log.recorded", b"not json {"),                              # an altered payload
+], ids=["unknown-type", "not-json"])
+def test_an_event_whose_payload_cannot_be_read_is_skipped_and_later_events_fold(
+        store_url: str, seed_journal: Path, opener: Callable[[str], EventStore],
+        type_: str, body: bytes) -> None:
+    """What a newer host ships to an older central store (or an altered row): the fold skips
+    it, records it once, and folds and diagnoses what comes after."""
+    store = opener(store_url)
+    store.append_prepared([("gpu-node-07/gpu0", type_, 1, T0, "future", 1, body)])
+    ingest_json_file(store, seed_journal)
+    Processor(store).run(final=True)
+    _assert_seed_crash_diagnosed(store)
+    (skip,) = skipped_events(store)
+    assert (skip["stage"], skip["seq"]) == ("fold", 1)
+    assert "payload cannot be read" in skip["reason"]
+    Processor(store).run(final=True)
+    assert count_skipped(store) == {"fold": 1, "diagnosis": 0}
+
+
 def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diagnosed(
         store_url: str, tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -285,8 +285,11 @@ class EventStore:
                     return
                 position = rows[-1][7] if source is not None else rows[-1][0]
 
-    def read(self, flt: EventFilter | None = None, *, chunk: int = 2000) -> Iterator[StoredEvent]:
-        """Events in sequence order; with a limit, the last `limit` that match."""
+    def read(self, flt: EventFilter | None = None, *, chunk: int = 2000,
+             tolerant: bool = False) -> Iterator[StoredEvent]:
+        """Events in sequence order; with a limit, the last `limit` that match. An event
+        whose payload cannot be read raises IntegrityError, or with `tolerant` comes with the
+        reason as its payload (a str), for the fold to skip and record."""
         flt = flt or EventFilter()
         query = (select(*_ENVELOPE, events.c.payload)
                  .join(sources, sources.c.id == events.c.source_id))
@@ -310,9 +313,12 @@ class EventStore:
                 q = query if after is None else query.where(events.c.seq > after)
                 rows = conn.execute(q).all()
                 for r in rows:
-                    yield StoredEvent(seq=r[0], stream=r[1], type=r[2], version=r[3], time_us=r[4],
-                                      recorded_us=r[5], source=r[6], key=r[7],
-                                      payload=read_payload(r[0], r[2], r[3], r[8]))
+                    payload = read_payload(r[0], r[2], r[3], r[8], tolerant)
+                    # (model_construct: the row's types are the table's, and a payload
+                    # that could not be read is carried as its reason, unvalidated)
+                    yield StoredEvent.model_construct(
+                        seq=r[0], stream=r[1], type=r[2], version=r[3], time_us=r[4],
+                        recorded_us=r[5], source=r[6], key=r[7], payload=payload)
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
@@ -324,13 +330,17 @@ def _stored_hash(value: object) -> bytes:
     return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
 
 
-def read_payload(seq: int, type_: str, version: int, text: str) -> Any:
+def read_payload(seq: int, type_: str, version: int, text: str,
+                 tolerant: bool = False) -> Any:
     """A stored payload, parsed; IntegrityError naming the seq when it cannot be (the
-    store was altered)."""
+    store was altered, or a newer advisor wrote a type this one does not know) — with
+    `tolerant`, the reason as a str instead."""
     try:
         return load_payload(type_, version, text)
     except (ValueError, KeyError, TypeError, InvalidEventError) as e:  # JSON, pydantic, upcast
         reason = str(e).splitlines()[0] if str(e) else e.__class__.__name__
+        if tolerant:
+            return f"its stored payload cannot be read: {reason[:200]}"
         raise IntegrityError(f"event seq {seq} ({type_}): its stored payload cannot be read "
                              f"({reason[:200]}); the store was altered: run `advisor verify`",
                              first_bad_seq=seq) from e
