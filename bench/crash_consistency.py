@@ -148,7 +148,8 @@ def main() -> None:
     journal = work / "journal.jsonl"
     if not journal.exists():
         write_journal(journal, args.lines, seed=args.seed, hosts=args.hosts)
-    env = {**os.environ, "ADVISOR_DB": ""}
+    # The host key and its heads file in the work folder, not /etc/advisor or ~/.config.
+    env = {**os.environ, "ADVISOR_DB": "", "ADVISOR_KEY": str(work / "host-key")}
     sqlite = f"sqlite:///{work / f'host-{uuid.uuid4().hex[:6]}.db'}"
     run_engine("SQLite", sqlite, journal, args.lines, args.kills, rng, env)
     if args.pg:
