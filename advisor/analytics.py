@@ -202,14 +202,9 @@ def _extension(package: str) -> str:
 def _require_store(url: str) -> None:
     """The store exists at this advisor's schema revision (one line naming it if not),
     looked at read-only: DuckDB's own errors would name a table, not the store."""
-    from advisor.store import migrate
-    from advisor.store.engine import make_engine
+    from advisor.store import open_store
 
-    engine = make_engine(url, read_only=True)
-    try:
-        migrate.require_current(engine)
-    finally:
-        engine.dispose()
+    open_store(url, read_only=True).close()
 
 
 def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None

@@ -63,11 +63,9 @@ def db() -> None:
 @handle_errors
 def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
     """Create the store or bring its schema up to date."""
-    from advisor.settings import default_db_url
-    from advisor.store import migrate, open_store
+    from advisor.store import migrate
 
-    store = click.get_current_context().with_resource(
-        open_store(db_url or default_db_url(), shared_schema=shared_schema))
+    store = store_for(db_url, shared_schema=shared_schema)
     with store.engine.connect() as conn:
         revision = migrate.current_revision(conn)
     click.echo(f"{store.display_url}: schema at revision {revision}")

@@ -70,13 +70,16 @@ def handle_errors(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def store_for(db_url: str | None, *, read_only: bool = False) -> EventStore:
+def store_for(db_url: str | None, *, read_only: bool = False,
+              shared_schema: bool = False) -> EventStore:
     """Open the store for this command; it is closed when the command ends. `read_only`
     for commands that only read: a store that does not exist is refused, not created, and
-    nothing is migrated or written (a store on read-only media can be read)."""
+    nothing is migrated or written (a store on read-only media can be read).
+    `shared_schema`: see `open_store`."""
     from advisor.store import open_store
 
-    store = open_store(db_url or default_db_url(), read_only=read_only)
+    store = open_store(db_url or default_db_url(), read_only=read_only,
+                       shared_schema=shared_schema)
     return click.get_current_context().with_resource(store)
 
 

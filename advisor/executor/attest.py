@@ -45,4 +45,9 @@ def attested_step(store: EventStore, row: dict[str, Any]) -> ActionStep:
                              "but no action.approved event names it; the actions table was "
                              "altered (run `advisor verify`, then `advisor rebuild`)",
                              first_bad_seq=seq)
+    return step_from_spec(spec)
+
+
+def step_from_spec(spec: dict[str, Any]) -> ActionStep:
+    """The step a proposal's spec (the `actions` row's, or its event's) describes."""
     return ActionStep.model_validate({k: v for k, v in spec.items() if k in _STEP_FIELDS})

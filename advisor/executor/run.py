@@ -33,7 +33,7 @@ from sqlalchemy import select
 
 from advisor.errors import AdvisorError, InputError
 from advisor.events import ActionStep, NewEvent
-from advisor.executor.attest import attested_step
+from advisor.executor.attest import attested_step, step_from_spec
 from advisor.executor.backends import Backend, FileChange
 from advisor.executor.guards import Context, judge
 from advisor.executor.state import UnitSnapshot
@@ -46,8 +46,6 @@ from ingest.records import stable_key
 EXECUTOR_SOURCE: Final = "executor"
 HUMAN_SOURCE: Final = "approval"
 LEASE_TTL_S: Final = 30.0
-_STEP_FIELDS: Final = frozenset(ActionStep.model_fields)
-
 Hook = Callable[[str, str], None]   # (phase, action_id): "started" / "performed", for tests
 
 
@@ -82,8 +80,7 @@ def action_row(store: EventStore, action_id: str) -> dict[str, Any]:
 
 
 def step_of(row: dict[str, Any]) -> ActionStep:
-    spec = orjson.loads(row["spec"])
-    return ActionStep.model_validate({k: v for k, v in spec.items() if k in _STEP_FIELDS})
+    return step_from_spec(orjson.loads(row["spec"]))
 
 
 # ------------------------------------------------------------------ decisions
