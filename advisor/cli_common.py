@@ -7,6 +7,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,3 +125,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def signals_set(stop: threading.Event) -> Iterator[None]:
+    """For a loop that checks `stop`: SIGTERM or Ctrl-C sets it, so the work in hand (a file
+    half ingested, its report) ends whole before the loop returns. A second signal
+    interrupts at once."""
+
+    def _set(_signum: int, _frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _set) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

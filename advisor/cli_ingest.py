@@ -18,6 +18,7 @@ from advisor.cli_common import (
     handle_errors,
     json_option,
     seconds,
+    signals_set,
     sigterm_as_interrupt,
     store_for,
 )
@@ -269,9 +270,10 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
 
     watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=unit,
                             tz=tz, on_report=reported, on_error=failed)
+    stop = threading.Event()
     try:
-        with sigterm_as_interrupt():
-            watcher.run(threading.Event())
+        with signals_set(stop):
+            watcher.run(stop)
     except KeyboardInterrupt:
         pass
     click.echo(f"stopped: {watcher.stats.appended} events stored")

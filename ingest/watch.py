@@ -149,8 +149,10 @@ class FolderWatcher:
             self.on_report(path, report)
         return report
 
-    def scan(self) -> None:
+    def scan(self, stop: threading.Event | None = None) -> None:
         for path in sorted(self.folder.iterdir()):
+            if stop is not None and stop.is_set():
+                return
             self.ingest_path(path)
 
     def run(self, stop: threading.Event, *, rescan_s: float = 30.0, settle_s: float = 0.2) -> None:
@@ -160,7 +162,7 @@ class FolderWatcher:
         observer.schedule(_Changed(changed), str(self.folder), recursive=False)
         observer.start()
         try:
-            self.scan()
+            self.scan(stop)
             idle = 0.0
             while not stop.is_set():
                 try:
@@ -168,7 +170,7 @@ class FolderWatcher:
                 except queue.Empty:
                     idle += settle_s
                     if idle >= rescan_s:  # events can be missed (overflow, network mounts)
-                        self.scan()
+                        self.scan(stop)
                         idle = 0.0
                     continue
                 paths = {first}
@@ -178,6 +180,8 @@ class FolderWatcher:
                     except queue.Empty:
                         break
                 for path in sorted(paths):
+                    if stop.is_set():
+                        break
                     if path.parent == self.folder:
                         self.ingest_path(path)
         finally:

@@ -201,15 +201,23 @@ def test_hold_restarts_stops_a_crash_loop_and_the_restart_lifts_it(host: GpuHost
     assert not (host.units_dir / f"{UNIT}.d" / HOLD_DROPIN).exists()
 
 
-STOP_SLOWLY = ("/bin/sh -c 'trap \"sleep {delay}; exit 0\" TERM; "
+STOP_SLOWLY = ("/bin/sh -c 'trap \"sleep {delay}; exit 0\" TERM; echo armed; "
                "while :; do sleep 0.1; done'")
+
+
+def start_armed(host: GpuHost, unit: str) -> None:
+    """Start a STOP_SLOWLY unit and wait until its shell has set the trap: a SIGTERM that
+    comes before would end it at once (systemctl start returns as soon as sh is forked)."""
+    host.box.systemctl("start", unit)
+    wait_for(f"{unit} to set its trap", lambda: "armed" in host.box.journalctl("-u", unit,
+                                                                               "-o", "cat"))
 
 
 def test_a_stop_is_bounded_by_the_units_own_timeout(host: GpuHost) -> None:
     unit = "slow-stop.service"
     host.box.install(unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=3) +
                      "\nTimeoutStopSec=infinity\n")
-    host.box.systemctl("start", unit)
+    start_armed(host, unit)
     backend = host.backend(stop_ceiling_s=60.0)
     began = time.monotonic()
     detail = backend.perform(ActionStep(kind="stop", unit=unit, why="t"), None, None).detail
@@ -218,7 +226,7 @@ def test_a_stop_is_bounded_by_the_units_own_timeout(host: GpuHost) -> None:
     stuck = "stuck-stop.service"
     host.box.install(stuck, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=60) +
                      "\nTimeoutStopSec=1s\nSendSIGKILL=no\n")
-    host.box.systemctl("start", stuck)
+    start_armed(host, stuck)
     quick = host.backend(stop_margin_s=1.0)
     with pytest.raises(BackendError, match=r"(stop job is still running after 3 s|process\(es\) "
                                            r"of the unit are left 3 s later)"):
@@ -230,7 +238,7 @@ def test_a_stop_longer_than_two_minutes_is_waited_for(host: GpuHost) -> None:
     unit = "very-slow-stop.service"
     host.box.install(unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=125) +
                      "\nTimeoutStopSec=200s\n")
-    host.box.systemctl("start", unit)
+    start_armed(host, unit)
     backend = host.backend()
     began = time.monotonic()
     detail = backend.perform(ActionStep(kind="stop", unit=unit, why="t"), None, None).detail
