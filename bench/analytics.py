@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from advisor.analytics import connect_parquet, connect_store, export_parquet, stats  # noqa: E402
-from advisor.events import NewEvent  # noqa: E402
-from advisor.processing import Processor  # noqa: E402
+from advisor.core.events import NewEvent  # noqa: E402
+from advisor.pipeline.processing import Processor  # noqa: E402
+from advisor.reports.analytics import connect_parquet, connect_store, export_parquet, stats  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
 from advisor.store.audit import last_seq  # noqa: E402
 from advisor.store.engine import redact  # noqa: E402

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from advisor.diagnosis.classify import diagnose  # noqa: E402
-from advisor.diagnosis.inputs import read_log  # noqa: E402
 from advisor.diagnosis.model import load_model  # noqa: E402
 from advisor.diagnosis.rules import load_rules  # noqa: E402
+from advisor.pipeline.inputs import read_log  # noqa: E402
 
 _ERE = [(re.compile(r"\(\?P<\w+>"), "("), (re.compile(r"\(\?:"), "("),
         (re.compile(r"\\d"), "[0-9]"), (re.compile(r"\\w"), "[[:alnum:]_]"),

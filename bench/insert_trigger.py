@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from advisor.events import NewEvent, validate_batch
+from advisor.core.events import NewEvent, validate_batch
 from advisor.store import open_store
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from advisor.core.journal_export import write_export_entry  # noqa: E402
 from advisor.store import EventFilter, open_store  # noqa: E402
-from ingest.export import write_export_entry  # noqa: E402
 
 REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
                            "/usr/lib/systemd/systemd-journal-remote") if Path(p).exists()), None)

@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from advisor.demo_systemd import ARGS, UNIT  # noqa: E402
+from advisor.demo.systemd import ARGS, UNIT  # noqa: E402
 from advisor.sim.box import unavailable  # noqa: E402
 from advisor.sim.gpuhost import GpuHost  # noqa: E402
 from advisor.store import EventFilter, open_store  # noqa: E402

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from advisor.errors import InputError
+from advisor.core.errors import InputError
 
 HEAD_BYTES = 256
 _CURSOR_KEYS = ("device", "inode", "offset", "line", "head")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.events import GpuSampled
-from ingest.records import clean_name
+from advisor.core.events import GpuSampled
+from advisor.core.records import clean_name
 
 MAX_GPU_INDEX = 255
 

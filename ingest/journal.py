@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
-from advisor.units import has_type_suffix
-from ingest.records import Record, clean_name, decode_text, stable_key
+from advisor.core.records import Record, clean_name, decode_text, stable_key
+from advisor.core.units import has_type_suffix
 
 JOURNALD_SOURCE = "journald"
 NO_CURSOR_SOURCE = "journald:no-cursor"

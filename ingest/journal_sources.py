@@ -18,13 +18,19 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from advisor.units import mangle
+from advisor.core.journalctl import (
+    build_argv,
+    export_entries,
+    journalctl_path,
+    spawn,
+    validate_unit,
+)
+from advisor.core.records import Progress, Record
+from advisor.core.units import mangle
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.journal import EntryError, entry_event, json_line_record
-from ingest.journalctl import build_argv, export_entries, journalctl_path, spawn, validate_unit
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
-from ingest.records import Progress, Record
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -11,13 +11,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError
 
-from advisor.errors import InputError
-from advisor.events import GpuSampled
+from advisor.core.errors import InputError
+from advisor.core.events import GpuSampled
+from advisor.core.records import Progress, Record
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_samples import sample_event
 from ingest.pipeline import IngestReport
-from ingest.records import Progress, Record
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

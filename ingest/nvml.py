@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from advisor.errors import GpuUnavailableError
-from advisor.events import GpuProcess, GpuSampled
+from advisor.core.errors import GpuUnavailableError
+from advisor.core.events import GpuProcess, GpuSampled
 from ingest.cgroup import comm_for_pid, unit_for_pid
 
 __all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]

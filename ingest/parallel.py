@@ -24,11 +24,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any
 
-from advisor.errors import AdvisorError, InputError
-from advisor.events import Prepared
+from advisor.core.errors import AdvisorError, InputError
+from advisor.core.events import Prepared
+from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport
-from ingest.records import Record
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from advisor.errors import InvalidEventError, MalformedInputError
-from advisor.events import Prepared, prepare
+from advisor.core.errors import InvalidEventError, MalformedInputError
+from advisor.core.events import Prepared, prepare
+from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
-from ingest.records import Record
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

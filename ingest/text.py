@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.core.records import Progress, Record, clean_name, decode_text
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.pipeline import IngestReport
-from ingest.records import Progress, Record, clean_name, decode_text
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

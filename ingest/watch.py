@@ -19,7 +19,7 @@ import orjson
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from advisor.errors import AdvisorError
+from advisor.core.errors import AdvisorError
 from ingest.gpu import replay_recording
 from ingest.journal_sources import ingest_json_file
 from ingest.nvidia_smi import ingest_nvidia_smi_file

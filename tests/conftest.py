@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from advisor.processing import Processor
+from advisor.pipeline.processing import Processor
 from advisor.sim.box import SystemdBox
 from advisor.sim.box import unavailable as box_unavailable
 from advisor.sim.gpuhost import GpuHost

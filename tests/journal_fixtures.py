@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from advisor import journald
-from ingest.export import write_export_entry
+from advisor.core import journald
+from advisor.core.journal_export import write_export_entry
 
 JOURNAL_REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
                                    "/usr/lib/systemd/systemd-journal-remote")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ingest.records import Record
+from advisor.core.records import Record
 
 
 def numbered(n: int) -> Iterator[Record]:

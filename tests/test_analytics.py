@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
+from advisor.cli.main import cli
 
 VIEWS = ("events", "log_lines", "gpu_samples", "runs", "incidents", "actions")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.auto import auto_once
-from advisor.cli import cli
-from advisor.errors import InputError
-from advisor.executor.backends import DryRunBackend
-from advisor.executor.run import plan_rows, reject
-from advisor.policy import History, Policy, decide, load_policy
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
+from advisor.execution.backends import DryRunBackend
+from advisor.execution.run import plan_rows, reject
+from advisor.pipeline.auto import auto_once
+from advisor.planning.policy import History, Policy, decide, load_policy
 from advisor.store import EventFilter, EventStore, open_store
 
 UNIT = "vllm-minimax-m25.service"

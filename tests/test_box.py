@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.executor.bus import UNIT, SystemdBus
+from advisor.execution.bus import UNIT, SystemdBus
 from advisor.sim.box import SystemdBox
 from advisor.sim.box import unavailable as box_unavailable
 

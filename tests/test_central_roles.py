@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from advisor.cli import cli
-from advisor.errors import StoreError
-from advisor.ship import ship
+from advisor.cli.main import cli
+from advisor.core.errors import StoreError
+from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
 from advisor.store.audit import central_head_findings, verify, verify_host
 from advisor.store.engine import make_engine

@@ -23,11 +23,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-import advisor.ship
-from advisor.cli import cli
-from advisor.errors import IntegrityError
-from advisor.sdnotify import Notifier
-from advisor.ship import Position, ShipReport, _DirectWriter, ship, ship_forever
+import advisor.fleet.ship
+from advisor.cli.main import cli
+from advisor.core.errors import IntegrityError
+from advisor.fleet.ship import Position, ShipReport, _DirectWriter, ship, ship_forever
+from advisor.pipeline.sdnotify import Notifier
 from advisor.store import EventStore
 from advisor.store.audit import verify, verify_host
 from advisor.store.store import GENESIS_HASH, event_hash
@@ -213,7 +213,7 @@ def test_ship_gives_up_on_a_server_that_never_answers(
 def test_ship_forever_reports_every_failure_and_keeps_shipping(
         tmp_path: Path, seed_journal: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     local = seed_on_host(tmp_path, seed_journal, HOST)
-    real, calls = advisor.ship.ship, []
+    real, calls = advisor.fleet.ship.ship, []
 
     def flaky(*args: object, **kwargs: object) -> ShipReport:
         calls.append(1)
@@ -221,7 +221,7 @@ def test_ship_forever_reports_every_failure_and_keeps_shipping(
             raise RuntimeError("a bug in a dependency")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(advisor.ship, "ship", flaky)
+    monkeypatch.setattr(advisor.fleet.ship, "ship", flaky)
     stop = threading.Event()
     errors: list[str] = []
     shipped: list[ShipReport] = []
@@ -253,12 +253,12 @@ def _notify_socket(tmp_path: Path) -> socket.socket:
 def test_a_shipper_thread_that_ends_is_reported(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str,
         opener: Callable[[str], EventStore]) -> None:
-    from advisor.cli_watch import _start_shipper
+    from advisor.cli.watch import _start_shipper
 
     def dies(*_args: object, **_kwargs: object) -> None:
         raise SystemExit("the interpreter is going")
 
-    monkeypatch.setattr(advisor.ship, "ship_forever", dies)
+    monkeypatch.setattr(advisor.fleet.ship, "ship_forever", dies)
     died: list[str] = []
     with _notify_socket(tmp_path) as sock:
         notifier = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from advisor.cli import cli
+from advisor.cli.main import cli
 from advisor.store import EventStore
 from tests.conftest import ROOT, run_advisor
 from tests.journal_fixtures import entry, json_line

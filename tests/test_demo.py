@@ -8,7 +8,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
+from advisor.cli.main import cli
 from advisor.sim.box import unavailable as box_unavailable
 from tests.conftest import run_advisor
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from advisor.diagnosis.facts import convert, gib, read_facts
-from advisor.diagnosis.inputs import lines_from_texts
-from advisor.diagnosis.lines import clean_text, split_line
-from advisor.diagnosis.sequence import parse, segment
+from advisor.parsing.facts import convert, gib, read_facts
+from advisor.parsing.lines import clean_text, split_line
+from advisor.parsing.sequence import parse, segment
+from advisor.pipeline.inputs import lines_from_texts
 
 ESC = "\x1b"
 
@@ -226,7 +226,7 @@ def test_runs_are_cut_at_systemd_starts_and_at_a_new_banner() -> None:
 
 
 def test_a_kernel_line_joins_the_run_of_the_process_it_names() -> None:
-    from advisor.diagnosis.lines import LogLine
+    from advisor.parsing.lines import LogLine
 
     def app(n: int, unit: str, text: str) -> LogLine:
         return LogLine(number=n, text=text, unit=unit, pid=100 if unit == "a.service" else 200)

@@ -12,21 +12,21 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.errors import InputError
-from advisor.events import ActionStep
-from advisor.executor.backends import DryRunBackend, FileChange, Outcome
-from advisor.executor.bounds import check_step
-from advisor.executor.dropins import (
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
+from advisor.core.events import ActionStep
+from advisor.execution.backends import DryRunBackend, FileChange, Outcome
+from advisor.execution.dropins import (
     AdvisorDropin,
     exec_start_line,
     parse_dropin,
     quote,
     with_flag,
 )
-from advisor.executor.preview import preview
-from advisor.executor.run import Executor, approve, execute, plan_rows, reject, rollback
-from advisor.executor.state import ExecCommand, UnitSnapshot
+from advisor.execution.preview import preview
+from advisor.execution.run import Executor, approve, execute, plan_rows, reject, rollback
+from advisor.execution.state import ExecCommand, UnitSnapshot
+from advisor.planning.bounds import check_step
 from advisor.store import EventFilter, EventStore, leases
 
 UNIT = "vllm-minimax-m25.service"
@@ -229,7 +229,7 @@ def test_rollback_touches_only_advisors_dropins(diagnosed: EventStore, tmp_path:
     execute(diagnosed, DryRunBackend(), WEDGE_PLAN)
     with pytest.raises(InputError, match="changed no unit file"):
         rollback(diagnosed, DryRunBackend(), f"{WEDGE_PLAN}#0", root=tmp_path)
-    from advisor.executor.confine import confined_dropin
+    from advisor.execution.confine import confined_dropin
 
     outside = tmp_path / f"{UNIT}.d" / ".." / ".." / "etc" / "passwd"
     for hostile in (outside, tmp_path / "x.service.d" / "override.conf",

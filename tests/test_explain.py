@@ -7,10 +7,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.executor.backends import DryRunBackend
-from advisor.executor.run import approve, execute
-from advisor.report import sparkline
+from advisor.cli.main import cli
+from advisor.execution.backends import DryRunBackend
+from advisor.execution.run import approve, execute
+from advisor.reports.postmortem import sparkline
 from advisor.store import open_store
 
 UNIT = "vllm-minimax-m25.service"

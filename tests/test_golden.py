@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from advisor.diagnosis.classify import UNKNOWN_BELOW, diagnose, to_contract
-from advisor.diagnosis.facts import FACT_KEYS
-from advisor.diagnosis.inputs import read_log
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import LABELS, load_rules
+from advisor.parsing.facts import FACT_KEYS
+from advisor.pipeline.inputs import read_log
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(GOLDEN.glob("*/*.expected.json"))

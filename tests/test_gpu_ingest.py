@@ -14,9 +14,9 @@ from typing import cast
 import pytest
 from click.testing import CliRunner, Result
 
-from advisor.cli import cli
-from advisor.errors import GpuUnavailableError, MalformedInputError
-from advisor.events import GpuProcess, GpuSampled, StoredEvent
+from advisor.cli.main import cli
+from advisor.core.errors import GpuUnavailableError, MalformedInputError
+from advisor.core.events import GpuProcess, GpuSampled, StoredEvent
 from advisor.store import EventStore
 from ingest.gpu import replay_recording, sample_live
 from ingest.gpu_recording import recording_line

@@ -22,9 +22,8 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from advisor.cli import cli
-from advisor.events import validate_batch
-from advisor.projections import CHECKPOINT, Projector
+from advisor.cli.main import cli
+from advisor.core.events import validate_batch
 from advisor.sim.box import SystemdBox
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store import migrate as store_migrate
@@ -44,6 +43,7 @@ from advisor.store.headlog import (
 from advisor.store.heads import HostKey, SignedHead
 from advisor.store.store import GENESIS_HASH
 from advisor.store.types import AppendResult
+from advisor.views.projections import CHECKPOINT, Projector
 from tests.boxproc import advisor_in
 
 Opener = Callable[[str], EventStore]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.history import p95, release_times
+from advisor.cli.main import cli
 from advisor.store import open_store
+from advisor.views.history import p95, release_times
 
 
 def test_release_time_after_the_seed_kill_and_the_plan_uses_it(

@@ -20,9 +20,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advisor.cli import cli
-from advisor.diagnosis import facts as facts_module
-from advisor.diagnosis.facts import (
+from advisor.cli.main import cli
+from advisor.core.events import GpuSampled, NewEvent
+from advisor.diagnosis.live import Diagnoser
+from advisor.fleet.ship import ship
+from advisor.parsing import facts as facts_module
+from advisor.parsing.facts import (
     _ALIAS,
     _FLAG_ALIAS,
     _NUMBERS,
@@ -31,15 +34,12 @@ from advisor.diagnosis.facts import (
     in_domain,
     read_facts,
 )
-from advisor.diagnosis.inputs import lines_from_texts
-from advisor.diagnosis.live import Diagnoser
-from advisor.diagnosis.sequence import parse, segment
-from advisor.events import GpuSampled, NewEvent
-from advisor.processing import Processor
-from advisor.projections import Projector, read_rows
-from advisor.ship import ship
-from advisor.skipped import count_skipped, skipped_events
+from advisor.parsing.sequence import parse, segment
+from advisor.pipeline.inputs import lines_from_texts
+from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
+from advisor.views.projections import Projector, read_rows
+from advisor.views.skipped import count_skipped, skipped_events
 from ingest.journal_sources import ingest_json_file
 from tests.journal_fixtures import BOOT, json_line
 

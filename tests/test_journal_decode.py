@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.core.journal_export import ExportFormatError, iter_export, write_export_entry
+from advisor.core.records import stable_key
 from advisor.store import EventStore, open_store
-from ingest.export import ExportFormatError, iter_export, write_export_entry
 from ingest.journal import JOURNALD_SOURCE, entry_event, json_line_record
 from ingest.journal_sources import export_records, ingest_json_stream
-from ingest.records import stable_key
 from tests.journal_fixtures import entry, json_line
 
 PID1 = {"__CURSOR": "s=a;i=1", "__REALTIME_TIMESTAMP": "1771633975000000",

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.errors import InputError
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
+from advisor.core.journalctl import build_argv
 from ingest.journal import entry_event
 from ingest.journal_sources import UnitGlobs, checkpoint_name_for
-from ingest.journalctl import build_argv
 
 
 def test_follow_units_from_the_current_boot() -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
 from advisor.diagnosis import training
 from advisor.diagnosis.classify import UNKNOWN_BELOW, RuleVote, decide
 from advisor.diagnosis.model import from_json, load_model
 from advisor.diagnosis.rules import load_rules
-from advisor.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "data" / "corpus.jsonl.gz"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from advisor.cli import cli
-from advisor.errors import MalformedInputError
-from advisor.events import GpuSampled
+from advisor.cli.main import cli
+from advisor.core.errors import MalformedInputError
+from advisor.core.events import GpuSampled
 from advisor.store import EventStore
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from ingest.pipeline import IngestReport

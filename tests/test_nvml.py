@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advisor.errors import GpuUnavailableError, PrerequisiteError
-from advisor.events import GpuProcess, GpuSampled
+from advisor.core.errors import GpuUnavailableError, PrerequisiteError
+from advisor.core.events import GpuProcess, GpuSampled
 from ingest.cgroup import unit_for_pid
 from ingest.gpu_recording import MAX_LINE_BYTES, parse_recording_line, recording_line
 from ingest.nvml import NvmlSampler, measure_sample_cost, sampling_loop

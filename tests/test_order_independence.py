@@ -17,15 +17,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import advisor.projections as projections
-from advisor.auto import auto_once
-from advisor.events import LogRecorded, NewEvent, validate_batch
-from advisor.executor.backends import DryRunBackend
-from advisor.executor.run import Executor, plan_rows
-from advisor.policy import Policy
-from advisor.processing import Processor
-from advisor.projections import Projector, order_key, read_rows
+import advisor.views.projections as projections
+from advisor.core.events import LogRecorded, NewEvent, validate_batch
+from advisor.execution.backends import DryRunBackend
+from advisor.execution.run import Executor, plan_rows
+from advisor.pipeline.auto import auto_once
+from advisor.pipeline.processing import Processor
+from advisor.planning.policy import Policy
 from advisor.store import EventStore
+from advisor.views.projections import Projector, order_key, read_rows
 from ingest.journal import json_line_record
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from tests.conftest import SCENARIOS, advisor_argv
@@ -168,7 +168,7 @@ def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
     Projector(store).rebuild()
     assert snapshot(store) == before
     # Analytics and auto's history count incidents, not the superseded ids.
-    from advisor.analytics import connect_store, stats
+    from advisor.reports.analytics import connect_store, stats
 
     conn = connect_store(store_url)
     try:

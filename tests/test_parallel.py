@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from advisor.errors import InputError
+from advisor.core.errors import InputError
 from advisor.store import EventStore
 from ingest.parallel import ingest_parallel
 from tests.parse_fixtures import crashing, numbered

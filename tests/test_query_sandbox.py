@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, make_url, text
 
-from advisor.analytics import SCANNER_FUNCTIONS, _extension, sql_literal
-from advisor.cli import cli
+from advisor.cli.main import cli
+from advisor.reports.analytics import SCANNER_FUNCTIONS, _extension, sql_literal
 from tests.conftest import run_advisor
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
-from advisor.cli import cli
+from advisor.cli.main import cli
 from advisor.store import EventStore
 from tests.conftest import PG_ENV, run_advisor
 

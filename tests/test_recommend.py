@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from advisor.cli import cli
-from advisor.diagnosis.facts import FACT_KEYS
-from advisor.events import ActionStep
-from advisor.recommend import Holder, PlanContext, is_unit_name, plan
+from advisor.cli.main import cli
+from advisor.core.events import ActionStep
+from advisor.parsing.facts import FACT_KEYS
+from advisor.planning.recommend import Holder, PlanContext, is_unit_name, plan
 
 GIB = 1024 ** 3
 

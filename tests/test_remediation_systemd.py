@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from advisor.processing import Processor
-from advisor.projections import Projector, read_rows
+from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
 from advisor.store import EventFilter, EventStore, open_store
+from advisor.views.projections import Projector, read_rows
 from tests.boxproc import advisor_in, wait, watching
 from tests.conftest import ROOT
 
@@ -298,8 +298,8 @@ def test_a_dropin_written_but_not_recorded_is_found_and_rolled_back(
 DRIVER = '''
 import os, signal, sys
 from pathlib import Path
-from advisor.executor.make import systemd_backend
-from advisor.executor.run import Executor, approve
+from advisor.pipeline.backends import systemd_backend
+from advisor.execution.run import Executor, approve
 from advisor.store import open_store
 
 url, plan, step, phase, view = sys.argv[1:6]

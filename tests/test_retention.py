@@ -14,10 +14,10 @@ from alembic import command
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from advisor.cli import cli
-from advisor.events import validate_batch
-from advisor.retention import partitions
-from advisor.ship import checkpoint_name, ship
+from advisor.cli.main import cli
+from advisor.core.events import validate_batch
+from advisor.fleet.retention import partitions
+from advisor.fleet.ship import checkpoint_name, ship
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store.audit import verify, verify_host
 from advisor.store.engine import make_engine

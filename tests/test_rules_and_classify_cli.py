@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
 from advisor.diagnosis.rules import LABELS, load_rules
-from advisor.errors import InputError
 from tests.conftest import run_advisor
 
 SAMPLER_LINE = ("(Worker_TP0 pid=7) ERROR 02-21 00:33:16 [multiproc_executor.py:671] RuntimeError: "

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from advisor.cli import cli
-from advisor.events import NewEvent
-from advisor.ship import ship
+from advisor.cli.main import cli
+from advisor.core.events import NewEvent
+from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
 from advisor.store.audit import verify, verify_host
 from ingest.journal_sources import ingest_json_file
@@ -206,7 +206,7 @@ def test_ship_is_idempotent_and_resumable_on_sqlite(tmp_path: Path, seed_journal
     assert (first.shipped, first.last_seq) == (86, 86)
     ingest_json_file(local, seed_journal)  # nothing new
     assert ship(local, central, "gpu-node-07").shipped == 0
-    from advisor.ship import checkpoint_name
+    from advisor.fleet.ship import checkpoint_name
     local.append_prepared([], __import__("advisor.store", fromlist=["Checkpoint"]).Checkpoint(
         checkpoint_name(central.url), {"seq": 40}))  # as if the checkpoint had been lost
     again = ship(local, central, "gpu-node-07")  # resumes where the central store stands
@@ -236,7 +236,7 @@ def test_each_hosts_chain_verifies_in_the_central_store(
     altered before it was shipped is refused at the ship, by its host seq (the central
     store checks each event extends the host's chain); one altered in the central store
     afterwards breaks both chains there."""
-    from advisor.errors import IntegrityError
+    from advisor.core.errors import IntegrityError
 
     central = opener(store_url)
     hosts = {host: seed_on_host(tmp_path, seed_journal, host, diagnose=True)
@@ -276,8 +276,8 @@ def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
         opener: Callable[[str], EventStore]) -> None:
     """What `watch --ship-to` reports and retries later, whichever step found the central
     store gone; the local position stays where the last committed batch left it."""
-    from advisor.errors import StoreError
-    from advisor.ship import checkpoint_name
+    from advisor.core.errors import StoreError
+    from advisor.fleet.ship import checkpoint_name
 
     local = opener(f"sqlite:///{tmp_path / 'local.db'}")
     ingest_json_file(local, seed_journal)
@@ -298,7 +298,7 @@ def test_a_host_chain_shipped_partly_before_origins_were_kept_is_checked_from_th
         opener: Callable[[str], EventStore]) -> None:
     """A central store upgraded mid-way: the events a host shipped before migration 0005
     carry no origin; its chain is checked from the first event after them, not failed."""
-    from advisor.ship import checkpoint_name
+    from advisor.fleet.ship import checkpoint_name
     from advisor.store import Checkpoint
 
     central = opener(store_url)

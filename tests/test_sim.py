@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from advisor.diagnosis.classify import diagnose, to_contract
-from advisor.diagnosis.inputs import read_log
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
+from advisor.pipeline.inputs import read_log
 from advisor.sim import SimNode, UnitSpec
 from advisor.sim.models import GIB, card_for, plan
 from advisor.sim.process import Exit

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor.errors import GpuUnavailableError
-from advisor.events import GpuSampled
+from advisor.core.errors import GpuUnavailableError
+from advisor.core.events import GpuSampled
 from advisor.sim.box import SystemdBox
 from advisor.sim.boxunits import GPUD_UNIT, gpud_unit, vllm_unit
 from advisor.sim.claims import read_claims, write_claim

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from advisor.errors import InvalidEventError, StoreError
-from advisor.events import UPCASTERS, LogRecorded, validate_batch
+from advisor.core.errors import InvalidEventError, StoreError
+from advisor.core.events import UPCASTERS, LogRecorded, validate_batch
 from advisor.store import Checkpoint, EventFilter, EventStore
 from advisor.store.audit import status, verify
 

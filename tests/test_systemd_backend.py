@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
-from advisor.events import ActionStep
-from advisor.executor.backends import BackendError
-from advisor.executor.dropins import ADVISOR_DROPIN, HOLD_DROPIN
-from advisor.executor.guards import Context, judge
-from advisor.executor.systemd import SystemdBackend
+from advisor.core.events import ActionStep
+from advisor.execution.backends import BackendError
+from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN
+from advisor.execution.guards import Context, judge
+from advisor.execution.systemd import SystemdBackend
 from advisor.sim.gpuhost import GpuHost
 
 UNIT = "vllm-minimax-m25.service"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from advisor.cli import cli
-from advisor.events import LogRecorded
+from advisor.cli.main import cli
+from advisor.core.events import LogRecorded
 from advisor.store import EventStore
 from ingest.text import ingest_text_file, line_time_us
 

@@ -18,13 +18,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.events import LogRecorded
-from advisor.processing import Processor
-from advisor.projections import read_rows
+from advisor.cli.main import cli
+from advisor.core.events import LogRecorded
+from advisor.core.journal_export import iter_export, write_export_entry
+from advisor.pipeline.processing import Processor
 from advisor.sim.box import SystemdBox
 from advisor.store import EventFilter, EventStore
-from ingest.export import iter_export, write_export_entry
+from advisor.views.projections import read_rows
 from ingest.journal import entry_event, json_line_record
 from ingest.journal_sources import ingest_json_file
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from advisor.cli import cli
-from advisor.errors import InputError
+from advisor.cli.main import cli
+from advisor.core.errors import InputError
+from advisor.core.units import parse_service, service_host
 from advisor.store import EventStore
-from advisor.units import parse_service, service_host
 from tests.conftest import ROOT, run_advisor
 
 UNIT = "vllm-minimax-m25.service"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.projections import Projector, read_rows
 from advisor.sim.box import SystemdBox
 from advisor.store import EventStore
+from advisor.views.projections import Projector, read_rows
 from tests.conftest import advisor_argv
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
 
@@ -95,7 +95,7 @@ def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: s
 def test_watch_refuses_bad_arguments(tmp_path: Path, sqlite_url: str) -> None:
     from click.testing import CliRunner
 
-    from advisor.cli import cli
+    from advisor.cli.main import cli
 
     result = CliRunner().invoke(cli, ["watch", "--auto", "--db", sqlite_url])
     assert result.exit_code == 2 and "--auto needs --policy FILE" in result.output
@@ -108,8 +108,8 @@ def test_discovery_reads_the_command_systemd_holds(box: SystemdBox, tmp_path: Pa
     """Without --unit, the units are those whose ExecStart (over D-Bus) is a server's."""
     import sys
 
-    from advisor.discover import inference_units
-    from advisor.executor.bus import SystemdBus
+    from advisor.execution.bus import SystemdBus
+    from advisor.execution.discover import inference_units
 
     server = tmp_path / "vllm" / "entrypoints" / "openai"
     server.mkdir(parents=True)

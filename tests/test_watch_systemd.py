@@ -14,15 +14,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor.discover import (
+from advisor.core.events import LogRecorded
+from advisor.execution.bus import SystemdBus
+from advisor.execution.discover import (
     Found,
     InferenceServers,
     engine_of_argv,
     engine_of_exec_start,
     inference_units,
 )
-from advisor.events import LogRecorded
-from advisor.executor.bus import SystemdBus
 from advisor.sim.box import SystemdBox
 from advisor.store import EventStore
 from ingest.journal_sources import UnitGlobs, checkpoint_name_for, ingest_journalctl

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.diagnosis.facts import CONFIG_FACTS, FACT_KEYS
 from advisor.diagnosis.features import featurize
-from advisor.diagnosis.lines import LogLine, clean_text
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
-from advisor.diagnosis.sequence import Parsed, Run, is_serving, parse, segment
+from advisor.parsing.facts import CONFIG_FACTS, FACT_KEYS
+from advisor.parsing.lines import LogLine, clean_text
+from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
 
 UNKNOWN_BELOW: Final = 0.55
 TRUSTED_RULE: Final = 0.85      # a rule at least this sure keeps its label against the model
@@ -265,7 +265,7 @@ def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
         return {"label": "unknown", "confidence": 0.0, "evidence": [],
                 "facts": dict.fromkeys(FACT_KEYS), "actions": [], "candidates": [],
                 "runs": [], "input": {"format": input_format, "lines": 0}}
-    from advisor.recommend import PlanContext, plan, summary
+    from advisor.planning.recommend import PlanContext, plan, summary
 
     evidence = [{"line": parsed[i].line.number, "text": clean_text(parsed[i].line.text)}
                 for i in verdict.evidence]

@@ -32,23 +32,23 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import or_, select
 
+from advisor.core.events import GpuSampled, LogRecorded, NewEvent
+from advisor.core.records import stable_key
 from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
-from advisor.diagnosis.inputs import line_from_payload
-from advisor.diagnosis.lines import LogLine, clean_text
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
-from advisor.diagnosis.sequence import parse, single_run
-from advisor.events import GpuSampled, LogRecorded, NewEvent
-from advisor.projections import (
+from advisor.parsing.lines import LogLine, clean_text
+from advisor.parsing.sequence import parse, single_run
+from advisor.pipeline.inputs import line_from_payload
+from advisor.planning.recommend import Holder
+from advisor.store import EventFilter, EventStore
+from advisor.store.schema import incidents, runs
+from advisor.views.projections import (
     CURRENT,
     config_key,
     in_line_order,
     run_log_events,
 )
-from advisor.recommend import Holder
-from advisor.store import EventFilter, EventStore
-from advisor.store.schema import incidents, runs
-from ingest.records import stable_key
 
 SOURCE: Final = "diagnosis"
 KERNEL_MARGIN_US: Final = 5_000_000
@@ -234,8 +234,8 @@ class Diagnoser:
                 invocation_id: str | None) -> list[NewEvent]:
         """`action.proposed` events for a plan for `run`'s failure: a new incident's, or a
         new plan for an open incident (`advisor replan`), made for `invocation_id`."""
-        from advisor.history import ready_bound_s, release_p95_s, unit_gpus
-        from advisor.recommend import PlanContext, plan
+        from advisor.planning.recommend import PlanContext, plan
+        from advisor.views.history import ready_bound_s, release_p95_s, unit_gpus
 
         end = run["ended_us"] or run["started_us"]
         holders, held_on = self._holders(run, own_pids) if label == "gpu_memory_held" \

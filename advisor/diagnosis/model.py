@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import orjson
 
-from advisor.errors import InputError
+from advisor.core.errors import InputError
 
 FORMAT: Final = "advisor-linear-v1"
 SHIPPED: Final = "model.json"

@@ -24,9 +24,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from advisor.diagnosis.facts import FACT_KEYS, FACT_TYPES, convert
-from advisor.diagnosis.sequence import Parsed, Run
-from advisor.errors import InputError
+from advisor.core.errors import InputError
+from advisor.parsing.facts import FACT_KEYS, FACT_TYPES, convert
+from advisor.parsing.sequence import Parsed, Run
 
 LABELS: Final = ("sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
                  "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",

@@ -18,13 +18,13 @@ from typing import Any, Final
 
 import orjson
 
+from advisor.core.errors import InputError
 from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_trouble
 from advisor.diagnosis.features import featurize
-from advisor.diagnosis.inputs import lines_from_texts, read_log
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import FAILURE_LABELS, RuleSet, match_run
-from advisor.diagnosis.sequence import Parsed, Run, is_serving, parse, segment
-from advisor.errors import InputError
+from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
+from advisor.pipeline.inputs import lines_from_texts, read_log
 
 MODEL_LABELS: Final = (*FAILURE_LABELS, "healthy")
 SEED: Final = 20261201

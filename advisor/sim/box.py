@@ -269,7 +269,7 @@ class SystemdBox:
     def _bus_answers(self) -> bool:
         """The proxy carries a call (its first connection, right after activation, has been
         seen to get lost once in a while: a fresh one is then tried)."""
-        from advisor.executor.bus import BusError, SystemdBus
+        from advisor.execution.bus import BusError, SystemdBus
 
         with SystemdBus(self.bus_address, peer_to_peer=True) as bus:
             try:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from advisor.executor.dropins import quote
+from advisor.execution.dropins import quote
 
 GPUD_UNIT: Final = "advisor-gpud.service"
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from advisor.events import GpuSampled
+from advisor.core.events import GpuSampled
 from advisor.sim.gpus import Driver
 from ingest.cgroup import comm_for_pid, unit_for_pid
 from ingest.gpu_recording import recording_line

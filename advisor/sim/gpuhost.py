@@ -20,8 +20,8 @@ from advisor.sim.boxunits import GPUD_UNIT, gpud_unit, vllm_unit
 from advisor.sim.vllm_cli import write_vllm_script
 
 if TYPE_CHECKING:
-    from advisor.executor.bus import SystemdBus
-    from advisor.executor.systemd import SystemdBackend
+    from advisor.execution.bus import SystemdBus
+    from advisor.execution.systemd import SystemdBackend
     from advisor.sim.nvml_twin import TwinSampler
     from advisor.store import EventStore
 
@@ -108,9 +108,9 @@ class GpuHost:
 
     def backend(self, **options: object) -> SystemdBackend:
         """The systemd backend, acting on this host from outside the box."""
-        from advisor.executor.bus import SystemdBus
-        from advisor.executor.readiness import JournalReadiness
-        from advisor.executor.systemd import SystemdBackend
+        from advisor.execution.bus import SystemdBus
+        from advisor.execution.readiness import JournalReadiness
+        from advisor.execution.systemd import SystemdBackend
 
         bus = SystemdBus(self.box.bus_address, peer_to_peer=True)
         self._buses.append(bus)

@@ -1,6 +1,6 @@
 """The node's journal: entries as ``journalctl -o json`` prints them, appended to one file.
 
-Two kinds of entry, both built from ``advisor.journald`` so that they are the same shapes the
+Two kinds of entry, both built from ``advisor.core.journald`` so that they are the same shapes the
 ingester and the diagnosis already read from real hosts:
 
 * PID 1's lifecycle messages about a unit (``SYSTEMD_MESSAGES``, systemd 252 wording, with
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from advisor.journald import (
+from advisor.core.journald import (
     PID1_FIELDS,
     STDOUT_KEY_ORDER,
     SYSTEMD_MESSAGES,
@@ -33,7 +33,7 @@ from advisor.journald import (
     json_line,
 )
 
-# Messages PID 1 writes that advisor.journald's catalogue does not have.
+# Messages PID 1 writes that advisor.core.journald's catalogue does not have.
 EXTRA_MESSAGES: Final = {
     "failed_start": SystemdMessage("Failed to start {status}.", "be02cf6855d2428ba40df7e9d022f03d",
                                    "3", "src/core/job.c", "768", "job_emit_done_message"),

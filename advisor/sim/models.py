@@ -1,7 +1,7 @@
 """Model cards and vLLM's per-GPU memory arithmetic, as the simulated server applies them.
 
 The point is not to predict vLLM to the MiB but to fail where vLLM fails, for the same reasons,
-so that the advisor's arithmetic (``advisor.recommend``) can be checked against
+so that the advisor's arithmetic (``advisor.planning.recommend``) can be checked against
 a process that behaves like the real one:
 
 * ``gpu_memory_utilization`` × total is the budget vLLM sizes itself to: weights, the profiled

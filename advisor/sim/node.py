@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from advisor.journald import exit_fields
+from advisor.core.journald import exit_fields
 from advisor.sim import process
 from advisor.sim.gpus import DEFAULT_GPU_NAME, Driver
 from advisor.sim.journal import JournalWriter, Stream, default_comm, new_id

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from advisor.errors import GpuUnavailableError
-from advisor.events import GpuSampled
+from advisor.core.errors import GpuUnavailableError
+from advisor.core.events import GpuSampled
 from ingest.gpu_recording import parse_recording_line
 
 DEFAULT_STALE_S = 3.0

@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 from sqlalchemy import func, select, text
 
-from advisor.events import ChainAnchor, StoreRetained
+from advisor.core.events import ChainAnchor, StoreRetained
+from advisor.core.timefmt import format_us
 from advisor.store import migrate
 from advisor.store.heads import HeadFinding, SignedHead, compare_heads
 from advisor.store.schema import events, sources
@@ -22,7 +23,6 @@ from advisor.store.store import (
     latest_checkpoints,
 )
 from advisor.store.types import EventFilter
-from advisor.timefmt import format_us
 
 
 @dataclass(frozen=True)

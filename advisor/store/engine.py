@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from advisor.errors import StoreError
+from advisor.core.errors import StoreError
 
 # Waiting writers queue on SQLite's busy handler for this long before the store retries.
 SQLITE_BUSY_TIMEOUT_S = 60.0

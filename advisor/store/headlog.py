@@ -36,7 +36,7 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from advisor.errors import AdvisorError, InputError, PrerequisiteError
+from advisor.core.errors import AdvisorError, InputError, PrerequisiteError
 from advisor.store.engine import first_line, parse_url, redact
 from advisor.store.heads import HostKey, SignedHead
 from advisor.store.schema import events
@@ -332,7 +332,7 @@ def journal_argv(journalctl: str, files: Sequence[Path], label: str) -> list[str
 def read_journal(files: Sequence[Path], into: HeadsRead) -> None:
     """Heads from the journal: these .journal files, or (none given) the system journal —
     which, where it cannot be read, is noted rather than refused."""
-    from ingest.journalctl import export_entries, journalctl_path, spawn
+    from advisor.core.journalctl import export_entries, journalctl_path, spawn
 
     for path in files:
         if not path.is_file():

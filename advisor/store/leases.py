@@ -16,7 +16,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError as SAIntegrityError
 from sqlalchemy.exc import SQLAlchemyError
 
-from advisor.errors import StoreError
+from advisor.core.errors import StoreError
 from advisor.store.engine import WRITE_OPTION, first_line, retry_busy
 from advisor.store.schema import leases
 from advisor.store.store import EventStore

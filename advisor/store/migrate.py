@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 import advisor.migrations
-from advisor.errors import StoreError
+from advisor.core.errors import StoreError
 from advisor.store.engine import WRITE_OPTION, first_line, redact, retry_busy
 
 MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes

@@ -38,7 +38,7 @@ events = Table(
     Column("idem_key", BigInteger, nullable=False),
     Column("payload", Text, nullable=False),
     Column("hash", LargeBinary(32), nullable=False),
-    # migration 0005: a shipped event's envelope on its host (see `advisor.ship`); else NULL
+    # migration 0005: a shipped event's envelope on its host (see `advisor.fleet.ship`); else NULL
     Column("origin", Text),
 )
 
@@ -90,10 +90,10 @@ runs = Table(
     Column("incident_id", Text),
     # migration 0004: the peak came from samples attributed to the run's unit (None: not yet)
     Column("peak_gpu_from_unit", Boolean),
-    # migration 0010 (the order-independent fold, `advisor.projections`): where the run's first
-    # and last lines stand in the stream's order, its last line's time, what its lines are
-    # (`run_content`), the lifecycle events seen, and whether its label was given for other
-    # lines (stale: diagnosed again) and by which event
+    # migration 0010 (the order-independent fold, `advisor.views.projections`): where the
+    # run's first and last lines stand in the stream's order, its last line's time, what its
+    # lines are (`run_content`), the lifecycle events seen, and whether its label was given
+    # for other lines (stale: diagnosed again) and by which event
     Column("first_key", Text),
     Column("last_key", Text),
     Column("last_us", BigInteger),

@@ -18,8 +18,8 @@ import orjson
 from sqlalchemy import Connection, Engine, bindparam, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from advisor.errors import IntegrityError, InvalidEventError, StoreError
-from advisor.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
+from advisor.core.errors import IntegrityError, InvalidEventError, StoreError
+from advisor.core.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
 from advisor.store.schema import checkpoints, events, sources
@@ -30,7 +30,7 @@ GENESIS_HASH = bytes(32)
 _ENVELOPE = (events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
              events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
              events.c.idem_key)
-SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.ship`)
+SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.fleet.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
 # The keys go in as an array the planner cannot see into (an InitPlan): with a list of
@@ -149,7 +149,7 @@ class EventStore:
     def append_prepared(self, batch: Sequence[Prepared],
                         checkpoint: Checkpoint | None = None,
                         origins: Sequence[bytes | None] | None = None) -> AppendResult:
-        """`append` for events already validated and serialised by `advisor.events.prepare`;
+        """`append` for events already validated and serialised by `advisor.core.events.prepare`;
         `origins`, one per event, are shipped events' envelopes on their hosts."""
         if not batch and checkpoint is None:
             return AppendResult()

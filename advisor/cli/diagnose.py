@@ -1,0 +1,180 @@
+"""`advisor classify`, `advisor rules …` and `advisor model …`: diagnosis without a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from advisor.cli.common import echo_json, handle_errors, json_option, write_file
+from advisor.core.render import safe_text
+
+rules_option = click.option(
+    "--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+    help="A folder of extra .toml rule files (repeatable); a rule with a shipped id replaces it.")
+model_option = click.option(
+    "--model", "model_path", type=click.Path(path_type=Path),
+    help="A model file written by `advisor model train` instead of the shipped one.")
+
+
+@click.command()
+@click.argument("file")
+@rules_option
+@model_option
+@json_option
+@handle_errors
+def classify(file: str, rules_dirs: tuple[Path, ...], model_path: Path | None,
+             as_json: bool) -> None:
+    """Classify a log FILE (journalctl -o json, or plain text; - for stdin).
+
+    Exit 0 whenever the log could be read, whatever the label.
+    """
+    from advisor.diagnosis.classify import diagnose, to_contract
+    from advisor.diagnosis.model import load_model
+    from advisor.diagnosis.rules import load_rules
+    from advisor.pipeline.inputs import read_log
+
+    rules = load_rules(rules_dirs)
+    model = load_model(model_path)
+    fmt, lines = read_log(file)
+    result = to_contract(diagnose(lines, rules, model), fmt)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"label:      {result['label']} (confidence {result['confidence']:.2f})")
+    for candidate in result["candidates"]:
+        source = candidate["source"] + (f" {candidate['rule']}" if "rule" in candidate else "")
+        click.echo(f"  candidate {candidate['label']} {candidate['confidence']:.2f} ({source})")
+    facts = {k: v for k, v in result["facts"].items() if v is not None}
+    if facts:
+        click.echo("facts:")
+        for key, value in facts.items():
+            click.echo(f"  {key}: {safe_text(str(value))}")
+    if result["evidence"]:
+        click.echo("evidence:")
+        for item in result["evidence"]:
+            click.echo(f"  {item['line']:>6}  {safe_text(item['text'])[:240]}")
+    if len(result["runs"]) > 1:
+        click.echo("runs:")
+        for run in result["runs"]:
+            click.echo(f"  lines {run['first_line']}-{run['last_line']}: {run['label']} "
+                       f"({run['confidence']:.2f})")
+
+
+@click.group("rules")
+def rules_group() -> None:
+    """Inspect and try the rule files."""
+
+
+@rules_group.command("list")
+@rules_option
+@json_option
+@handle_errors
+def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
+    """List the rules in force (shipped ones, then --rules folders), in tier order."""
+    from advisor.diagnosis.rules import load_rules
+
+    ruleset = load_rules(rules_dirs)
+    rows = [{"id": r.id, "label": r.spec.label, "tier": r.spec.tier,
+             "confidence": r.spec.confidence, "file": r.origin} for r in ruleset.rules]
+    if as_json:
+        echo_json(rows)
+        return
+    for row in rows:
+        click.echo(f"{row['id']:<40} {row['label']:<20} {row['tier']:<9} "
+                   f"{row['confidence']:.2f}  {row['file']}")
+
+
+@rules_group.command("test")
+@click.argument("rule_id")
+@click.argument("file")
+@rules_option
+@json_option
+@handle_errors
+def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: bool) -> None:
+    """Show whether rule RULE_ID fires on each run of log FILE, and on which line.
+
+    Exit 0 if it fires on some run, 1 if it fires on none.
+    """
+    from advisor.core.errors import InputError
+    from advisor.diagnosis.rules import build_ruleset, load_rules, match_run
+    from advisor.parsing.sequence import parse, segment
+    from advisor.pipeline.inputs import read_log
+
+    rule = load_rules(rules_dirs).by_id(rule_id)
+    if rule is None:
+        raise InputError(f"no rule with id {rule_id!r} (see `advisor rules list`)")
+    _, lines = read_log(file)
+    parsed = parse(lines)
+    single = build_ruleset([rule])
+    results = []
+    for n, run in enumerate(segment(parsed), start=1):
+        hits = match_run(single, run, parsed)
+        hit = hits[0] if hits else None
+        results.append({"run": n, "fired": hit is not None,
+                        "line": parsed[hit.position].line.number if hit else None,
+                        "phase": hit.phase if hit else None,
+                        "facts": hit.facts if hit else {}})
+    if as_json:
+        echo_json(results)
+    else:
+        for r in results:
+            where = f"line {r['line']} (phase {r['phase']})" if r["fired"] else "does not fire"
+            click.echo(f"run {r['run']}: {rule_id} {where}")
+    if not any(r["fired"] for r in results):
+        raise SystemExit(1)
+
+
+@click.group("model")
+def model_group() -> None:
+    """Train and evaluate the learned model."""
+
+
+corpus_option = click.option(
+    "--corpus", type=click.Path(path_type=Path), default=None,
+    help="Training corpus (default: data/corpus.jsonl.gz of this checkout).")
+
+
+@model_group.command("train")
+@corpus_option
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Where to write the model (default: the shipped advisor/diagnosis/model.json).")
+@rules_option
+@handle_errors
+def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...]) -> None:
+    """Train the model on the corpus (deterministic) and write it as JSON."""
+    from advisor.diagnosis import training
+    from advisor.diagnosis.rules import load_rules
+
+    result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
+    target = out or training.shipped_model_path()
+    write_file(target, result.model.to_json())
+    click.echo(f"trained on {result.examples} examples, {len(result.model.weights)} features, "
+               f"temperature {result.model.temperature:.2f}, in {result.seconds:.1f} s")
+    click.echo(f"wrote {target}")
+
+
+@model_group.command("evaluate")
+@corpus_option
+@click.option("--folds", type=click.IntRange(min=2, max=20), default=5, show_default=True)
+@click.option("--golden", type=click.Path(path_type=Path), default=None,
+              help="Also score the shipped model on a folder of golden logs (label folders).")
+@rules_option
+@json_option
+@handle_errors
+def model_evaluate(corpus: Path | None, folds: int, golden: Path | None,
+                   rules_dirs: tuple[Path, ...], as_json: bool) -> None:
+    """Stratified cross-validation: per-label precision, recall, F1, confusion matrix."""
+    from advisor.diagnosis import training
+    from advisor.diagnosis.rules import load_rules
+
+    rules = load_rules(rules_dirs)
+    report = training.evaluate(training.load_corpus(corpus), rules, folds=folds)
+    reports = {"cross_validation": report}
+    if golden is not None:
+        reports["golden"] = training.evaluate_golden(golden, rules)
+    if as_json:
+        echo_json(reports)
+        return
+    for name, rep in reports.items():
+        click.echo(training.format_report(name, rep))

@@ -1,0 +1,279 @@
+"""`advisor ingest ...`: journald, text logs, nvidia-smi logs, NVML, a watched folder."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from advisor.cli.common import (
+    COUNT,
+    DURATION_MAX_S,
+    db_option,
+    echo_json,
+    handle_errors,
+    json_option,
+    seconds,
+    signals_set,
+    sigterm_as_interrupt,
+    store_for,
+)
+from advisor.cli.heads import sign_heads
+from advisor.core.errors import InputError
+from advisor.core.journalctl import journalctl_path
+from advisor.core.progress import byte_progress
+from advisor.core.render import safe_text
+from advisor.core.settings import this_host
+from advisor.core.units import parse_service, service_host
+from ingest.files import resolve
+from ingest.pipeline import IngestReport
+
+if TYPE_CHECKING:
+    from advisor.pipeline.processing import ProcessReport
+    from advisor.store import EventStore
+
+strict_option = click.option("--strict", is_flag=True,
+                             help="A line that cannot be parsed is an error; nothing is written.")
+diagnose_option = click.option(
+    "--diagnose/--no-diagnose", default=True, show_default=True,
+    help="Diagnose what was ingested (runs, incidents) before returning; --no-diagnose "
+         "leaves it to `advisor diagnose` (faster bulk imports).")
+host_option = click.option("--host", default=None,
+                           help="Host name for entries that lack one (default: this host).")
+
+
+def print_report(report: IngestReport, as_json: bool,
+                 diagnosis: ProcessReport | None = None) -> None:
+    if as_json:
+        echo_json({**report.as_dict(),
+                   **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
+        return
+    click.echo(f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
+               f"new events, {report.duplicates} already stored, "
+               f"{report.malformed_count} malformed")
+    for m in report.malformed:
+        click.echo(f"  line {m.line_no}: {safe_text(m.reason)}", err=True)
+    if report.malformed_count > len(report.malformed):
+        click.echo(f"  ... and {report.malformed_count - len(report.malformed)} more", err=True)
+    if diagnosis is not None and diagnosis.diagnosed:
+        click.echo(f"diagnosed {diagnosis.diagnosed} runs ({diagnosis.diagnosis_events} new "
+                   "diagnosis events; see `advisor incidents`)")
+
+
+def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
+    """Fold and diagnose what was ingested; while following, after every batch too."""
+    from advisor.pipeline.processing import Processor
+
+    processor = Processor(store)
+    if follow:
+        processor.follow()
+        return processor.run(final=False)
+    return processor.run(final=True)
+
+
+@click.group()
+def ingest() -> None:
+    """Bring observations into the event store."""
+
+
+@ingest.command("journal")
+@click.option("--file", "file_", metavar="F",
+              help="journalctl -o json output (one JSON object per line); '-' for stdin.")
+@click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
+              help="A binary .journal file, read through journalctl --file (repeatable).")
+@click.option("--follow", is_flag=True, help="Follow the live journal until interrupted.")
+@click.option("--unit", "units", multiple=True, help="Only these units (globs allowed).")
+@click.option("--since", help="Without a saved cursor, start here (journalctl --since).")
+@strict_option
+@host_option
+@diagnose_option
+@json_option
+@db_option
+@handle_errors
+def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: bool,
+                   units: tuple[str, ...], since: str | None, strict: bool, host: str | None,
+                   diagnose: bool, as_json: bool, db_url: str | None) -> None:
+    """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
+    from ingest import journal_sources as js
+
+    chosen = sum((file_ is not None, bool(journal_files), follow and not journal_files))
+    if chosen != 1:
+        raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
+    if units and file_ is not None:
+        raise click.UsageError("--unit filters journalctl; it does not apply to --file")
+    # What is missing is refused before the store is opened (and perhaps created).
+    if file_ is None:
+        journalctl_path()
+        for jf in journal_files:
+            if not jf.exists():
+                raise InputError(f"--journal-file {jf}: no such file")
+    elif file_ != "-":
+        resolve(Path(file_))
+    store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
+    if follow and diagnose:
+        diagnose_after(store, follow=True)
+    if file_ == "-":
+        report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
+                                       default_host=host)
+    elif file_ is not None:
+        path = Path(file_)
+        with byte_progress(f"ingesting {path.name}") as progress:
+            report = js.ingest_json_file(store, path, strict=strict, default_host=host,
+                                         progress=progress, parallel=True)
+    else:
+        try:
+            with sigterm_as_interrupt():
+                report = js.ingest_journalctl(store, files=journal_files, units=units,
+                                              follow=follow, since=since, strict=strict,
+                                              default_host=host)
+        except KeyboardInterrupt:
+            return
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+
+
+@ingest.command("text")
+@click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
+@click.option("--service", required=True,
+              help="The unit the log belongs to (UNIT or HOST/UNIT; `vllm` means vllm.service, "
+                   "as in systemctl).")
+@strict_option
+@host_option
+@diagnose_option
+@json_option
+@db_option
+@handle_errors
+def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagnose: bool,
+                as_json: bool, db_url: str | None) -> None:
+    """A plain text log (docker logs, a server's log file, pasted terminal output)."""
+    from ingest.text import ingest_text_file
+
+    from_service, unit = parse_service(service)
+    host = service_host(service, from_service, host)
+    resolve(file_)
+    store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
+    with byte_progress(f"ingesting {file_.name}") as progress:
+        report = ingest_text_file(store, file_, unit, host or this_host(), strict=strict,
+                                  progress=progress)
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+
+
+@ingest.command("nvidia-smi")
+@click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
+@click.option("--timezone", "tz", default="UTC", show_default=True,
+              help="Time zone the log's timestamps were written in.")
+@strict_option
+@host_option
+@diagnose_option
+@json_option
+@db_option
+@handle_errors
+def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diagnose: bool,
+                      as_json: bool, db_url: str | None) -> None:
+    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
+    from ingest.nvidia_smi import ingest_nvidia_smi_file
+
+    resolve(file_)
+    store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
+    host = host or this_host()
+    with byte_progress(f"ingesting {file_.name}") as progress:
+        report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
+                                        progress=progress)
+    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+
+
+@ingest.command("gpu")
+@click.option("--interval", type=seconds(0.05), default=1.0, show_default=True,
+              help="Seconds between samples.")
+@click.option("--count", type=COUNT, help="Stop after N samples.")
+@click.option("--duration", type=seconds(0, DURATION_MAX_S), help="Stop after S seconds.")
+@click.option("--process-every", type=click.IntRange(1, 10**6), default=1, show_default=True,
+              help="List GPU processes every Nth sample (the costly NVML call).")
+@click.option("--record", "record_path", type=click.Path(path_type=Path),
+              help="Also append the samples as JSON lines to this file.")
+@click.option("--replay", "replay_path", type=click.Path(path_type=Path),
+              help="Ingest a recording made with --record instead of sampling.")
+@strict_option
+@host_option
+@diagnose_option
+@json_option
+@db_option
+@handle_errors
+def ingest_gpu(interval: float, count: int | None, duration: float | None, process_every: int,
+               record_path: Path | None, replay_path: Path | None, strict: bool,
+               host: str | None, diagnose: bool, as_json: bool, db_url: str | None) -> None:
+    """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
+    from ingest.gpu import replay_recording, sample_live
+    from ingest.nvml import NvmlSampler
+
+    if replay_path is not None:
+        if record_path is not None:
+            raise click.UsageError("--record and --replay exclude each other")
+        resolve(replay_path)
+        store = store_for(db_url)
+        sign_heads(store)  # tamper evidence: docs/integrity.md
+        with byte_progress(f"replaying {replay_path.name}") as progress:
+            report = replay_recording(store, replay_path, strict=strict, progress=progress)
+        print_report(report, as_json, diagnose_after(store) if diagnose else None)
+        return
+    # Open NVML before anything else: without a GPU nothing may be written.
+    with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
+        store = store_for(db_url)
+        sign_heads(store)  # tamper evidence: docs/integrity.md
+        with ExitStack() as stack:
+            record = stack.enter_context(open(record_path, "ab")) if record_path else None
+            try:
+                with sigterm_as_interrupt():
+                    report = sample_live(store, sampler, interval_s=interval, count=count,
+                                         duration_s=duration, record=record)
+            except KeyboardInterrupt:
+                return
+    print_report(report, as_json)
+
+
+@ingest.command("watch")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--service", help="File every text log under this unit (UNIT or HOST/UNIT; "
+                                "`vllm` means vllm.service; default: the file name without "
+                                ".log and rotation suffixes).")
+@click.option("--timezone", "tz", default="UTC", show_default=True,
+              help="Time zone of nvidia-smi CSV timestamps.")
+@host_option
+@db_option
+@handle_errors
+def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
+                 db_url: str | None) -> None:
+    """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
+    recording files until interrupted (SIGINT or SIGTERM)."""
+    from ingest.watch import FolderWatcher
+
+    unit = None
+    if service is not None:
+        from_service, unit = parse_service(service)
+        host = service_host(service, from_service, host)
+    store = store_for(db_url)
+    sign_heads(store)  # tamper evidence: docs/integrity.md
+    diagnose_after(store, follow=True)
+
+    def reported(path: Path, report: IngestReport) -> None:
+        click.echo(f"{safe_text(str(path))}: stored {report.appended} new events, "
+                   f"{report.malformed_count} malformed")
+
+    def failed(path: Path, message: str) -> None:
+        click.echo(f"Error: {safe_text(message)}", err=True)
+
+    watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=unit,
+                            tz=tz, on_report=reported, on_error=failed)
+    stop = threading.Event()
+    try:
+        with signals_set(stop):
+            watcher.run(stop)
+    except KeyboardInterrupt:
+        pass
+    click.echo(f"stopped: {watcher.stats.appended} events stored")

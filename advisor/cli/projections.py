@@ -1,0 +1,139 @@
+"""`advisor runs`, `advisor incidents`, `advisor rebuild`: the projections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from advisor.cli.common import (
+    db_option,
+    echo_json,
+    emit,
+    handle_errors,
+    json_option,
+    store_for,
+)
+from advisor.core.render import safe_text
+from advisor.core.timefmt import format_us
+from advisor.core.units import parse_service
+
+
+def _split_service(service: str | None) -> tuple[str | None, str | None]:
+    """`HOST/UNIT` or a bare `UNIT`, the unit named as systemctl takes it (`vllm` means
+    `vllm.service`); InputError when it is not a unit name."""
+    if service is None:
+        return None, None
+    return parse_service(service)
+
+
+@click.command()
+@click.option("--service", help="Only runs of this unit (UNIT or HOST/UNIT; `vllm` means "
+                                "vllm.service, as in systemctl).")
+@json_option
+@db_option
+@handle_errors
+def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
+    """Service runs: each start of a unit until its end, with how it went."""
+    from advisor.views.projections import read_rows
+
+    host, unit = _split_service(service)
+    rows = read_rows(store_for(db_url, read_only=True), "runs", unit=unit, host=host)
+    if as_json:
+        for row in rows:
+            row["phases"] = orjson.loads(row["phases"])
+            row["config"] = orjson.loads(row["config"])
+        echo_json(rows)
+        return
+    for r in rows:
+        peak = ""
+        if r["peak_gpu_used_bytes"] is not None and r["peak_gpu_total_bytes"]:
+            peak = f" peak GPU {r['peak_gpu_used_bytes'] / r['peak_gpu_total_bytes']:.0%}"
+        label = f" {r['label']} ({r['confidence']:.2f})" if r["label"] else ""
+        click.echo(f"{format_us(r['started_us'])}  {safe_text(r['stream'])}  {r['outcome']:<8} "
+                   f"phase={r['last_phase'] or '-'}{label}{peak}")
+
+
+@click.command()
+@click.option("--service", help="Only incidents of this unit (UNIT or HOST/UNIT; `vllm` "
+                                "means vllm.service, as in systemctl).")
+@click.option("--open", "only_open", is_flag=True, help="Only incidents not resolved yet.")
+@json_option
+@db_option
+@handle_errors
+def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str | None) -> None:
+    """Incidents: a failed run, or a run of failed restarts counted once."""
+    from advisor.views.projections import read_rows
+
+    host, unit = _split_service(service)
+    rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
+    if only_open:
+        rows = [r for r in rows if r["status"] == "open"]
+    if as_json:
+        for row in rows:
+            for key in ("facts", "evidence", "candidates"):
+                row[key] = orjson.loads(row[key]) if row[key] else None
+        echo_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{format_us(r['opened_us'])}  {safe_text(r['host'])}/{safe_text(r['unit'])}  "
+                   f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
+                   f"  runs={r['runs']}  {r['status']}")
+
+
+@click.command()
+@json_option
+@db_option
+@handle_errors
+def diagnose(as_json: bool, db_url: str | None) -> None:
+    """Bring the projections up to date and diagnose the runs not diagnosed yet (what
+    `ingest --no-diagnose` left)."""
+    from advisor.pipeline.processing import Processor
+
+    report = Processor(store_for(db_url)).run(final=True)
+    if as_json:
+        echo_json(report.as_dict())
+        return
+    click.echo(f"folded {report.folded} events, diagnosed {report.diagnosed} runs, "
+               f"{report.diagnosis_events} new diagnosis events")
+
+
+@click.command()
+@db_option
+@handle_errors
+def rebuild(db_url: str | None) -> None:
+    """Drop the projections (runs, incidents, GPU samples) and rebuild them from events."""
+    from advisor.views.projections import Projector
+
+    folded = Projector(store_for(db_url)).rebuild()
+    click.echo(f"rebuilt projections from {folded} events")
+
+
+@click.command()
+@click.argument("service")
+@click.option("--incident", "incident_id", help="This incident instead of the latest.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "html"]),
+              default="text", show_default=True, help="How to print the post-mortem.")
+@click.option("--out", "out", type=click.Path(path_type=Path),
+              help="Write to this file instead of stdout (with --format html, one "
+                   "self-contained page).")
+@db_option
+@handle_errors
+def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
+            db_url: str | None) -> None:
+    """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means
+    vllm.service, as in systemctl)."""
+    from advisor.reports.postmortem import build, render_text
+
+    parse_service(service)  # a name that is not a unit is refused before the store is opened
+    series: dict[str, list[tuple[int, float]]] = {}
+    report = build(store_for(db_url, read_only=True), service, incident_id, series)
+    if fmt == "html":
+        from advisor.reports.html import render
+
+        emit(render(report, series), out)
+    elif fmt == "json":
+        emit(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n", out)
+    else:
+        emit(render_text(report, markdown=fmt == "markdown"), out)

@@ -1,0 +1,205 @@
+"""The drop-ins advisor writes, and systemd's quoting of an ExecStart= line.
+
+Every lasting change advisor makes to a unit — flags in ExecStart=, options such as
+TimeoutStopSec= — lives in one file, ``UNIT.d/50-advisor.conf``, rewritten whole from a small
+state kept on its first comment line, so a second change never loses the first (two files that
+each reset ExecStart= would: the one sorting last wins). A temporary hold on restarts
+(``Restart=no`` while a plan changes the unit) is a second file, ``zz-advisor-hold.conf``,
+named to sort after every other drop-in, and removed when the plan restarts the unit.
+
+A drop-in replacing the command resets ExecStart= first (an empty assignment), or systemd
+refuses the unit ("has more than one ExecStart= setting"). Each argument is written in
+systemd's syntax: double quotes with C escapes around anything but a plain word, ``%`` doubled
+(specifiers), ``$`` kept as it was (``${MODEL}`` stays a variable systemd expands at start; a
+literal dollar is already ``$$`` in the loaded argv). The argv comes from systemd's D-Bus
+property, which holds it exactly as the unit file said, so what is written back is the same
+command with one flag changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from advisor.core.errors import InputError
+from advisor.execution.state import ExecCommand
+
+ADVISOR_DROPIN: Final = "50-advisor.conf"
+HOLD_DROPIN: Final = "zz-advisor-hold.conf"
+_STATE_PREFIX: Final = "# advisor-state: "
+_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]{0,60}$")
+_VALUE = re.compile(r"^[A-Za-z0-9._:/+-]{1,200}$")
+_OPTION_VALUES: Final = {
+    "TimeoutStopSec": re.compile(r"^(?:infinity|\d{1,6}(?:ms|s|min|h)?)$"),
+    "KillMode": re.compile(r"^(?:control-group|mixed|process)$"),
+    "Restart": re.compile(r"^(?:no|on-failure|on-abnormal|always|on-abort|on-watchdog)$"),
+    "RestartSec": re.compile(r"^\d{1,6}(?:ms|s|min)?$"),
+}
+# ExecStartEx flag names → the ExecStart= prefix that sets them.
+_PREFIXES: Final = {"ignore-failure": "-", "privileged": "+", "no-setuid": "!",
+                    "ambient": "!!", "no-env-expand": ":"}
+_PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./$-]+$")
+_ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def check_flag(flag: str, value: str) -> None:
+    """Only a long option name and a plain value (a number, a name) may go into ExecStart."""
+    if not _FLAG.match(flag):
+        raise InputError(f"flag {flag[:80]!r} is not a long option name")
+    if not _VALUE.match(value):
+        raise InputError(f"value {value[:80]!r} for {flag} is not a plain value")
+
+
+def check_option(option: str, value: str) -> None:
+    pattern = _OPTION_VALUES.get(option)
+    if pattern is None:
+        raise InputError(f"unit option {option[:80]!r} is not one advisor sets "
+                         f"({', '.join(_OPTION_VALUES)})")
+    if not pattern.match(value):
+        raise InputError(f"{option}={value[:80]!r} is not a value systemd takes")
+
+
+def quote(arg: str, *, always: bool = False) -> str:
+    """One ExecStart= argument in systemd's syntax (`$` kept, `%` doubled); double-quoted
+    when it needs it, or `always`."""
+    doubled = arg.replace("%", "%%")
+    if not always and _PLAIN.match(arg) and arg != ";":
+        return doubled
+    out = []
+    for c in doubled:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def exec_start_line(command: ExecCommand) -> str:
+    """The value of an ExecStart= that systemd loads back as exactly `command`."""
+    if not command.argv:
+        raise InputError(f"{command.path}: an ExecStart with no argv")
+    prefix = "".join(_PREFIXES[f] for f in command.flags if f in _PREFIXES)
+    unknown = [f for f in command.flags if f not in _PREFIXES]
+    if unknown:
+        raise InputError(f"ExecStart flag {unknown[0]!r} is not one advisor can write back")
+    words = [quote(a) for a in command.argv]
+    if command.argv[0] != command.path:   # `@`: the binary and argv[0] differ
+        return f"{prefix}@{quote(command.path)} " + " ".join(words)
+    return prefix + " ".join(words)
+
+
+def with_flag(argv: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
+    """`argv` with `flag` set to `value` (`--flag V` or `--flag=V` replaced, else appended)."""
+    out: list[str] = []
+    replaced = False
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == flag and i + 1 < len(argv):
+            out += [flag, value]
+            skip = replaced = True
+        elif arg.startswith(flag + "="):
+            out.append(f"{flag}={value}")
+            replaced = True
+        else:
+            out.append(arg)
+    if not replaced:
+        out += [flag, value]
+    return tuple(out)
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value `flag` has in `argv` (`--flag V` or `--flag=V`), None when absent."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1:]
+    return None
+
+
+@dataclass(frozen=True)
+class AdvisorDropin:
+    """What 50-advisor.conf says: the command (if advisor changed it) and unit options."""
+
+    exec_start: ExecCommand | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def render(self) -> str:
+        state: dict[str, object] = {"options": dict(sorted(self.options.items()))}
+        if self.exec_start is not None:
+            state["exec_start"] = {"path": self.exec_start.path,
+                                   "argv": list(self.exec_start.argv),
+                                   "flags": list(self.exec_start.flags)}
+        lines = ["# Written by advisor: every change it made to this unit, in one file, "
+                 "rewritten whole.",
+                 "# `advisor rollback ACTION` puts back what one change replaced.",
+                 _STATE_PREFIX + orjson.dumps(state, option=orjson.OPT_SORT_KEYS).decode(),
+                 "[Service]"]
+        lines += [f"{k}={v}" for k, v in sorted(self.options.items())]
+        if self.exec_start is not None:
+            lines += ["ExecStart=", "ExecStart=" + exec_start_line(self.exec_start)]
+        return "\n".join(lines) + "\n"
+
+    def with_option(self, option: str, value: str) -> AdvisorDropin:
+        return AdvisorDropin(self.exec_start, {**self.options, option: value})
+
+    def with_exec_start(self, command: ExecCommand) -> AdvisorDropin:
+        return AdvisorDropin(command, self.options)
+
+
+def parse_dropin(path: Path, text: str) -> AdvisorDropin:
+    """Read back a 50-advisor.conf; InputError if it is not exactly what advisor wrote."""
+    for line in text.splitlines():
+        if line.startswith(_STATE_PREFIX):
+            try:
+                state = orjson.loads(line[len(_STATE_PREFIX):])
+                command = state.get("exec_start")
+                dropin = AdvisorDropin(
+                    ExecCommand(str(command["path"]), tuple(str(a) for a in command["argv"]),
+                                tuple(str(f) for f in command["flags"]))
+                    if command else None,
+                    {str(k): str(v) for k, v in state["options"].items()})
+            except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                raise InputError(f"{path}: advisor's state line does not parse: {e}") from e
+            if dropin.render() != text:
+                raise InputError(f"{path} was edited by hand; advisor will not rewrite it "
+                                 "(remove it, or put it back as advisor wrote it)")
+            return dropin
+        if not line.startswith("#"):
+            break
+    raise InputError(f"{path} exists and was not written by advisor; advisor will not "
+                     "overwrite it")
+
+
+def hold_text() -> str:
+    return ("# Written by advisor: no automatic restarts while a plan changes this unit.\n"
+            "# Removed when the plan restarts the unit (or ends without finishing).\n"
+            "[Service]\nRestart=no\n")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` (temp file in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

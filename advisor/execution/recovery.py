@@ -1,0 +1,114 @@
+"""`advisor replan SERVICE`: after a plan stopped (a step failed, went stale, or its executor
+died mid-step), leave the unit consistent and propose again from what it is now.
+
+1. The open incident's current plan is closed under its lease (a live executor keeps it): a
+   step found started without an outcome is marked interrupted, and the steps not run are
+   skipped as superseded by the new plan.
+2. advisor's hold on restarts, if still in place, is lifted: the unit is never left with
+   `Restart=no` by a plan that no longer runs.
+3. A new plan (`<incident>~N`) is proposed for the incident, made for the unit's current
+   invocation; the executor's guards then skip what is already done (a flag that already has
+   its value, a unit already stopped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from advisor.core.errors import AdvisorError, InputError
+from advisor.execution.backends import Backend
+from advisor.execution.run import EXECUTOR_SOURCE, ExecReport, Executor, _event, plan_rows
+from advisor.store import EventStore
+from advisor.views.projections import Projector, read_rows
+
+
+@dataclass
+class Replanned:
+    incident_id: str
+    old_plan: str | None
+    new_plan: str
+    notes: list[str] = field(default_factory=list)
+
+
+def current_plan(store: EventStore, incident_id: str) -> str | None:
+    """The incident's latest plan (its first, or the newest replan)."""
+    rows = [r for r in read_rows(store, "actions") if r["incident_id"] == incident_id]
+    return max(rows, key=lambda r: r["proposed_seq"])["plan_id"] if rows else None
+
+
+def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, Any]:
+    open_ = [i for i in read_rows(store, "incidents", unit=unit, host=host)
+             if i["status"] == "open"]
+    if not open_:
+        raise InputError(f"{unit}: no open incident")
+    return open_[-1]
+
+
+def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> Replanned:
+    from advisor.diagnosis.live import Diagnoser
+    from advisor.diagnosis.rules import load_rules
+
+    Projector(store).catch_up()
+    incident = open_incident(store, host, unit)
+    incident_id = incident["incident_id"]
+    old = current_plan(store, incident_id)
+    plans = {r["plan_id"] for r in read_rows(store, "actions")
+             if r["incident_id"] == incident_id}
+    new_plan = f"{incident_id}~{len(plans)}"
+    result = Replanned(incident_id, old, new_plan)
+    executor = Executor(store, backend)
+    if old is not None:
+        _close(executor, old, new_plan, result)
+    lifted = backend.release_hold(unit)
+    if lifted:
+        result.notes.append(lifted)
+    now = backend.observe(unit)
+    run = next((r for r in read_rows(store, "runs", unit=unit, host=incident["host"])
+                if r["run_id"] == incident["last_run_id"]), None)
+    if run is None:
+        raise InputError(f"{unit}: the incident's last run is not in the store")
+    facts = orjson.loads(incident["facts"] or "{}")
+    diagnoser = Diagnoser(store, load_rules(), None)
+    events = diagnoser.propose(run, new_plan, incident_id, incident["label"] or "unknown",
+                               incident["confidence"] or 0.0, facts, set(),
+                               now.invocation_id if now is not None else run["invocation_id"])
+    store.append(events)
+    Projector(store).catch_up()
+    if now is not None:
+        result.notes.append(f"the unit now: {now.describe()}")
+    return result
+
+
+def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -> None:
+    store = executor.store
+    with executor.leased(plan_id) as mine:
+        if not mine:
+            raise InputError(f"plan {plan_id} is being run by another executor; replan "
+                             "when it stops")
+        report = ExecReport(plan_id)
+        for row in plan_rows(store, plan_id):
+            if row["status"] == "started":
+                executor.mark_interrupted(row, report)
+                result.notes.append(f"step {row['step']} was interrupted: marked failed")
+            elif row["status"] in ("proposed", "approved"):
+                store.append([_event(row, {
+                    "type": "action.skipped", "action_id": row["action_id"],
+                    "why": f"superseded by plan {new_plan}", "stale": True},
+                    EXECUTOR_SOURCE, f"skipped:{row['action_id']}")])
+        Projector(store).catch_up()
+
+
+def recover(store: EventStore, backend: Backend, report: ExecReport) -> Replanned | None:
+    """After an executor found a plan interrupted: propose again (None if it cannot)."""
+    if report.state != "interrupted":
+        return None
+    rows = plan_rows(store, report.plan_id)
+    if not rows or not rows[0]["unit"]:
+        return None
+    try:
+        return replan(store, backend, rows[0]["host"], rows[0]["unit"])
+    except AdvisorError:
+        return None

@@ -1,0 +1,396 @@
+"""The systemd backend: systemd's D-Bus API for state and jobs, drop-ins under a root folder.
+
+* `observe` reads the unit's real state from systemd's properties (`advisor.execution.bus`):
+  the exact ExecStart argv (variables unexpanded), InvocationID, MainPID, states, Result,
+  NRestarts, TimeoutStopUSec, KillMode, StartLimit*, DropInPaths, NeedDaemonReload — never
+  printed text re-tokenised.
+* A change is a drop-in (`advisor.execution.dropins`), then `daemon-reload` (the manager's
+  Reload), then a read-back of what systemd loaded: the step fails, and the file is put back,
+  if systemd does not show exactly the intended ExecStart / option.
+* Stops are jobs queued without blocking and watched, bounded by the unit's own stop timeout
+  (TimeoutStopSec= for SIGTERM, again for SIGKILL, and a margin), not by a constant.
+* A restart counts when the new invocation says it is ready (`readiness`), within the step's
+  bound; an invocation that dies or is replaced first fails the step.
+* `wait_gpu_free` polls the GPUs (NVML on a real host, its twin in a box) — without a sampler
+  it fails, it never sleeps and calls that success.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from advisor.core.events import ActionStep
+from advisor.execution.backends import (
+    BackendError,
+    FileChange,
+    Outcome,
+    acted_on,
+    describe,
+    unit_of,
+)
+from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
+from advisor.execution.dropins import (
+    ADVISOR_DROPIN,
+    HOLD_DROPIN,
+    AdvisorDropin,
+    flag_value,
+    hold_text,
+    parse_dropin,
+    with_flag,
+    write_atomically,
+)
+from advisor.execution.gpuwait import wait_gpu_free
+from advisor.execution.readiness import JournalReadiness
+from advisor.execution.state import ExecCommand, UnitSnapshot
+from advisor.planning.bounds import check_step, timeout_seconds
+from advisor.planning.recommend import DEFAULT_READY_S
+from ingest.nvml import SamplerLike
+
+STOP_MARGIN_S: Final = 10.0
+KILL_SETTLE_S: Final = 30.0
+
+
+def _hex(value: Any) -> str | None:
+    if isinstance(value, bytes | bytearray):
+        return value.hex() or None
+    return str(value) or None
+
+
+def snapshot(name: str, unit: dict[str, Any], service: dict[str, Any],
+             processes: int | None = None) -> UnitSnapshot:
+    """A UnitSnapshot from the properties of org.freedesktop.systemd1.Unit and .Service."""
+    commands = tuple(ExecCommand(str(e[0]), tuple(str(a) for a in e[1]),
+                                 tuple(str(f) for f in e[2]))
+                     for e in service.get("ExecStartEx") or ())
+    drop_ins = tuple(str(p) for p in unit.get("DropInPaths") or ())
+    return UnitSnapshot(
+        name=name, load_state=str(unit.get("LoadState", "")),
+        active_state=str(unit.get("ActiveState", "")), sub_state=str(unit.get("SubState", "")),
+        result=str(service.get("Result", "")), invocation_id=_hex(unit.get("InvocationID")),
+        main_pid=int(service.get("MainPID") or 0), n_restarts=int(service.get("NRestarts") or 0),
+        exec_start=commands, environment=tuple(service.get("Environment") or ()),
+        restart=str(service.get("Restart", "")),
+        timeout_stop_us=int(service.get("TimeoutStopUSec") or 0),
+        kill_mode=str(service.get("KillMode", "")),
+        start_limit_burst=int(unit.get("StartLimitBurst") or 0),
+        start_limit_interval_us=int(unit.get("StartLimitIntervalUSec") or 0),
+        drop_in_paths=drop_ins, need_daemon_reload=bool(unit.get("NeedDaemonReload")),
+        fragment_path=str(unit.get("FragmentPath") or "") or None,
+        held=any(Path(p).name == HOLD_DROPIN for p in drop_ins), processes=processes,
+        job_pending=bool(unit.get("Job") and unit["Job"][0]))
+
+
+def _same_file(a: str, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a) == b
+
+
+@dataclass
+class SystemdBackend:
+    """`root` is where unit drop-ins go (/etc/systemd/system on a host)."""
+
+    bus: SystemdBus = field(default_factory=SystemdBus)
+    root: Path = Path("/etc/systemd/system")
+    readiness: JournalReadiness = field(default_factory=JournalReadiness)
+    gpus: SamplerLike | None = None
+    no_gpus_why: str = "no GPU sampler was given"
+    poll_s: float = 0.2
+    stop_ceiling_s: float = 900.0     # a stop with TimeoutStopSec=infinity is watched this long
+    stop_margin_s: float = STOP_MARGIN_S
+    clock: Callable[[], float] = time.monotonic
+    host: str | None = None           # the host whose plans this backend may carry out
+    name: str = "systemd"
+
+    # ------------------------------------------------------------------ reading
+    def observe(self, unit: str) -> UnitSnapshot:
+        path = self.bus.unit_path(unit)
+        props = self.bus.properties(path, UNIT)
+        service = self.bus.properties(path, SERVICE) if unit.endswith(".service") else {}
+        return snapshot(unit, props, service, self._processes(unit))
+
+    def _processes(self, unit: str) -> int | None:
+        try:
+            return len(self.bus.manager("GetUnitProcesses", "s", unit)[0])
+        except BusError as e:
+            if e.name == "org.freedesktop.systemd1.NoSuchUnit":
+                return 0
+            raise
+
+    def _dropin_dir(self, unit: str) -> Path:
+        return self.root / f"{unit}.d"
+
+    def _reload(self) -> None:
+        self.bus.manager("Reload", timeout_s=120)
+
+    # ------------------------------------------------------------------ preparing
+    def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
+        """The drop-in a step will write, computed from the unit's loaded state; nothing is
+        written here."""
+        check_step(step)
+        unit = unit_of(step) if step.kind != "notify" else None
+        if unit is None or step.kind not in ("set_flag", "set_unit_option", "hold_restarts"):
+            return None
+        if before is None:
+            before = self.observe(unit)
+        if before.load_state != "loaded":
+            raise BackendError(f"{unit}: systemd has no such unit loaded "
+                               f"(LoadState={before.load_state})")
+        if step.kind == "hold_restarts":
+            return self._change(self._dropin_dir(unit) / HOLD_DROPIN, hold_text())
+        path = self._dropin_dir(unit) / ADVISOR_DROPIN
+        current = self._read(path)
+        dropin = parse_dropin(path, current) if current is not None else AdvisorDropin()
+        if step.kind == "set_unit_option":
+            assert step.option is not None
+            return self._change(path, dropin.with_option(step.option, str(step.value)).render())
+        assert step.flag is not None
+        if len(before.exec_start) != 1:
+            raise BackendError(f"{unit} has {len(before.exec_start)} ExecStart= commands; "
+                               "advisor changes a flag only in a unit with one")
+        command = before.exec_start[0]
+        argv = with_flag(command.argv, step.flag, str(step.value))
+        return self._change(path, dropin.with_exec_start(
+            ExecCommand(command.path, argv, command.flags)).render())
+
+    def _read(self, path: Path) -> str | None:
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise BackendError(f"{path}: {e.strerror}") from e
+
+    def _change(self, path: Path, text: str | None) -> FileChange:
+        previous = self._read(path)
+        return FileChange(path, text, previous, previous is not None)
+
+    # ------------------------------------------------------------------ acting
+    def perform(self, step: ActionStep, before: UnitSnapshot | None,
+                change: FileChange | None) -> Outcome:
+        if step.kind == "notify":
+            return Outcome(f"notified: {step.why}")
+        unit = acted_on(step)
+        kind = step.kind
+        if kind in ("set_flag", "set_unit_option"):
+            assert change is not None
+            return self._apply(unit, change, lambda s: self._loaded_as_intended(step, s))
+        if kind == "hold_restarts":
+            assert change is not None
+            held = self._apply(unit, change, lambda s: None if s.restart == "no" else
+                               f"Restart={s.restart} (a later drop-in overrides the hold)")
+            stopped = self._stop(unit)
+            return Outcome(f"{held.detail}; {stopped.detail}", stopped.after)
+        if kind == "stop":
+            return self._stop(unit, pid=step.pid)
+        if kind == "kill":
+            return self._kill(unit, step.pid)
+        if kind == "reset_failed":
+            # On the unit's object: an inactive unit systemd unloaded is loaded again first.
+            self.bus.call(self.bus.unit_path(unit), UNIT, "ResetFailed")
+            after = self.observe(unit)
+            return Outcome(f"reset-failed {unit}: {after.describe()}", after)
+        if kind == "restart":
+            return self._restart(unit, step.seconds or DEFAULT_READY_S)
+        if kind == "wait_gpu_free":
+            if self.gpus is None:
+                raise BackendError(f"cannot tell when {unit}'s GPU memory is free: "
+                                   f"{self.no_gpus_why}")
+            detail = wait_gpu_free(self.gpus, unit, step.gpus, float(step.seconds or 30),
+                                   poll_s=max(self.poll_s, 0.2))
+            return Outcome(detail, self.observe(unit))
+        raise BackendError(f"{describe(step)}: not an action the systemd backend takes")
+
+    def _apply(self, unit: str, change: FileChange,
+               mismatch: Callable[[UnitSnapshot], str | None]) -> Outcome:
+        """Write the drop-in, reload, read back; put the old file back if systemd did not
+        load what was intended."""
+        self._write(change.path, change.text)
+        self._reload()
+        after = self.observe(unit)
+        problem = mismatch(after)
+        if problem is None and change.text is not None and not any(
+                _same_file(p, change.path) for p in after.drop_in_paths):
+            problem = f"systemd did not load {change.path} (DropInPaths: " \
+                      f"{', '.join(after.drop_in_paths) or 'none'})"
+        if problem is None and after.need_daemon_reload:
+            problem = "systemd still says the unit needs a daemon-reload"
+        if problem is not None:
+            self._write(change.path, change.previous)
+            self._reload()
+            raise BackendError(f"{unit}: after daemon-reload systemd shows {problem}; "
+                               f"{change.path} was put back as it was")
+        action = "removed" if change.text is None else "wrote"
+        return Outcome(f"{action} {change.path}; daemon-reload; systemd loaded it", after)
+
+    def _write(self, path: Path, text: str | None) -> None:
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomically(path, text)
+
+    def _loaded_as_intended(self, step: ActionStep, after: UnitSnapshot) -> str | None:
+        if step.kind == "set_flag":
+            assert step.flag is not None
+            if len(after.exec_start) != 1:
+                return f"{len(after.exec_start)} ExecStart= commands"
+            value = flag_value(after.exec_start[0].argv, step.flag)
+            if value != str(step.value):
+                return f"{step.flag} {value} in ExecStart (another drop-in sorts after advisor's)"
+            return None
+        expected = str(step.value)
+        if step.option == "TimeoutStopSec":
+            seconds = timeout_seconds(expected)
+            real = after.timeout_stop_s
+            if seconds != real and not (seconds is not None and real is not None
+                                        and abs(seconds - real) < 1e-6):
+                return f"TimeoutStopUSec={after.timeout_stop_us}"
+            return None
+        real_value = {"KillMode": after.kill_mode, "Restart": after.restart}.get(
+            step.option or "", expected)
+        return None if real_value == expected else f"{step.option}={real_value}"
+
+    def _stop_bound(self, before: UnitSnapshot) -> float:
+        timeout = before.timeout_stop_s
+        if timeout is None:
+            return self.stop_ceiling_s
+        return 2 * timeout + self.stop_margin_s   # SIGTERM, then as long again after SIGKILL
+
+    def _stop(self, unit: str, pid: int | None = None) -> Outcome:
+        before = self.observe(unit)
+        if before.stopped and before.sub_state != "auto-restart":
+            return Outcome(f"{unit} is already stopped ({before.describe()})", before)
+        bound = self._stop_bound(before)
+        self.bus.manager("StopUnit", "ss", unit, "replace")
+        after = self._until(unit, lambda s: s.stopped and s.sub_state != "auto-restart"
+                            and not s.processes, bound)
+        if after is None:
+            now = self.observe(unit)
+            if now.stopped:
+                raise BackendError(f"{unit}: stopped, but {now.processes} process(es) of the "
+                                   f"unit are left {bound:.0f} s later (SendSIGKILL=no, or "
+                                   "stuck in the driver)")
+            raise BackendError(f"{unit}: systemd's stop job is still running after {bound:.0f} s "
+                               f"(TimeoutStopSec={_span(before)}): {now.describe()}")
+        return Outcome(f"stopped {unit}: {after.describe()}", after)
+
+    def _kill(self, unit: str, pid: int | None) -> Outcome:
+        if pid is not None:
+            owner = self._owner_of(pid)
+            if owner != unit:
+                return Outcome(f"PID {pid} is no longer {unit}'s "
+                               f"({'gone' if owner is None else 'now ' + owner}): not killed",
+                               self.observe(unit))
+        self.bus.manager("KillUnit", "ssi", unit, "all", int(signal.SIGKILL))
+        after = self._until(unit, lambda s: s.processes == 0, KILL_SETTLE_S)
+        if after is None:
+            now = self.observe(unit)
+            raise BackendError(f"{unit}: {now.processes} process(es) left {KILL_SETTLE_S:.0f} s "
+                               "after SIGKILL (stuck in the driver?)")
+        return Outcome(f"SIGKILL to every process of {unit}; none left: {after.describe()}",
+                       after)
+
+    def _owner_of(self, pid: int) -> str | None:
+        try:
+            path = self.bus.manager("GetUnitByPID", "u", pid)[0]
+        except BusError:
+            return None
+        unit_id = self.bus.properties(path, UNIT).get("Id")
+        return str(unit_id) if unit_id else None
+
+    def _restart(self, unit: str, ready_bound_s: float) -> Outcome:
+        lifted = ""
+        hold = self._dropin_dir(unit) / HOLD_DROPIN
+        if hold.exists():   # the plan's hold ends here
+            hold.unlink()
+            self._reload()
+            lifted = f"removed {hold}; daemon-reload; "
+        before = self.observe(unit)
+        asked = time.time_ns() // 1000
+        self.bus.manager("RestartUnit", "ss", unit, "replace")
+        started = self._until(unit, lambda s: (
+            bool(s.invocation_id) and s.invocation_id != before.invocation_id)
+            or (not s.job_pending and s.active_state == "failed"), 30.0)
+        if started is None or started.invocation_id in (None, before.invocation_id):
+            now = self.observe(unit)
+            said = self.readiness.pid1_messages(unit, asked)
+            raise BackendError(f"{unit} did not start: {now.describe()}"
+                               f"{_start_limit(now, said)}")
+        invocation = started.invocation_id
+        began = self.clock()
+
+        def gone() -> str | None:
+            now = self.observe(unit)
+            if now.invocation_id != invocation:
+                return f"invocation {invocation[:12]} ended ({now.describe()})"
+            if now.stopped:
+                return f"it stopped ({now.describe()})"
+            return None
+
+        ready = self.readiness.wait(invocation, ready_bound_s, gone)
+        after = self.observe(unit)
+        return Outcome(f"{lifted}restarted {unit}: invocation {invocation[:12]} ready after "
+                       f"{self.clock() - began:.1f} s ({ready.line[:120]})", after)
+
+    def _until(self, unit: str, done: Callable[[UnitSnapshot], bool],
+               bound_s: float) -> UnitSnapshot | None:
+        deadline = self.clock() + bound_s
+        while True:
+            now = self.observe(unit)
+            if done(now):
+                return now
+            if self.clock() >= deadline:
+                return None
+            time.sleep(self.poll_s)
+
+    def release_hold(self, unit: str) -> str | None:
+        """Lift advisor's hold (a plan stopped before its restart); None when there was none."""
+        hold = self._dropin_dir(unit) / HOLD_DROPIN
+        if not hold.exists():
+            return None
+        hold.unlink()
+        self._reload()
+        now = self.observe(unit)
+        return (f"advisor's hold on restarts was lifted (removed {hold}; {unit}'s own "
+                f"Restart={now.restart} applies again); the unit is {now.active_state}"
+                + (": `advisor replan` proposes from its current state" if now.stopped
+                   else ""))
+
+    # ------------------------------------------------------------------ undoing
+    def restore(self, change: FileChange) -> Outcome:
+        """Put a drop-in back as it was before a step (`previous`), reload, read back."""
+        path = change.path
+        unit = path.parent.name[:-2] if path.parent.name.endswith(".d") else ""
+        self._write(path, change.previous)
+        self._reload()
+        detail = (f"restored {path} as it was" if change.had_previous else f"removed {path}")
+        if unit:
+            after = self.observe(unit)
+            still = any(_same_file(p, path) for p in after.drop_in_paths)
+            if still != change.had_previous or after.need_daemon_reload:
+                raise BackendError(f"{unit}: after daemon-reload systemd does not show {path} "
+                                   "as restored")
+            return Outcome(f"{detail}; daemon-reload", after)
+        return Outcome(f"{detail}; daemon-reload")
+
+
+def _span(unit: UnitSnapshot) -> str:
+    seconds = unit.timeout_stop_s
+    return "infinity" if seconds is None else f"{seconds:g}s"
+
+
+def _start_limit(unit: UnitSnapshot, said: list[str]) -> str:
+    """Why systemd refused a start, in its own words when it logged them."""
+    words = "; ".join(f"systemd: {line!r}" for line in said[-3:])
+    if unit.result == "start-limit-hit" or any("repeated too quickly" in s for s in said):
+        return (f"; {words}; the start limit was hit (StartLimitBurst={unit.start_limit_burst} "
+                f"in StartLimitIntervalSec={unit.start_limit_interval_us / 1e6:g}s): "
+                "reset-failed clears it")
+    return f"; {words}" if words else ""

@@ -1,0 +1,100 @@
+"""Auto-remediation: approve (as the policy) and run the plans a policy allows.
+
+One pass (`auto_once`) looks at every plan with steps to decide or run, of an incident still
+open; if the policy allows every one of its main steps now — the rate limit counted per step,
+this plan's steps included — it approves them (`by = "policy:<file>"`) and runs the plan;
+otherwise the plan is left for a person and the reason is reported. A plan whose executor died
+mid-step is proposed again (`advisor.execution.recovery`) for the next pass to judge. Without a
+backend (a dry run) nothing is approved, run or recorded: the report says what would be.
+`advisor auto` repeats the pass.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from advisor.execution.backends import Backend
+from advisor.execution.recovery import recover
+from advisor.execution.run import approve, execute, plan_rows
+from advisor.planning.policy import CHANGES, History, Policy, decide
+from advisor.store import EventFilter, EventStore
+from advisor.views.projections import Projector, read_rows
+
+
+@dataclass
+class AutoReport:
+    applied: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)   # plan → why a person must decide
+    would: list[str] = field(default_factory=list)       # dry run: plans it would apply
+    replanned: list[str] = field(default_factory=list)   # new plans after an interruption
+
+
+def _history(store: EventStore, unit: str | None, host: str, label: str,
+             now_us: int) -> History:
+    approvals = [e.time_us for e in store.read(EventFilter(type="action.approved",
+                                                           since_us=now_us - 3_600_000_000))
+                 if getattr(e.payload, "by", "").startswith("policy:")]
+    changes = [r["updated_us"] for r in read_rows(store, "actions", unit=unit, host=host)
+               if r["status"] == "succeeded" and r["kind"] in CHANGES]
+    incidents = [i for i in read_rows(store, "incidents", unit=unit, host=host)
+                 if i["label"] == label and i["status"] != "superseded"]
+    return History(now_us, approvals, max(changes) if changes else None, len(incidents))
+
+
+def auto_once(store: EventStore, backend: Backend | None, policy: Policy, name: str,
+              now_us: int | None = None) -> AutoReport:
+    report = AutoReport()
+    Projector(store).catch_up()
+    incidents = {i["incident_id"]: i for i in read_rows(store, "incidents")}
+    rows_by_plan: dict[str, list[dict[str, Any]]] = {}
+    for row in read_rows(store, "actions"):
+        rows_by_plan.setdefault(row["plan_id"], []).append(row)
+    plans = sorted(p for p, rows in rows_by_plan.items()
+                   if any(r["status"] in ("proposed", "approved", "started") for r in rows))
+    for plan_id in plans:
+        rows = plan_rows(store, plan_id)
+        incident = incidents.get(rows[0]["incident_id"] or "")
+        if incident is None or incident["status"] != "open":
+            continue
+        now = now_us if now_us is not None else time.time_ns() // 1000
+        steps = [r for r in rows if r["status"] == "proposed" and not r["alternative"]]
+        if not steps and not any(r["status"] in ("approved", "started") for r in rows):
+            continue  # nothing left to decide or run (an unchosen alternative stays proposed)
+        refusal = _refusal(store, policy, steps, incident, now)
+        if refusal is not None:
+            report.left[plan_id] = refusal
+            continue
+        if policy.dry_run or backend is None:
+            report.would.append(plan_id)
+            continue
+        if steps:
+            approve(store, plan_id, f"policy:{name}")
+        result = execute(store, backend, plan_id)
+        report.applied.append(plan_id)
+        if result.state in ("stopped", "stale", "interrupted", "busy"):
+            report.left[plan_id] = result.why
+        again = recover(store, backend, result)
+        if again is not None:
+            report.replanned.append(again.new_plan)
+    return report
+
+
+def _refusal(store: EventStore, policy: Policy, steps: list[dict[str, Any]],
+             incident: dict[str, Any], now: int) -> str | None:
+    history = _history(store, incident["unit"], incident["host"], incident["label"], now)
+    hour_ago = now - 3_600_000_000
+    recent = sum(1 for t in history.approved_by_policy_us if t >= hour_ago)
+    if steps and recent + len(steps) > policy.max_actions_per_hour:
+        return (f"{len(steps)} more action(s) after {recent} in the last hour: more than the "
+                f"policy's max_actions_per_hour {policy.max_actions_per_hour}")
+    for row in steps:
+        spec = orjson.loads(row["spec"]) | {"unit": row["unit"]}
+        decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0,
+                          history)
+        if not decision.allowed:
+            return f"step {row['step']} ({row['kind']}): {decision.why}"
+    return None

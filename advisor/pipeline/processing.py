@@ -1,0 +1,119 @@
+"""After ingestion: fold new events into the projections and diagnose what they show.
+
+The one place that wires the stages after `ingest`: projector → diagnoser → (events) →
+projector. Used by the `ingest` commands (once at the end of a file, after every committed
+batch while following) and by `advisor rebuild`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from advisor.core.events import NewEvent
+from advisor.diagnosis.live import Diagnoser
+from advisor.diagnosis.model import load_model
+from advisor.diagnosis.rules import RuleSet, load_rules
+from advisor.store import EventStore
+from advisor.store.types import AppendResult
+from advisor.views.projections import Projector
+from advisor.views.skipped import environmental, reason_of, skipped_event
+
+
+@dataclass
+class ProcessReport:
+    folded: int = 0
+    diagnosed: int = 0
+    diagnosis_events: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"folded": self.folded, "diagnosed": self.diagnosed,
+                "diagnosis_events": self.diagnosis_events}
+
+
+class Processor:
+    def __init__(self, store: EventStore, rules: RuleSet | None = None,
+                 model_path: Path | None = None) -> None:
+        model = load_model(model_path)
+        self.projector = Projector(store)
+        self.diagnoser = Diagnoser(store, rules or load_rules(), model,
+                                   model.digest if model is not None else None)
+        self.store = store
+        self._busy = False
+        self._lock = threading.Lock()
+        self._after: Callable[[], None] | None = None
+
+    def follow(self, after: Callable[[], None] | None = None) -> None:
+        """Diagnose after every batch the store commits (live ingestion); then call `after`
+        (auto-remediation). Batches from several threads (journal, GPU sampler) are taken one
+        at a time; a batch that arrives meanwhile is folded by the pass in progress or the
+        next one."""
+        self._after = after
+        self.store.on_append(self._after_append)
+
+    def _after_append(self, _result: AppendResult) -> None:
+        if self._busy or not self._lock.acquire(blocking=False):
+            return  # our own diagnosis events come back through here; or another pass runs
+        try:
+            self.run(final=False)
+            if self._after is not None:
+                self._busy = True
+                try:
+                    self._after()
+                finally:
+                    self._busy = False
+        finally:
+            self._lock.release()
+
+    def run(self, *, final: bool) -> ProcessReport:
+        """Catch up and diagnose; `final` when the input is complete (no more lines coming)."""
+        self._busy = True
+        try:
+            report = ProcessReport(folded=self.projector.catch_up())
+            for run in self.diagnoser.pending(final=final):
+                events = self._diagnose(run)
+                report.diagnosed += 1
+                if events:
+                    report.diagnosis_events += self._append(run, events)
+                    report.folded += self.projector.catch_up()
+            return report
+        finally:
+            self._busy = False
+
+    def _diagnose(self, run: dict[str, Any]) -> list[NewEvent]:
+        """The events diagnosing one run adds. A run whose diagnosis raises is recorded as
+        skipped (`pipeline.skipped`, once) and classified `unknown`, which is never acted on
+        and takes it off the pending list: the next runs are still diagnosed. The store's
+        own failures propagate."""
+        try:
+            return self.diagnoser.step(run)
+        except Exception as e:
+            if environmental(e):
+                raise
+            return self._undiagnosable(run, reason_of(e))
+
+    def _append(self, run: dict[str, Any], events: list[NewEvent]) -> int:
+        """Append a run's diagnosis; one the store refuses (a value it cannot write) is
+        recorded as skipped instead."""
+        try:
+            return self.store.append(events).appended
+        except Exception as e:
+            if environmental(e):
+                raise
+            return self.store.append(self._undiagnosable(run, reason_of(e))).appended
+
+    def _undiagnosable(self, run: dict[str, Any], reason: str) -> list[NewEvent]:
+        """The skip, and for a run that was to be judged its classification as `unknown`
+        for its lines (what a verdict would have said, with the verdict's key). A run that
+        has its label already (the first of an incident) keeps it."""
+        skipped = skipped_event(run["stream"], run["ended_us"] or run["started_us"],
+                                "diagnosis", run["last_seq"], reason, run["run_id"])
+        if run["label"] is not None and not run.get("label_stale"):
+            return [skipped]
+        return [skipped, self.diagnoser.classified(run, "unknown", 0.0, None)]
+
+    def rebuild(self) -> int:
+        return self.projector.rebuild()

@@ -1,0 +1,83 @@
+"""Safe floors and ceilings for every value a plan can set, whatever a log or a policy says.
+
+A log line is hostile data: a stated `max_num_seqs: -5`, or "1 prefill tokens", must never
+turn into `--max-num-seqs 1` or `--max-batch-prefill-tokens 0`. The recommender proposes only
+values inside these bounds, and every backend checks them again before it acts — so
+`remediate --yes` and auto mode are held to them as much as a policy with no bounds at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from advisor.core.errors import InputError
+from advisor.core.events import ActionStep
+from advisor.execution.dropins import check_flag, check_option
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    integer: bool = True
+
+
+FLAG_BOUNDS: Final = {
+    "--max-num-seqs": Range(1, 65536),
+    "--max-model-len": Range(1024, 16_777_216),
+    "--context-length": Range(1024, 16_777_216),
+    "--max-batch-prefill-tokens": Range(512, 16_777_216),
+    "--gpu-memory-utilization": Range(0.5, 0.98, integer=False),
+    "--tensor-parallel-size": Range(1, 64),
+}
+TIMEOUT_STOP_BOUNDS_S: Final = Range(5, 3600)
+
+
+def check_value(flag: str, value: object) -> None:
+    """InputError unless `value` is a number inside `flag`'s safe range."""
+    bound = FLAG_BOUNDS.get(flag)
+    if bound is None:
+        raise InputError(f"{flag} is not a flag advisor changes ({', '.join(FLAG_BOUNDS)})")
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            bound.integer and not float(value).is_integer()):
+        raise InputError(f"{flag} {value!r}: not {'an integer' if bound.integer else 'a number'}")
+    if not bound.low <= value <= bound.high:
+        raise InputError(f"{flag} {value}: outside the safe range {bound.low:g}–{bound.high:g}")
+
+
+def in_bounds(flag: str, value: object) -> bool:
+    try:
+        check_value(flag, value)
+    except InputError:
+        return False
+    return True
+
+
+def timeout_seconds(value: str) -> float | None:
+    """TimeoutStopSec= as advisor writes it (`30s`, `2min`, `500ms`, `infinity`) in seconds."""
+    if value == "infinity":
+        return None
+    for suffix, scale in (("ms", 0.001), ("min", 60.0), ("h", 3600.0), ("s", 1.0)):
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * scale
+    return float(value)
+
+
+def check_step(step: ActionStep) -> None:
+    """The checks every backend makes before a set_flag / set_unit_option takes effect."""
+    if step.kind == "set_flag":
+        if step.flag is None or step.value is None:
+            raise InputError("set_flag needs a flag and a value")
+        check_flag(step.flag, str(step.value))
+        check_value(step.flag, step.value)
+    elif step.kind == "set_unit_option":
+        if step.option is None or step.value is None:
+            raise InputError("set_unit_option needs an option and a value")
+        check_option(step.option, str(step.value))
+        if step.option == "TimeoutStopSec":
+            seconds = timeout_seconds(str(step.value))
+            bound = TIMEOUT_STOP_BOUNDS_S
+            if seconds is not None and not bound.low <= seconds <= bound.high:
+                raise InputError(f"TimeoutStopSec={step.value}: outside the safe range "
+                                 f"{bound.low:g}–{bound.high:g} s")

@@ -1,0 +1,412 @@
+"""SQL over the history with DuckDB, through stable views; DuckDB is never a second source of
+truth: it reads the store in place (SQLite or PostgreSQL, through the scanner extensions that
+ship as Python packages pinned to DuckDB's version), or a Parquet export of it.
+
+Views: `events`, `log_lines`, `gpu_samples`, `runs`, `incidents`, `actions`.
+
+The store is always attached READ_ONLY (and a PostgreSQL session is opened read-only). A
+sandboxed connection (`advisor query` unless --allow-files, `stats`, `export parquet`) reaches
+nothing else: after the attach, external access is switched off (no file readers or writers,
+no extension installed or loaded, no Python objects scanned; an export's own folder excepted,
+through `allowed_directories`) and the configuration is locked, so a query cannot switch
+anything back. The scanner extensions open SQLite files and PostgreSQL servers themselves,
+past DuckDB's file-system checks, so ATTACH/DETACH and the scanners' functions are refused
+in every query (`check_sql`), as are the statements that write files in a sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+import duckdb
+
+from advisor.core.errors import InputError, StoreError
+from advisor.store.engine import parse_url, redact
+
+PROJECTIONS: Final = ("runs", "incidents", "actions", "gpu_samples")
+VIEWS: Final = ("events", "log_lines", "gpu_samples", "runs", "incidents", "actions")
+
+_EVENTS_SELECT: Final = """
+    SELECT e.seq, e.stream, split_part(e.stream, '/', 1) AS host, e.type,
+           e.schema_version AS version, e.event_time_us AS time_us,
+           make_timestamp(e.event_time_us) AS time, e.recorded_time_us AS recorded_us,
+           s.name AS source, e.payload{extra}
+    FROM store.{table} e JOIN store.sources s ON s.id = e.source_id"""
+_LOG_LINES: Final = """
+    SELECT seq, stream, host, time_us, time,
+           json_extract_string(payload, '$.unit') AS unit,
+           json_extract_string(payload, '$.message') AS message,
+           CAST(json_extract(payload, '$.priority') AS INTEGER) AS priority,
+           json_extract_string(payload, '$.invocation_id') AS invocation_id,
+           json_extract_string(payload, '$.origin') AS origin
+    FROM events WHERE type = 'log.recorded'"""
+
+
+# The scanner extensions' functions (tests/test_query_sandbox.py checks this list against
+# what loading them adds): they open SQLite files and PostgreSQL servers of their own,
+# which DuckDB's enable_external_access does not see, and `postgres_execute` runs any SQL
+# on the store's own session. And DuckDB's functions that run SQL given as a string, which
+# the check below could not read.
+SCANNER_FUNCTIONS: Final = frozenset({
+    "sqlite_attach", "sqlite_query", "sqlite_scan",
+    "pg_clear_cache", "postgres_attach", "postgres_configure_pool", "postgres_execute",
+    "postgres_hstore_get", "postgres_hstore_to_json", "postgres_query", "postgres_scan",
+    "postgres_scan_pushdown", "read_postgres_binary"})
+REFUSED_FUNCTIONS: Final = SCANNER_FUNCTIONS | {"query", "query_table",
+                                                "json_execute_serialized_sql"}
+_ST = duckdb.StatementType
+# ATTACH and DETACH in every query: the store stays the one attached read-only.
+_REFUSED_ALWAYS: Final = frozenset({_ST.ATTACH, _ST.DETACH, _ST.COPY_DATABASE})
+# In a sandbox, only statements that cannot write a file (COPY, EXPORT) or load code (LOAD,
+# INSTALL): reading, and tables, views and macros in DuckDB's own memory.
+_SANDBOX_STATEMENTS: Final = frozenset({
+    _ST.SELECT, _ST.EXPLAIN, _ST.PRAGMA, _ST.CALL, _ST.SET, _ST.VARIABLE_SET, _ST.PREPARE,
+    _ST.EXECUTE, _ST.TRANSACTION, _ST.CREATE, _ST.CREATE_FUNC, _ST.INSERT, _ST.UPDATE,
+    _ST.DELETE, _ST.DROP, _ST.ALTER, _ST.MERGE_INTO, _ST.ANALYZE})
+_QUOTED: Final = re.compile(r'"((?:[^"]|"")*)"')
+_BARE: Final = re.compile(r"[^\s\"(),.;:\[\]{}]+")
+
+
+def check_sql(sql: str, *, sandbox: bool,
+              con: duckdb.DuckDBPyConnection | None = None) -> list[duckdb.Statement]:
+    """The statements of `sql`, parsed by `con` (by default a DuckDB of its own, sealed like a
+    sandbox when `sandbox`: parsing expands PRAGMAs, and `import_database` reads files), or
+    InputError for SQL that a query may not run."""
+    if not sql.strip():
+        raise InputError("query: no SQL given (an empty string)")
+    name = _refused_function(sql)
+    if name is not None:
+        raise InputError(f"query: {name}() is refused: it reaches past the read-only store "
+                         "(a scanner's own connection, or SQL run from a string)")
+    parser = con if con is not None else _duckdb(sandbox)
+    try:
+        if con is None and sandbox:
+            _seal(parser)
+        statements = parser.extract_statements(sql)
+    except duckdb.Error as e:
+        raise InputError(f"query: {_first_line(e)}") from e
+    finally:
+        if con is None:
+            parser.close()
+    if not statements:
+        raise InputError("query: no SQL statement given (only comments or semicolons)")
+    for statement in statements:
+        kind = statement.type
+        if kind in _REFUSED_ALWAYS:
+            raise InputError(f"query: {_kind(kind)} is refused: the store stays the one "
+                             "database attached, read-only")
+        if sandbox and kind not in _SANDBOX_STATEMENTS:
+            raise InputError(f"query: {_kind(kind)} statements are refused: the query reads "
+                             "the store and nothing else (--allow-files lets it use files)")
+    return statements
+
+
+def _kind(kind: duckdb.StatementType) -> str:
+    name = str(getattr(kind, "name", ""))
+    return name.replace("_", " ") if name.replace("_", "").isalpha() else "this statement"
+
+
+def _refused_function(sql: str) -> str | None:
+    """The first name in `sql` (an identifier or keyword token: function names are case
+    insensitive, quoted or not) that is one of REFUSED_FUNCTIONS."""
+    tokens = duckdb.tokenize(sql)
+    for i, (start, kind) in enumerate(tokens):
+        if kind not in (duckdb.token_type.identifier, duckdb.token_type.keyword):
+            continue
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        text = sql[start:end]
+        quoted = _QUOTED.match(text)
+        bare = _BARE.match(text)
+        name = (quoted.group(1).replace('""', '"') if quoted
+                else bare.group() if bare else "").lower()
+        if name in REFUSED_FUNCTIONS:
+            return name
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+
+
+@dataclass
+class Connection:
+    con: duckdb.DuckDBPyConnection
+    path: str        # how the views read: "sqlite scanner", "postgres scanner", "parquet"
+    sandbox: bool = False
+
+    def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run `sql` (checked: `check_sql`); the columns and rows of its last statement (none
+        when that statement returns no rows)."""
+        statements = check_sql(sql, sandbox=self.sandbox, con=self.con)
+        try:
+            for statement in statements[:-1]:
+                self.con.execute(statement)
+            relation = self.con.sql(statements[-1])
+            if relation is None:
+                return [], []
+            columns = list(relation.columns)
+            # TIMESTAMP WITH TIME ZONE values need pytz to become Python datetimes: they
+            # come as DuckDB prints them (2026-02-21 00:33:16+00) instead.
+            if any("TIME ZONE" in str(t) for t in relation.types):
+                relation = relation.project(", ".join(
+                    f"CAST(#{i} AS VARCHAR)" if "TIME ZONE" in str(t) else f"#{i}"
+                    for i, t in enumerate(relation.types, start=1)))
+            return columns, relation.fetchall()
+        except duckdb.Error as e:
+            raise InputError(f"query: {_first_line(e)}") from e
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _seal(con: duckdb.DuckDBPyConnection, folder: Path | None = None) -> None:
+    """Nothing but what is attached (and `folder`) from now on, and no setting changed."""
+    if folder is not None:
+        con.execute("SET allowed_directories = "
+                    f"[{sql_literal(str(folder.resolve()).rstrip(os.sep) + os.sep)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _duckdb(sandbox: bool) -> duckdb.DuckDBPyConnection:
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "python_enable_replacements": False}
+    if sandbox:  # nothing fetched or loaded behind the query's back
+        config |= {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    return duckdb.connect(config=config)
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal (ATTACH, COPY and read_parquet take no parameters here)."""
+    if "\0" in text:
+        raise InputError("a path or connection string with a NUL character")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _extension(package: str) -> str:
+    module = importlib.import_module(package)
+    found = sorted(Path(module.__file__ or "").parent.rglob("*.duckdb_extension"))
+    if not found:
+        raise StoreError(f"{package} has no DuckDB extension file")
+    return str(found[-1])
+
+
+def _require_store(url: str) -> None:
+    """The store exists at this advisor's schema revision (one line naming it if not),
+    looked at read-only: DuckDB's own errors would name a table, not the store."""
+    from advisor.store import open_store
+
+    open_store(url, read_only=True).close()
+
+
+def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
+                  ) -> Connection:
+    """DuckDB attached read-only to the store at `url`, with the views; `sandbox`: reaching
+    nothing else but `folder` (module docstring)."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "postgresql" or parsed.database not in (None, "", ":memory:"):
+        _require_store(url)
+    con = _duckdb(sandbox)
+    dsn = ""
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            if not parsed.database or parsed.database == ":memory:":
+                raise InputError("query needs a store in a file, not an in-memory one")
+            con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_sqlite_scanner'))}")
+            con.execute(f"ATTACH {sql_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
+            path = "sqlite scanner"
+        else:
+            con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_postgres_scanner'))}")
+            options = str(parsed.query.get("options", ""))
+            schema = re.search(r"search_path(?:=|%3D)([\w$]+)", options)
+            # The server keeps the session read-only too, whatever DuckDB sends on it.
+            read_only = quote(f"{options} -c default_transaction_read_only=on".strip())
+            dsn = parsed.set(drivername="postgresql", query={}).render_as_string(
+                hide_password=False) + f"?options={read_only}"
+            with_schema = f", SCHEMA {sql_literal(schema.group(1))}" if schema else ""
+            con.execute(f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, "
+                        "READ_ONLY)")
+            path = "postgres scanner"
+        con.execute(f"CREATE VIEW events AS {events_select()}")
+        for name in PROJECTIONS:
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM store.{name}")
+        con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
+        if sandbox:
+            _seal(con, folder)
+    except duckdb.Error as e:
+        con.close()
+        message = _first_line(e).replace(dsn, redact(url)) if dsn else _first_line(e)
+        raise StoreError(f"DuckDB cannot read the store: {message}") from e
+    return Connection(con, path, sandbox)
+
+
+def events_select(table: str = "events", extra: str = "") -> str:
+    """The `events` view's SELECT over the attached store's `table` (a partition of it, for
+    retention), with `extra` columns after the payload."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    return _EVENTS_SELECT.format(table=quoted, extra=extra)
+
+
+def connect_parquet(folder: Path, *, sandbox: bool = False) -> Connection:
+    """The same views over an export written by `export_parquet`, or over the events that
+    `advisor retention` wrote (those have no projection files: only the event views);
+    `sandbox`: reading that folder and nothing else."""
+    if not (folder / "events").is_dir():
+        raise InputError(f"{folder}: not a Parquet export (no events/ folder)")
+    folder = folder.resolve()
+    con = _duckdb(sandbox)
+    try:
+        pattern = sql_literal(str(folder / "events" / "**" / "*.parquet"))
+        con.execute("CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, "
+                    f"time, recorded_us, source, payload FROM read_parquet({pattern}, "
+                    "hive_partitioning = true, union_by_name = true)")
+        for name in PROJECTIONS:
+            if (folder / f"{name}.parquet").is_file():
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
+                            f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})")
+        con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
+        if sandbox:
+            _seal(con, folder)
+    except duckdb.Error as e:
+        con.close()
+        raise InputError(f"{folder}: not a readable Parquet export: {_first_line(e)}") from e
+    return Connection(con, "parquet", sandbox)
+
+
+def export_parquet(url: str, folder: Path) -> dict[str, int]:
+    """Events partitioned by day and host, and each projection table, as Parquet. Written
+    under a hidden folder inside FOLDER and moved into place at the end, events/ last: an
+    export that failed leaves nothing, and events/ is there only when all of it is."""
+    if (folder / "events").exists():
+        raise InputError(f"{folder}: already holds an export (events/); use an empty folder")
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder}: not a folder")
+    created = [p for p in (folder, *folder.parents) if not p.exists()]  # removed on failure
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stage = Path(folder.resolve(), f".export-{os.getpid()}.partial")
+        stage.mkdir()
+    except OSError as e:
+        raise InputError(f"{folder}: cannot write an export there: "
+                         f"{e.strerror or e.__class__.__name__}") from e
+    done = False
+    try:
+        conn = connect_store(url, sandbox=True, folder=stage)
+        try:
+            counts = _export(conn, stage)
+        finally:
+            conn.close()
+        for name in PROJECTIONS:
+            os.replace(stage / f"{name}.parquet", folder / f"{name}.parquet")
+        os.replace(stage / "events", folder / "events")
+        done = True
+    except OSError as e:
+        raise InputError(f"{folder}: cannot write the export: "
+                         f"{e.strerror or e.__class__.__name__}") from e
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(stage)
+        if not done:
+            with contextlib.suppress(OSError):
+                for made in created:
+                    made.rmdir()
+    return counts
+
+
+def _export(conn: Connection, stage: Path) -> dict[str, int]:
+    try:
+        conn.con.execute(
+            "COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM events) TO "
+            f"{sql_literal(str(stage / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
+        counts = {"events": _count(conn, "events")}
+        for name in PROJECTIONS:
+            conn.con.execute(f"COPY (SELECT * FROM {name}) TO "
+                             f"{sql_literal(str(stage / f'{name}.parquet'))} (FORMAT parquet)")
+            counts[name] = _count(conn, name)
+    except (duckdb.IOException, duckdb.PermissionException) as e:
+        raise InputError(f"{stage.parent}: cannot write the export: {_first_line(e)}") from e
+    except duckdb.Error as e:
+        raise StoreError(f"export: DuckDB cannot read the store: {_first_line(e)}") from e
+    return counts
+
+
+def _count(conn: Connection, view: str) -> int:
+    row = conn.con.execute(f"SELECT count(*) FROM {view}").fetchone()
+    return int(row[0]) if row else 0
+
+
+# ------------------------------------------------------------------ stats
+_STATS_SQL: Final = {
+    "crashes_by_label": """
+        SELECT label, count(*) AS incidents, sum(runs) AS failed_runs FROM incidents {where}
+        GROUP BY label ORDER BY incidents DESC, label""",
+    "crashes_by_service": """
+        SELECT host, unit, count(*) AS incidents, sum(runs) AS failed_runs FROM incidents {where}
+        GROUP BY host, unit ORDER BY incidents DESC, host, unit""",
+    "crashes_by_week": """
+        SELECT strftime(make_timestamp(opened_us), '%G-W%V') AS week, count(*) AS incidents
+        FROM incidents {where} GROUP BY week ORDER BY week""",
+    "time_to_recovery": """
+        SELECT count(*) AS resolved, round(avg(resolved_us - opened_us) / 1e6, 1) AS mean_s,
+               round(quantile_cont((resolved_us - opened_us) / 1e6, 0.9), 1) AS p90_s
+        FROM incidents {where_and} resolved_us IS NOT NULL""",
+    "restart_loops": """
+        SELECT count(*) AS loops, max(runs) AS longest, round(avg(runs), 1) AS mean_length
+        FROM incidents {where_and} runs > 1""",
+    "gpu_headroom_by_service": """
+        SELECT host, unit, count(*) AS runs,
+               round(quantile_cont(1 - peak_gpu_used_bytes::DOUBLE / peak_gpu_total_bytes, 0.1), 3)
+                   AS p10,
+               round(quantile_cont(1 - peak_gpu_used_bytes::DOUBLE / peak_gpu_total_bytes, 0.5), 3)
+                   AS p50
+        FROM runs {where_and} peak_gpu_total_bytes > 0 GROUP BY host, unit ORDER BY host, unit""",
+    "gpu_release_after_kill": """
+        WITH killed AS (
+            SELECT run_id, host, started_us, ended_us FROM runs
+            {where_and} exit_signal = 'KILL' AND ended_us IS NOT NULL),
+        used AS (
+            SELECT k.run_id, s.gpu FROM killed k JOIN gpu_samples s
+              ON s.host = k.host AND s.time_us BETWEEN k.started_us AND k.ended_us
+            GROUP BY k.run_id, s.gpu
+            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > 0.10),
+        freed AS (
+            SELECT k.run_id, k.host, u.gpu, min(s.time_us) - k.ended_us AS dt
+            FROM killed k JOIN used u ON u.run_id = k.run_id
+            JOIN gpu_samples s ON s.host = k.host AND s.gpu = u.gpu
+             AND s.time_us > k.ended_us AND s.time_us <= k.ended_us + 300000000
+             AND s.used_bytes::DOUBLE / nullif(s.total_bytes, 0) < 0.05
+            GROUP BY k.run_id, k.host, u.gpu, k.ended_us)
+        SELECT host, count(*) AS kills, round(quantile_cont(dt / 1e6, 0.5), 1) AS p50_s,
+               round(quantile_disc(dt / 1e6, 0.95), 1) AS p95_s
+        FROM (SELECT run_id, host, max(dt) AS dt FROM freed GROUP BY run_id, host)
+        GROUP BY host ORDER BY host""",
+}
+
+
+def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
+          since_us: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The fleet's figures, each section a list of rows."""
+    conditions = []
+    if unit is not None:
+        conditions.append(f"unit = {sql_literal(unit)}")
+    if host is not None:
+        conditions.append(f"host = {sql_literal(host)}")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, sql in _STATS_SQL.items():
+        time_column = "opened_us" if "incidents" in sql.split("FROM")[1] else "started_us"
+        extra = conditions + ([f"{time_column} >= {int(since_us)}"] if since_us else [])
+        if time_column == "opened_us":  # an id named on partial data is no incident
+            extra.append("status <> 'superseded'")
+        where = ("WHERE " + " AND ".join(extra)) if extra else ""
+        where_and = ("WHERE " + " AND ".join(extra) + " AND") if extra else "WHERE"
+        columns, rows = conn.query(sql.format(where=where, where_and=where_and))
+        out[name] = [dict(zip(columns, row, strict=True)) for row in rows]
+    return out
