@@ -31,7 +31,7 @@ def append_s(work: list[list[NewEvent]], with_triggers: bool) -> float:
     try:
         store = open_store(f"sqlite:///{folder / 'events.db'}")
         if not with_triggers:
-            with store.engine.begin() as conn:
+            with store.begin() as conn:
                 conn.exec_driver_sql("DROP TRIGGER events_no_replace")
                 conn.exec_driver_sql("DROP TRIGGER sources_no_replace")
         start = time.perf_counter()

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from advisor.core.errors import GpuUnavailableError
 from advisor.core.events import GpuProcess, GpuSampled
+from advisor.core.sampler import SamplerLike
 from ingest.cgroup import comm_for_pid, unit_for_pid
 
 __all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]
@@ -46,10 +47,6 @@ _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphics
 
 # --------------------------------------------------------------------------------------------
 # NVML sampler
-
-
-class SamplerLike(Protocol):
-    def sample(self, time_us: int | None = None) -> tuple[int, list[GpuSampled]]: ...
 
 
 def _error_text(e: BaseException) -> str:

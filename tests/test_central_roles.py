@@ -62,7 +62,7 @@ def shipper_role(central: EventStore, pg_url: str, host: str = DOCS_HOST,
             ", decode('HOST_PUBLIC_KEY_HEX', 'hex'))", ")")
     else:
         sql = sql.replace("HOST_PUBLIC_KEY_HEX", public_key.hex())
-    with central.engine.begin() as conn:  # all or nothing: roles are transactional too
+    with central.begin() as conn:  # all or nothing: roles are transactional too
         for statement in sql.split(";"):
             lines = [line for line in statement.splitlines() if not line.startswith("--")]
             if "".join(lines).strip():
@@ -70,13 +70,13 @@ def shipper_role(central: EventStore, pg_url: str, host: str = DOCS_HOST,
     try:
         yield pg_url.replace("postgres@", f"{role}@")
     finally:
-        with central.engine.begin() as conn:
+        with central.begin() as conn:
             conn.execute(text(f'DROP OWNED BY "{role}"'))
             conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
 
 
 def _count(store: EventStore, sql: str) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(text(sql)).scalar_one())
 
 
@@ -84,7 +84,7 @@ def _call_ship(store: EventStore, host: str, rows: list[dict[str, object]]) -> N
     """advisor_ship called by hand, as an attacker holding the role would."""
     cols = ("keys", "streams", "types", "versions", "times", "recorded", "sources",
             "source_keys", "payloads", "hashes")
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         conn.execute(text(
             "SELECT advisor_ship(:host, CAST(:keys AS bigint[]), CAST(:streams AS text[]), "
             "CAST(:types AS text[]), CAST(:versions AS integer[]), CAST(:times AS bigint[]), "
@@ -138,7 +138,7 @@ def test_the_docs_roles_ship_their_own_host_and_nothing_else(
                     "'\\x00'::bytea, '\\x00'::bytea, '', 0",
                     "UPDATE advisor_partitioning SET block = 1"):
                 started = time.monotonic()
-                with pytest.raises(Exception, match=DENIED), as_a.engine.begin() as conn:
+                with pytest.raises(Exception, match=DENIED), as_a.begin() as conn:
                     conn.execute(text(statement))
                 assert time.monotonic() - started < 5, statement
 
@@ -178,7 +178,7 @@ def test_a_role_that_is_not_bound_to_a_host_cannot_ship(
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     with shipper_role(central, pg_url, "gpu-node-07") as url:
         role = url.split("//")[1].split("@")[0]
-        with central.engine.begin() as conn:
+        with central.begin() as conn:
             conn.execute(text("DELETE FROM advisor_shippers WHERE role = :r"), {"r": role})
         as_role = open_store(url)
         try:
@@ -196,15 +196,15 @@ def test_ensure_partitions_is_bounded(pg_url: str, opener: Callable[[str], Event
     central = opener(pg_url)
     started = time.monotonic()
     with pytest.raises(Exception, match="more than 1,000,000 seqs past"), \
-            central.engine.begin() as conn:
+            central.begin() as conn:
         conn.execute(text("SELECT advisor_ensure_partitions(9000000000000000000)"))
-    with central.engine.begin() as conn:
+    with central.begin() as conn:
         conn.execute(text("UPDATE advisor_partitioning SET block = 1"))
     with pytest.raises(Exception, match="more than 64 partitions"), \
-            central.engine.begin() as conn:
+            central.begin() as conn:
         conn.execute(text("SELECT advisor_ensure_partitions(100)"))
     assert time.monotonic() - started < 5
-    with central.engine.begin() as conn:
+    with central.begin() as conn:
         assert conn.execute(text("SELECT advisor_ensure_partitions(3)")).scalar_one() == 4
     assert _count(central, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                            "'events'::regclass") == 3
@@ -250,7 +250,7 @@ def test_the_upgrade_takes_the_earlier_grants_away(pg_url: str) -> None:
             assert conn.execute(text("SELECT count(*) FROM events")).scalar_one() == 0
     finally:
         old.dispose()
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             conn.execute(text(f'DROP OWNED BY "{role}"'))
             conn.execute(text(f'DROP ROLE "{role}"'))
         store.close()
@@ -271,7 +271,7 @@ def test_the_server_hashes_hostile_strings_as_the_host_does(
     """advisor_ship recomputes the host hash from JSON it builds itself: for any text its
     bytes must be orjson's, or an honest host's events would be refused."""
     central = opener(pg_url)
-    with central.engine.connect() as conn:
+    with central.connect() as conn:
         for value in (stream, source, message):
             server = conn.execute(text("SELECT convert_to(to_json(CAST(:s AS text))::text, "
                                        "'UTF8')"), {"s": value}).scalar_one()
@@ -307,7 +307,7 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
         finally:
             as_role.close()
     # The central copy rewritten at a head's seq (the owner, triggers off): the head says so.
-    with central.engine.begin() as conn:
+    with central.begin() as conn:
         conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
         conn.execute(text("UPDATE events SET origin = regexp_replace(origin, "
                           "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "
@@ -348,7 +348,7 @@ def test_ship_key_signs_heads_into_the_central_store(
                                       str(tmp_path / "host-key"), "--db", host.url])
     assert result.exit_code == 0, result.output
     assert "; 1 signed heads stored" in result.stdout
-    with central.engine.connect() as conn:
+    with central.connect() as conn:
         stored = conn.execute(text("SELECT seq, public_key, store FROM advisor_host_heads")).one()
     assert (stored[0], bytes(stored[1])) == (86, key.public_key) and stored[2].endswith(".db")
     assert [f.ok for f in central_head_findings(central)["gpu-node-07"]] == [True]
@@ -367,7 +367,7 @@ def test_verify_heads_on_the_central_store_checks_every_hosts_shipped_heads(
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "host gpu-node-07: 3 signed heads match the chain" in result.stdout
-    with central.engine.begin() as conn:  # the owner rewrites a shipped origin, triggers off
+    with central.begin() as conn:  # the owner rewrites a shipped origin, triggers off
         conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
         conn.execute(text("UPDATE events SET origin = regexp_replace(origin, "
                           "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "

@@ -44,7 +44,7 @@ def _invoke(*args: str) -> tuple[int, str, str]:
 
 def _without_guards(store: EventStore, statements: list[tuple[str, dict[str, object]]]) -> None:
     """What someone with raw database access could do behind the append-only guards."""
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         if store.dialect == "sqlite":
             triggers = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE "
                                          "type = 'trigger' AND tbl_name = 'events'")).all()
@@ -62,7 +62,7 @@ def _without_guards(store: EventStore, statements: list[tuple[str, dict[str, obj
 
 
 def _count(store: EventStore) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(text("SELECT count(*) FROM events")).scalar_one())
 
 

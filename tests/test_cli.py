@@ -70,7 +70,7 @@ def test_verify_exits_3_on_a_tampered_store(journal: Path, sqlite_url: str,
                                             opener: Opener) -> None:
     invoke("ingest", "journal", "--file", str(journal), "--db", sqlite_url)
     store = opener(sqlite_url)
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         conn.execute(text("DROP TRIGGER events_no_update"))
         conn.execute(text("UPDATE events SET stream = 'gpu01/other' WHERE seq = 4"))
     result = CliRunner().invoke(cli, ["verify", "--db", sqlite_url])

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from advisor.parsing.facts import convert, gib, read_facts
-from advisor.parsing.lines import clean_text, split_line
+from advisor.parsing.lines import clean_text, lines_from_texts, split_line
 from advisor.parsing.sequence import parse, segment
-from advisor.pipeline.inputs import lines_from_texts
 
 ESC = "\x1b"
 

@@ -313,7 +313,7 @@ def _forge(store: EventStore, sql: str) -> None:
     """What someone holding the store file can do to the actions projection."""
     from sqlalchemy import text
 
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         conn.execute(text(sql))
 
 

@@ -96,7 +96,7 @@ def _rechain(url: str, from_seq: int) -> None:
     UPDATE, its trigger dropped."""
     store = open_store(url)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             prev_row = conn.execute(text("SELECT hash FROM events WHERE seq = :s"),
                                     {"s": from_seq - 1}).scalar()
         prev = GENESIS_HASH if prev_row is None else bytes(prev_row)
@@ -112,7 +112,7 @@ def _rechain(url: str, from_seq: int) -> None:
                                   payload, b"", event.origin)
             prev = altered.recomputed_hash(prev)
             rows.append((event.seq, payload, prev))
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             if _is_sqlite(url):
                 conn.exec_driver_sql("DROP TRIGGER events_no_replace")
                 for seq, payload, hash_ in rows:
@@ -134,7 +134,7 @@ def _cut(url: str, after_seq: int) -> None:
     """An attacker with the store (and DDL) deletes the events after `after_seq`."""
     store = open_store(url)
     try:
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             if _is_sqlite(url):
                 conn.exec_driver_sql("DROP TRIGGER events_no_delete")
             else:
@@ -206,7 +206,7 @@ def test_upsert_over_a_stored_row_is_refused(store_url: str, opener: Opener) -> 
             "INSERT INTO checkpoints (name, n, position, updated_time_us) SELECT name, n, "
             "position, updated_time_us FROM checkpoints WHERE name = 'r' "
             "ON CONFLICT (name, n) DO UPDATE SET position = '{\"at\": 0}'"):
-        with pytest.raises(Exception, match="append-only"), store.engine.begin() as conn:
+        with pytest.raises(Exception, match="append-only"), store.begin() as conn:
             conn.execute(text(statement))
     assert verify(store).ok and store.checkpoint("r") == {"at": 3}
 
@@ -222,7 +222,7 @@ def test_checkpoints_are_append_only(store_url: str, opener: Opener) -> None:
         store.append([], Checkpoint("journal", {"at": at}))
     assert store.checkpoint("journal") == {"at": 3}
     assert status(store).checkpoints["journal"]["at"] == 3
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(text("SELECT n, position FROM checkpoints WHERE name = 'journal' "
                                  "ORDER BY n")).all()
     assert [(n, json.loads(p)["at"]) for n, p in rows] == [(1, 1), (2, 2), (3, 3)]
@@ -232,7 +232,7 @@ def test_checkpoints_are_append_only(store_url: str, opener: Opener) -> None:
     else:
         refused.append("INSERT OR REPLACE INTO checkpoints VALUES ('journal', 3, '{}', 0)")
     for statement in refused:
-        with pytest.raises(Exception, match="append-only"), store.engine.begin() as conn:
+        with pytest.raises(Exception, match="append-only"), store.begin() as conn:
             conn.execute(text(statement))
     assert store.checkpoint("journal") == {"at": 3}
 
@@ -248,7 +248,7 @@ def test_projections_fold_and_rebuild_with_append_only_checkpoints(
     store.append(validate_batch([log_event(i) for i in range(20, 25)]))
     assert projector.catch_up() == 5
     assert projector.rebuild() == 25 and projector.position() == 25
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         positions = [json.loads(p)["seq"] for (p,) in conn.execute(text(
             "SELECT position FROM checkpoints WHERE name = :n ORDER BY n"), {"n": CHECKPOINT})]
     assert positions == [20, 25, 0, 25]
@@ -268,11 +268,11 @@ def test_migration_0008_keeps_each_readers_position(store_url: str, opener: Open
     store = opener(store_url)  # upgrades to the head
     assert (store.checkpoint("a"), store.checkpoint("b")) == ({"at": 1}, {"at": 2})
     store.append([], Checkpoint("a", {"at": 5}))
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(text("SELECT name, n, position FROM checkpoints ORDER BY name, n"))
         assert [tuple(r) for r in rows] == [("a", 1, '{"at":1}'), ("a", 2, '{"at":5}'),
                                             ("b", 1, '{"at":2}')]
-    with pytest.raises(Exception, match="append-only"), store.engine.begin() as conn:
+    with pytest.raises(Exception, match="append-only"), store.begin() as conn:
         conn.execute(text("DELETE FROM checkpoints WHERE name = 'b'"))
 
 

@@ -34,8 +34,8 @@ from advisor.parsing.facts import (
     in_domain,
     read_facts,
 )
+from advisor.parsing.lines import lines_from_texts
 from advisor.parsing.sequence import parse, segment
-from advisor.pipeline.inputs import lines_from_texts
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from advisor.views.projections import Projector, read_rows

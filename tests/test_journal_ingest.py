@@ -220,7 +220,7 @@ def test_sigkill_at_random_points_then_restart(tmp_path: Path, store_url: str,
 
 
 def _stored(store: EventStore) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar_one())
 
 

@@ -19,6 +19,7 @@ from advisor.diagnosis import training
 from advisor.diagnosis.classify import UNKNOWN_BELOW, RuleVote, decide
 from advisor.diagnosis.model import from_json, load_model
 from advisor.diagnosis.rules import load_rules
+from advisor.pipeline.inputs import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "data" / "corpus.jsonl.gz"
@@ -95,7 +96,7 @@ def test_evaluate_prints_per_label_scores_and_a_confusion_matrix(tmp_path: Path)
 
 
 def test_the_model_generalises_to_the_golden_logs_it_never_saw() -> None:
-    report = training.evaluate_golden(GOLDEN, load_rules())
+    report = training.evaluate_golden(GOLDEN, load_rules(), read_log)
     assert report["examples"] >= 72
     assert report["accuracy_model_only"] >= 0.85, report["accuracy_model_only"]
     assert report["accuracy"] >= 0.95

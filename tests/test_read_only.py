@@ -223,7 +223,7 @@ def test_postgresql_readers_run_read_only_transactions(
     assert invoke("ingest", "journal", "--file", str(seed_journal), "--db", url).exit_code == 0
     store = open_store(url, read_only=True)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             assert conn.execute(text("SHOW transaction_read_only")).scalar() == "on"
             with pytest.raises(Exception, match="read-only transaction"):
                 conn.execute(text("CREATE TABLE sneaky (x int)"))

@@ -26,7 +26,7 @@ from tests.conftest import seed_on_host
 
 
 def _count(store: EventStore, sql: str) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(text(sql)).scalar_one())
 
 
@@ -39,7 +39,7 @@ def test_old_partitions_are_exported_recorded_and_detached(
         tmp_path: Path, pg_url: str, seed_journal: Path,
         opener: Callable[[str], EventStore]) -> None:
     central = opener(pg_url)
-    with central.engine.begin() as conn:  # a fresh store may choose its block size
+    with central.begin() as conn:  # a fresh store may choose its block size
         conn.execute(text("UPDATE advisor_partitioning SET block = 40"))
     first, second = seed_on_host(tmp_path, seed_journal, "gpu-node-07"), seed_on_host(
         tmp_path, seed_journal, "gpu-node-08")
@@ -116,7 +116,7 @@ def test_the_retained_partition_cannot_be_changed_through_the_store(
     for statement in ("UPDATE events SET payload = '{}'", "DELETE FROM events",
                       "TRUNCATE events", "TRUNCATE events_000000000001",
                       "UPDATE events_000000000001 SET payload = '{}'"):
-        with pytest.raises(Exception, match="append-only"), store.engine.begin() as conn:
+        with pytest.raises(Exception, match="append-only"), store.begin() as conn:
             conn.execute(text(statement))
     assert _count(store, "SELECT count(*) FROM events") == 3
 
@@ -166,7 +166,7 @@ def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
     from tests.test_central_roles import shipper_role
 
     central = opener(pg_url)  # created by the owner
-    with central.engine.begin() as conn:
+    with central.begin() as conn:
         conn.execute(text("UPDATE advisor_partitioning SET block = 50"))
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     with shipper_role(central, pg_url, "gpu-node-07") as as_role:
@@ -179,7 +179,7 @@ def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
                               "TRUNCATE events", "DROP TABLE events_000000000001",
                               "ALTER TABLE events DETACH PARTITION events_000000000001"):
                 with pytest.raises(Exception, match=r"permission denied|must be owner"), \
-                        shipper.engine.begin() as conn:
+                        shipper.begin() as conn:
                     conn.execute(text(statement))
         finally:
             shipper.close()

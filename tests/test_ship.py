@@ -165,7 +165,7 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
         assert not errors, errors
         assert sum(r.retries for r in reports.values()) > 0  # the cut was felt
         assert _count(central) == len(HOSTS) * PER_HOST
-        with central.engine.connect() as conn:
+        with central.connect() as conn:
             distinct = conn.execute(text(
                 "SELECT count(DISTINCT (source_id, idem_key)) FROM events")).scalar_one()
         assert distinct == len(HOSTS) * PER_HOST
@@ -193,7 +193,7 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
 
 
 def _count(store: EventStore) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(text("SELECT count(*) FROM events")).scalar_one())
 
 
@@ -219,7 +219,7 @@ def test_ship_is_idempotent_and_resumable_on_sqlite(tmp_path: Path, seed_journal
 
 def _tamper(store: EventStore, statement: str, **params: object) -> None:
     """What someone with raw database access could do behind the append-only triggers."""
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         if store.dialect == "sqlite":
             conn.execute(text("DROP TRIGGER events_no_update"))
         else:

@@ -101,7 +101,7 @@ def test_update_and_delete_are_refused_by_the_database(store_url: str, opener: O
                                                         statement: str) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(1), log_event(2)]))
-    with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
+    with pytest.raises(DBAPIError, match="append-only"), store.begin() as conn:
         conn.execute(text(statement))
     assert len(list(store.read())) == 2
     assert verify(store).ok
@@ -120,7 +120,7 @@ def test_verify_names_the_first_tampered_event(store_url: str, opener: Opener) -
     store = opener(store_url)
     store.append(validate_batch([log_event(i) for i in range(100)]))
     assert verify(store, chunk=7).ok
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         _drop_guards(conn, store.dialect)
         conn.execute(text("UPDATE events SET payload = :p WHERE seq = 42"),
                      {"p": '{"message":"nothing to see","origin":"text"}'})
@@ -131,7 +131,7 @@ def test_verify_names_the_first_tampered_event(store_url: str, opener: Opener) -
 def test_verify_finds_a_deleted_event(store_url: str, opener: Opener) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(i) for i in range(20)]))
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         _drop_guards(conn, store.dialect)
         conn.execute(text("DELETE FROM events WHERE seq = 13"))
     report = verify(store)
@@ -152,7 +152,7 @@ def test_reopening_does_not_migrate_again_and_status_counts(store_url: str, open
 def test_truncate_is_refused_on_postgresql(pg_url: str, opener: Opener) -> None:
     store = opener(pg_url)
     store.append(validate_batch([log_event(1)]))
-    with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
+    with pytest.raises(DBAPIError, match="append-only"), store.begin() as conn:
         conn.execute(text("TRUNCATE events"))
     assert len(list(store.read())) == 1
 
@@ -162,7 +162,7 @@ def test_old_payload_versions_are_upcast_on_read(store_url: str, opener: Opener,
     """A stored version-0 payload (message under an older name) reads as the current model."""
     store = opener(store_url)
     store.append(validate_batch([log_event(1)]))
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         conn.execute(text(
             "INSERT INTO events (seq, stream, type, schema_version, event_time_us, "
             "recorded_time_us, source_id, idem_key, payload, hash) SELECT 2, stream, type, 0, "
@@ -189,7 +189,7 @@ def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
     store = opener(pg_url)
     for start in range(0, 20_000, 5000):
         store.append(validate_batch([log_event(i) for i in range(start, start + 5000)]))
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         sid = conn.execute(text("SELECT id FROM sources WHERE name = 'test'")).scalar_one()
         sql = str(_PG_EXISTING_KEYS.compile(compile_kwargs={"literal_binds": False}))
         plan = "\n".join(r[0] for r in conn.exec_driver_sql(

@@ -167,12 +167,13 @@ def model_evaluate(corpus: Path | None, folds: int, golden: Path | None,
     """Stratified cross-validation: per-label precision, recall, F1, confusion matrix."""
     from advisor.diagnosis import training
     from advisor.diagnosis.rules import load_rules
+    from advisor.pipeline.inputs import read_log
 
     rules = load_rules(rules_dirs)
     report = training.evaluate(training.load_corpus(corpus), rules, folds=folds)
     reports = {"cross_validation": report}
     if golden is not None:
-        reports["golden"] = training.evaluate_golden(golden, rules)
+        reports["golden"] = training.evaluate_golden(golden, rules, read_log)
     if as_json:
         echo_json(reports)
         return

@@ -3,11 +3,9 @@ them after their batches, `advisor verify --heads` reads them back and compares.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import click
 
@@ -75,43 +73,9 @@ def collect(db_url: str, key_path: Path | None, heads_file: Path | None,
     read = HeadsRead(label)
     read_heads_file(heads_file if heads_file is not None else heads_file_for(path), read)
     read_journal(journal_files, read)
+    from advisor.store.migrate import store_exists
+
     return Collected(read, path, None if key is None else key.public_key, store_exists(db_url))
-
-
-def store_exists(url: str) -> bool:
-    """Whether `url` holds an advisor store, looked at without creating anything. What
-    cannot be looked at counts as there: opening it then says what is wrong."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from advisor.store import migrate
-    from advisor.store.engine import make_engine, parse_url
-
-    parsed = parse_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        path = Path(parsed.database or "").expanduser()
-        if not path.is_file():
-            return False
-        try:
-            db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
-        except sqlite3.Error:
-            return True
-        try:
-            return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                              "AND name = 'alembic_version'").fetchone() is not None
-        except sqlite3.OperationalError:
-            return True
-        except sqlite3.DatabaseError:  # "file is not a database": replaced by something else
-            return False
-        finally:
-            db.close()
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            return migrate.current_revision(conn) is not None
-    except SQLAlchemyError:
-        return True
-    finally:
-        engine.dispose()
 
 
 def heads_json(collected: Collected, report: HeadsReport) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
     from advisor.store import migrate
 
     store = store_for(db_url, shared_schema=shared_schema)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         revision = migrate.current_revision(conn)
     click.echo(f"{store.display_url}: schema at revision {revision}")
 

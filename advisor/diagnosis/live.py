@@ -37,9 +37,8 @@ from advisor.core.records import stable_key
 from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
-from advisor.parsing.lines import LogLine, clean_text
+from advisor.parsing.lines import LogLine, clean_text, line_from_payload
 from advisor.parsing.sequence import parse, single_run
-from advisor.pipeline.inputs import line_from_payload
 from advisor.planning.recommend import Holder
 from advisor.store import EventFilter, EventStore
 from advisor.store.schema import incidents, runs
@@ -85,7 +84,7 @@ class Diagnoser:
 
     def _todo(self, final: bool) -> list[dict[str, Any]]:
         r, i = runs.c, incidents.c
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             rows = conn.execute(select(runs).where(or_(r.label.is_(None), r.label_stale))
                                 .where(r.ended | r.died)
                                 .order_by(r.started_us, r.run_id)).all()
@@ -165,7 +164,7 @@ class Diagnoser:
             return True
         r = runs.c
         key = config_key(orjson.loads(run["config"]))
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             ready = conn.execute(select(r.started_us).where(r.stream == run["stream"])
                                  .where(r.ready_us.isnot(None))
                                  .where(r.started_us < run["started_us"])

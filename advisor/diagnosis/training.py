@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -23,8 +23,8 @@ from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_t
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import FAILURE_LABELS, RuleSet, match_run
+from advisor.parsing.lines import LogLine, lines_from_texts
 from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
-from advisor.pipeline.inputs import lines_from_texts, read_log
 
 MODEL_LABELS: Final = (*FAILURE_LABELS, "healthy")
 SEED: Final = 20261201
@@ -274,8 +274,10 @@ def _combined(ex: Example, probabilities: dict[str, float]) -> tuple[str, float]
     return label, confidence
 
 
-def evaluate_golden(folder: Path, rules: RuleSet) -> dict[str, Any]:
-    """Score the shipped model, the rules and both on golden logs: FOLDER/<label>/<log>."""
+def evaluate_golden(folder: Path, rules: RuleSet,
+                    read_log: Callable[[str], tuple[str, list[LogLine]]]) -> dict[str, Any]:
+    """Score the shipped model, the rules and both on golden logs: FOLDER/<label>/<log>,
+    each read by `read_log` (the pipeline's reader: journald JSON or plain text)."""
     from advisor.diagnosis.model import load_model
 
     model = load_model(None)

@@ -34,36 +34,11 @@ from advisor.execution.state import ExecCommand
 ADVISOR_DROPIN: Final = "50-advisor.conf"
 HOLD_DROPIN: Final = "zz-advisor-hold.conf"
 _STATE_PREFIX: Final = "# advisor-state: "
-_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]{0,60}$")
-_VALUE = re.compile(r"^[A-Za-z0-9._:/+-]{1,200}$")
-_OPTION_VALUES: Final = {
-    "TimeoutStopSec": re.compile(r"^(?:infinity|\d{1,6}(?:ms|s|min|h)?)$"),
-    "KillMode": re.compile(r"^(?:control-group|mixed|process)$"),
-    "Restart": re.compile(r"^(?:no|on-failure|on-abnormal|always|on-abort|on-watchdog)$"),
-    "RestartSec": re.compile(r"^\d{1,6}(?:ms|s|min)?$"),
-}
 # ExecStartEx flag names → the ExecStart= prefix that sets them.
 _PREFIXES: Final = {"ignore-failure": "-", "privileged": "+", "no-setuid": "!",
                     "ambient": "!!", "no-env-expand": ":"}
 _PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./$-]+$")
 _ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def check_flag(flag: str, value: str) -> None:
-    """Only a long option name and a plain value (a number, a name) may go into ExecStart."""
-    if not _FLAG.match(flag):
-        raise InputError(f"flag {flag[:80]!r} is not a long option name")
-    if not _VALUE.match(value):
-        raise InputError(f"value {value[:80]!r} for {flag} is not a plain value")
-
-
-def check_option(option: str, value: str) -> None:
-    pattern = _OPTION_VALUES.get(option)
-    if pattern is None:
-        raise InputError(f"unit option {option[:80]!r} is not one advisor sets "
-                         f"({', '.join(_OPTION_VALUES)})")
-    if not pattern.match(value):
-        raise InputError(f"{option}={value[:80]!r} is not a value systemd takes")
 
 
 def quote(arg: str, *, always: bool = False) -> str:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from advisor.core.events import GpuSampled
+from advisor.core.sampler import SamplerLike
 from advisor.execution.backends import BackendError
-from ingest.nvml import SamplerLike
 
 FREE_FRACTION: Final = 0.05
 STABLE_SAMPLES: Final = 3

@@ -64,7 +64,7 @@ def _now_us() -> int:
 
 def plan_rows(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
     Projector(store).catch_up()
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(select(actions).where(actions.c.plan_id == plan_id)
                             .order_by(actions.c.step)).all()
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
@@ -72,7 +72,7 @@ def plan_rows(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
 
 def action_row(store: EventStore, action_id: str) -> dict[str, Any]:
     Projector(store).catch_up()
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         row = conn.execute(select(actions).where(actions.c.action_id == action_id)).first()
     if row is None:
         raise InputError(f"no action {action_id!r} (see `advisor actions`)")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from advisor.core.events import ActionStep
+from advisor.core.sampler import SamplerLike
 from advisor.execution.backends import (
     BackendError,
     FileChange,
@@ -50,7 +51,6 @@ from advisor.execution.readiness import JournalReadiness
 from advisor.execution.state import ExecCommand, UnitSnapshot
 from advisor.planning.bounds import check_step, timeout_seconds
 from advisor.planning.recommend import DEFAULT_READY_S
-from ingest.nvml import SamplerLike
 
 STOP_MARGIN_S: Final = 10.0
 KILL_SETTLE_S: Final = 30.0

@@ -64,7 +64,7 @@ class Retained:
 def partitions(store: EventStore) -> list[Partition]:
     """The attached partitions of `events`, oldest first, with what they hold."""
     _require_partitioned(store)
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         found = conn.execute(text(
             "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
             "JOIN pg_class c ON c.oid = i.inhrelid "
@@ -119,7 +119,7 @@ def retain(store: EventStore, recorded_before_us: int, folder: Path) -> list[Ret
             event_seq = store.append([event]).last_seq
         else:
             files = recorded.files
-        with store.engine.begin() as conn:
+        with store.begin() as conn:
             conn.execute(text("ALTER TABLE events DETACH PARTITION "
                               + conn.dialect.identifier_preparer.quote(partition.name)))
         done.append(Retained(partition.name, partition.first_seq, partition.last_seq,
@@ -159,7 +159,7 @@ def _export(store: EventStore, partition: Partition, folder: Path) -> int:
 
 
 def _anchor(store: EventStore, partition: Partition) -> ChainAnchor:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         value = conn.execute(text("SELECT hash FROM events WHERE seq = :s"),
                              {"s": partition.last_seq}).scalar_one()
     return ChainAnchor(seq=partition.last_seq or 1, hash=bytes(value).hex())
@@ -172,7 +172,7 @@ def _host_anchors(store: EventStore, partition: Partition) -> dict[str, ChainAnc
         "JOIN sources s ON s.id = e.source_id WHERE e.seq BETWEEN :lo AND :hi "
         "AND s.name LIKE :ship AND e.origin IS NOT NULL "
         "ORDER BY e.source_id, e.idem_key DESC")
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(table_query, {"lo": partition.first_seq, "hi": partition.last_seq,
                                           "ship": SHIP_PREFIX + "%"}).all()
     return {name: ChainAnchor(seq=key, hash=orjson.loads(origin)["hash"])

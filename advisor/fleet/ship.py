@@ -154,7 +154,7 @@ def central_position(central: EventStore, host: str) -> Position:
     retained, their anchor); seq 0 when it has shipped nothing."""
     source = f"{SHIP_PREFIX}{host}"
     row = None
-    with central.engine.connect() as conn:
+    with central.connect() as conn:
         sid = conn.execute(select(sources.c.id).where(sources.c.name == source)).scalar()
         if sid is not None:
             row = conn.execute(select(events.c.idem_key, events.c.origin)
@@ -188,7 +188,7 @@ def central_events(central: EventStore, host: str, keys: Sequence[int]) -> dict[
     """The host events the central store holds at these host seqs."""
     source = f"{SHIP_PREFIX}{host}"
     found: dict[int, Shipped] = {}
-    with central.engine.connect() as conn:
+    with central.connect() as conn:
         sid = conn.execute(select(sources.c.id).where(sources.c.name == source)).scalar()
         if sid is None:
             return found
@@ -269,7 +269,7 @@ def _local_event(local: EventStore, seq: int) -> RawEvent | None:
 
 
 def _local_last_seq(local: EventStore) -> int:
-    with local.engine.connect() as conn:
+    with local.connect() as conn:
         value = conn.execute(select(events.c.seq).order_by(events.c.seq.desc()).limit(1)).scalar()
     return int(value or 0)
 
@@ -331,7 +331,7 @@ class _ServerWriter(_Writer):
 
     def _call(self, host: str, work: Callable[..., T]) -> T:
         try:
-            with self.central.engine.begin() as conn:
+            with self.central.begin() as conn:
                 return work(conn)
         except DBAPIError as e:
             if _transient(e):
@@ -401,7 +401,7 @@ def _writer(central: EventStore) -> _Writer:
 def _fold(central: EventStore) -> bool:
     """Fold the central projections when the caller may write them (else the owner does)."""
     if central.dialect == "postgresql":
-        with central.engine.connect() as conn:
+        with central.connect() as conn:
             names = [t.name for t in PROJECTION_TABLES]
             checks = [f"has_table_privilege('{n}', '{p}')" for n in names
                       for p in ("INSERT", "UPDATE", "DELETE")]

@@ -13,9 +13,10 @@ which level, and for which engine.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -194,3 +195,19 @@ def _split_tgi(body: str) -> tuple[str, str | None]:
               or "warmup" in m.group("target")):
         return candidate[m.end():], m.group("level")
     return body, None
+
+
+def line_from_payload(number: int, payload: Mapping[str, Any], time_us: int | None) -> LogLine:
+    """A `log.recorded` payload (stored, or built from a journald entry) as a LogLine."""
+    fields = payload.get("fields") or {}
+    return LogLine(
+        number=number, text=payload.get("message") or "", time_us=time_us,
+        unit=payload.get("unit"), host=payload.get("host"),
+        invocation_id=payload.get("invocation_id"), pid=pid_of(payload.get("pid")),
+        identifier=payload.get("identifier"), message_id=payload.get("message_id"),
+        transport=payload.get("transport"), fields=fields)
+
+
+def lines_from_texts(texts: Iterable[str]) -> list[LogLine]:
+    """Plain text lines (the training corpus, tests) as LogLines numbered from 1."""
+    return [LogLine(number=n, text=t) for n, t in enumerate(texts, start=1) if t.strip()]

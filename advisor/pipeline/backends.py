@@ -6,11 +6,11 @@ from pathlib import Path
 
 from advisor.core.errors import GpuUnavailableError
 from advisor.core.events import GpuSampled
+from advisor.core.sampler import SamplerLike
 from advisor.core.settings import this_host
 from advisor.execution.bus import SystemdBus
 from advisor.execution.readiness import JournalReadiness
 from advisor.execution.systemd import SystemdBackend
-from ingest.nvml import SamplerLike
 
 
 def gpu_sampler(host: str, twin: Path | None = None) -> tuple[SamplerLike | None, str]:

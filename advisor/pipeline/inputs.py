@@ -5,29 +5,16 @@ the journald decoder of `ingest` so that a line means the same here as once stor
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from advisor.core.errors import InputError
-from advisor.parsing.lines import LogLine, pid_of
+from advisor.parsing.lines import LogLine, line_from_payload
 
 JOURNALD = "journald-json"
 TEXT = "text"
 _JOURNAL_KEYS = ("__CURSOR", "__REALTIME_TIMESTAMP", "MESSAGE", "_SYSTEMD_UNIT")
-
-
-def line_from_payload(number: int, payload: Mapping[str, Any], time_us: int | None) -> LogLine:
-    """A `log.recorded` payload (stored, or built from a journald entry) as a LogLine."""
-    fields = payload.get("fields") or {}
-    return LogLine(
-        number=number, text=payload.get("message") or "", time_us=time_us,
-        unit=payload.get("unit"), host=payload.get("host"),
-        invocation_id=payload.get("invocation_id"), pid=pid_of(payload.get("pid")),
-        identifier=payload.get("identifier"), message_id=payload.get("message_id"),
-        transport=payload.get("transport"), fields=fields)
 
 
 def _is_journal_json(first: bytes) -> bool:
@@ -86,8 +73,3 @@ def read_log(path: str) -> tuple[str, list[LogLine]]:
     if _is_journal_json(first):
         return JOURNALD, _journal_lines(raw_lines, name)
     return TEXT, _text_lines(raw_lines)
-
-
-def lines_from_texts(texts: Iterable[str]) -> list[LogLine]:
-    """Plain text lines (the training corpus, tests) as LogLines numbered from 1."""
-    return [LogLine(number=n, text=t) for n, t in enumerate(texts, start=1) if t.strip()]

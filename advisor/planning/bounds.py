@@ -8,12 +8,12 @@ values inside these bounds, and every backend checks them again before it acts â
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
 from advisor.core.errors import InputError
 from advisor.core.events import ActionStep
-from advisor.execution.dropins import check_flag, check_option
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,31 @@ FLAG_BOUNDS: Final = {
     "--tensor-parallel-size": Range(1, 64),
 }
 TIMEOUT_STOP_BOUNDS_S: Final = Range(5, 3600)
+_FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]{0,60}$")
+_VALUE = re.compile(r"^[A-Za-z0-9._:/+-]{1,200}$")
+_OPTION_VALUES: Final = {
+    "TimeoutStopSec": re.compile(r"^(?:infinity|\d{1,6}(?:ms|s|min|h)?)$"),
+    "KillMode": re.compile(r"^(?:control-group|mixed|process)$"),
+    "Restart": re.compile(r"^(?:no|on-failure|on-abnormal|always|on-abort|on-watchdog)$"),
+    "RestartSec": re.compile(r"^\d{1,6}(?:ms|s|min)?$"),
+}
+
+
+def check_flag(flag: str, value: str) -> None:
+    """Only a long option name and a plain value (a number, a name) may go into ExecStart."""
+    if not _FLAG.match(flag):
+        raise InputError(f"flag {flag[:80]!r} is not a long option name")
+    if not _VALUE.match(value):
+        raise InputError(f"value {value[:80]!r} for {flag} is not a plain value")
+
+
+def check_option(option: str, value: str) -> None:
+    pattern = _OPTION_VALUES.get(option)
+    if pattern is None:
+        raise InputError(f"unit option {option[:80]!r} is not one advisor sets "
+                         f"({', '.join(_OPTION_VALUES)})")
+    if not pattern.match(value):
+        raise InputError(f"{option}={value[:80]!r} is not a value systemd takes")
 
 
 def check_value(flag: str, value: object) -> None:

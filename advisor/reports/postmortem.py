@@ -16,8 +16,8 @@ from advisor.core.events import LogRecorded
 from advisor.core.render import markdown_code, markdown_code_block, markdown_text, safe_text
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
+from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
-from advisor.pipeline.inputs import line_from_payload
 from advisor.store import EventFilter, EventStore
 from advisor.views.projections import Projector, read_rows, run_log_events
 

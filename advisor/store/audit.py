@@ -144,13 +144,13 @@ def _were(n: int) -> str:
 
 
 def _first_seq(store: EventStore) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(select(func.coalesce(func.min(events.c.seq), 0))).scalar_one())
 
 
 def _hashes(store: EventStore, seqs: list[int], chunk: int = 500) -> dict[int, bytes]:
     found: dict[int, bytes] = {}
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         for i in range(0, len(seqs), chunk):
             for seq, value in conn.execute(select(events.c.seq, events.c.hash)
                                            .where(events.c.seq.in_(seqs[i:i + chunk]))):
@@ -178,7 +178,7 @@ class HostChainReport:
 
 
 def shipped_sources(store: EventStore) -> list[str]:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return list(conn.execute(select(sources.c.name)
                                  .where(sources.c.name.startswith(SHIP_PREFIX, autoescape=True))
                                  .order_by(sources.c.name)).scalars())
@@ -239,7 +239,7 @@ def central_head_findings(store: EventStore) -> dict[str, list[HeadFinding]]:
     the store keeps no heads (SQLite, or before migration 0009)."""
     if store.dialect != "postgresql":
         return {}
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         if conn.execute(text("SELECT to_regclass('advisor_host_heads')")).scalar() is None:
             return {}
         rows = conn.execute(text(
@@ -278,7 +278,7 @@ def central_head_findings(store: EventStore) -> dict[str, list[HeadFinding]]:
 
 
 def _host_last_seq(store: EventStore, source: str, anchor: ChainAnchor | None) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         value = conn.execute(select(func.max(events.c.idem_key))
                              .join(sources, sources.c.id == events.c.source_id)
                              .where(sources.c.name == source)).scalar()
@@ -305,7 +305,7 @@ def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainA
 
 
 def last_seq(store: EventStore) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
 
 
@@ -322,7 +322,7 @@ class StoreStatus:
 
 
 def status(store: EventStore) -> StoreStatus:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         revision = migrate.current_revision(conn)
         by_type: dict[str, int] = dict(conn.execute(select(events.c.type, func.count())
                                     .group_by(events.c.type).order_by(events.c.type)).all())

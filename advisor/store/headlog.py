@@ -246,7 +246,7 @@ class HeadWriter:
     def _write(self) -> None:
         seq = self._pending
         try:
-            with self.store.engine.connect() as conn:
+            with self.store.connect() as conn:
                 stored = conn.execute(select(events.c.hash).where(events.c.seq == seq)).scalar()
         except SQLAlchemyError as e:
             self._error(f"no head signed at seq {seq}: cannot read its hash: {first_line(e)}")

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError as SAIntegrityError
 from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.core.errors import StoreError
-from advisor.store.engine import WRITE_OPTION, first_line, retry_busy
+from advisor.store.engine import first_line, retry_busy
 from advisor.store.schema import leases
 from advisor.store.store import EventStore
 
@@ -38,7 +38,7 @@ def _now_us() -> int:
 
 def holder_of(store: EventStore, name: str) -> Lease | None:
     """The current lease on `name`, expired or not (None when nobody ever held it)."""
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         row = conn.execute(select(leases).where(leases.c.name == name)).first()
     return Lease(row.name, row.holder, row.acquired_us, row.expires_us) if row else None
 
@@ -50,7 +50,7 @@ def take(store: EventStore, name: str, holder: str, ttl_s: float) -> Lease | Non
     def attempt() -> Lease | None:
         now = _now_us()
         expires = now + int(ttl_s * 1_000_000)
-        with store.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, \
+        with store.connect(write=True) as conn, \
                 conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LEASE_LOCK_ID})
@@ -79,7 +79,7 @@ def give_back(store: EventStore, name: str, holder: str) -> None:
     """End `holder`'s lease on `name` now (nothing if another holds it)."""
 
     def attempt() -> None:
-        with store.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, \
+        with store.connect(write=True) as conn, \
                 conn.begin():
             conn.execute(leases.update().where(leases.c.name == name)
                          .where(leases.c.holder == holder).values(expires_us=0))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -13,7 +15,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import advisor.migrations
 from advisor.core.errors import StoreError
-from advisor.store.engine import WRITE_OPTION, first_line, redact, retry_busy
+from advisor.store.engine import (
+    WRITE_OPTION,
+    first_line,
+    make_engine,
+    parse_url,
+    redact,
+    retry_busy,
+)
 
 MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes
 
@@ -103,3 +112,34 @@ def _upgrade(engine: Engine, shared_schema: bool) -> str | None:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
         return current_revision(conn)
+
+
+def store_exists(url: str) -> bool:
+    """Whether `url` holds an advisor store, looked at without creating anything. What
+    cannot be looked at counts as there: opening it then says what is wrong."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = Path(parsed.database or "").expanduser()
+        if not path.is_file():
+            return False
+        try:
+            db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return True
+        try:
+            return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                              "AND name = 'alembic_version'").fetchone() is not None
+        except sqlite3.OperationalError:
+            return True
+        except sqlite3.DatabaseError:  # "file is not a database": replaced by something else
+            return False
+        finally:
+            db.close()
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return current_revision(conn) is not None
+    except SQLAlchemyError:
+        return True
+    finally:
+        engine.dispose()

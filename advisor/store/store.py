@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -111,7 +112,7 @@ def latest_checkpoints(conn: Connection) -> list[tuple[str, str, int]]:
 
 class EventStore:
     def __init__(self, engine: Engine, url: str) -> None:
-        self.engine = engine
+        self._engine = engine
         self.url = url
         self._source_ids: dict[str, int] = {}  # sources are append-only: ids never change
         self._observers: list[Callable[[AppendResult], None]] = []
@@ -128,10 +129,20 @@ class EventStore:
 
     @property
     def dialect(self) -> str:
-        return self.engine.dialect.name
+        return self._engine.dialect.name
+
+    def connect(self, *, write: bool = False) -> Connection:
+        """A connection to the store (`with store.connect() as conn:`); `write` marks one
+        that writes, so SQLite takes its write lock at BEGIN (docs/integrity.md)."""
+        conn = self._engine.connect()
+        return conn.execution_options(**{WRITE_OPTION: True}) if write else conn
+
+    def begin(self) -> AbstractContextManager[Connection]:
+        """A connection in a transaction that commits at the end of the `with` block."""
+        return self._engine.begin()
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._engine.dispose()
 
     def __enter__(self) -> EventStore:
         return self
@@ -172,7 +183,7 @@ class EventStore:
                      origins: Sequence[bytes | None] | None) -> AppendResult:
         result = AppendResult()
         partitioned_below = self._partitioned_below
-        with self.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
+        with self._engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
             with conn.begin():
                 if self.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": APPEND_LOCK_ID})
@@ -258,7 +269,7 @@ class EventStore:
     # -- reading ---------------------------------------------------------------------------
 
     def checkpoint(self, name: str) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             value = latest_checkpoint(conn, name)
         if value is None:
             return None
@@ -274,7 +285,7 @@ class EventStore:
         if source is not None:
             query = query.where(sources.c.name == source)
             order, position = events.c.idem_key, -1
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             while True:
                 rows = conn.execute(query.where(order > position).order_by(order)
                                     .limit(chunk)).all()
@@ -308,7 +319,7 @@ class EventStore:
         else:
             query = query.order_by(events.c.seq).limit(chunk)
             after = flt.after_seq or 0
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             while True:
                 q = query if after is None else query.where(events.c.seq > after)
                 rows = conn.execute(q).all()

@@ -24,7 +24,7 @@ HORIZON_US: Final = 300_000_000  # look up to 5 minutes past the end
 def release_times(store: EventStore, host: str) -> list[float]:
     """Seconds from each killed run's end to its GPUs' memory being free, oldest first."""
     out: list[float] = []
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         killed = conn.execute(select(runs.c.started_us, runs.c.ended_us)
                               .where(runs.c.host == host).where(runs.c.exit_signal == "KILL")
                               .where(runs.c.ended_us.isnot(None))
@@ -69,7 +69,7 @@ READY_FACTOR: Final = 3.0
 def ready_bound_s(store: EventStore, host: str, unit: str) -> float | None:
     """How long a restart of `unit` may take to be ready: three times its slowest start to
     readiness so far (at least a minute); None with no ready run yet."""
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         took = [(ready - started) / 1e6 for started, ready in conn.execute(
             select(runs.c.started_us, runs.c.ready_us).where(runs.c.host == host)
             .where(runs.c.unit == unit).where(runs.c.ready_us.isnot(None)))]
@@ -80,7 +80,7 @@ def unit_gpus(store: EventStore, host: str, unit: str, since_us: int,
               until_us: int) -> tuple[int, ...] | None:
     """The GPUs NVML saw the unit's processes on between two times; None when no sample
     names the unit (the wait then watches every GPU)."""
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(select(gpu_samples.c.gpu).distinct()
                             .where(gpu_samples.c.host == host)
                             .where(gpu_samples.c.time_us >= since_us)

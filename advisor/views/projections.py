@@ -91,7 +91,7 @@ from advisor.parsing.facts import PHASE_ORDER, merge_config
 from advisor.parsing.lines import LogLine
 from advisor.parsing.sequence import Parsed, ended_badly, parse, says_died, starts_new_run
 from advisor.store import EventFilter, EventStore
-from advisor.store.engine import WRITE_OPTION, retry_busy
+from advisor.store.engine import retry_busy
 from advisor.store.schema import (
     PROJECTION_TABLES,
     actions,
@@ -370,7 +370,7 @@ class Projector:
                 record(self.store, fold_skips(self._skipped))  # folded next time round
 
     def _pending(self) -> bool:
-        with self.store.engine.connect() as conn:
+        with self.store.connect() as conn:
             return conn.execute(select(fold_pending.c.stream).limit(1)).first() is not None
 
     def _settle(self) -> None:
@@ -417,7 +417,7 @@ class Projector:
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
         """A write transaction (SQLite: BEGIN IMMEDIATE), committed on success."""
-        with self.store.engine.connect().execution_options(**{WRITE_OPTION: True}) as conn, \
+        with self.store.connect(write=True) as conn, \
                 conn.begin():
             if conn.dialect.name == "postgresql":  # one folder at a time, as SQLite's lock
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PROJECTION_LOCK_ID})
@@ -1129,7 +1129,7 @@ def read_rows(store: EventStore, table_name: str, *, unit: str | None = None,
     order = {"runs": runs.c.started_us, "incidents": incidents.c.started_us,
              "gpu_samples": gpu_samples.c.seq, "actions": actions.c.proposed_seq,
              "run_labels": run_labels.c.seq, "fold_pending": fold_pending.c.stream}[table_name]
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(query.order_by(order, *table.primary_key)).all()
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
 
@@ -1148,7 +1148,7 @@ def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEven
              .where(events.c.event_time_us <= until))
     found: list[StoredEvent] = []
     at, after_seq = run["started_us"], 0
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         while True:
             rows = conn.execute(
                 query.where(events.c.event_time_us >= at)  # the index range's start

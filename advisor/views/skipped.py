@@ -207,7 +207,7 @@ def count_skipped_in(conn: Connection) -> dict[str, int]:
 
 
 def count_skipped(store: EventStore) -> dict[str, int]:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return count_skipped_in(conn)
 
 
@@ -216,7 +216,7 @@ def skipped_events(store: EventStore) -> list[dict[str, Any]]:
     `source` is `pipeline` for this store's own, `ship:HOST` for a host's, whose `seq` is
     the host's), the stage, the event skipped (`seq`), the run (`run_id`, diagnosis) and
     the reason."""
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         return [{"recorded_seq": seq, "stream": stream, "source": source,
                  "stage": data.get("stage"), "seq": data.get("seq"),
                  "run_id": data.get("run_id"), "reason": data.get("reason")}
