@@ -1,0 +1,11 @@
+"""advisor: crash analytics and recovery advice for GPU LLM inference servers run as systemd
+units. The sub-packages are the stages of one pipeline, each importing only those below it:
+
+    ingest → store (events) → views → diagnosis → planning → execution → store (events)
+
+with `core` under everything, `parsing` under views and diagnosis, and `reports`, `fleet`,
+`pipeline`, `sim`, `demo` and `cli` on top. `.importlinter` holds the contracts.
+"""
+
+__all__ = ["cli", "core", "demo", "diagnosis", "execution", "fleet", "parsing", "pipeline",
+           "planning", "reports", "sim", "store", "views"]

@@ -40,6 +40,20 @@ from advisor.core.journald import (
     exit_fields,
     json_field_value,
 )
+from advisor.sim.texts import (
+    ENGINE_CORE_FAILED,
+    HTTP_SHUTDOWN,
+    UVICORN_READY,
+    UVICORN_SHUTDOWN_COMPLETE,
+    UVICORN_SHUTTING_DOWN,
+    UVICORN_WAITING,
+    UVICORN_WAITING_SHUTDOWN,
+    engine_init_failed,
+    sampler_warmup_oom,
+    torch_oom_tail,
+    uvicorn_finished,
+    uvicorn_started,
+)
 
 START_US = calendar.timegm((2026, 2, 20, 21, 0, 0)) * 1_000_000
 BOOT_AGE_US = 3 * 86_400 * 1_000_000 + 4_321_987_654  # hosts booted ~3 days before START_US
@@ -272,10 +286,7 @@ SRC: dict[str, dict[str, str]] = {
     },
 }
 
-OOM_TAIL = ("If reserved but unallocated memory is large try setting "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
-            "documentation for Memory Management  "
-            "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+OOM_TAIL = torch_oom_tail()
 
 
 def torch_oom(rng: random.Random, gpu: int, pid: int, total: float = 79.19) -> str:
@@ -766,9 +777,9 @@ class Service:
         yield self.log(0.01, "api", "INFO", "routes", "Available routes are:")
         for path, methods in ROUTES_V1:
             yield self.log(0, "api", "INFO", "route", f"Route: {path}, Methods: {methods}")
-        yield self.raw(0.05, "api", f"INFO:     Started server process [{self.main_pid}]")
-        yield self.raw(0, "api", "INFO:     Waiting for application startup.")
-        yield self.raw(0.01, "api", "INFO:     Application startup complete.")
+        yield self.raw(0.05, "api", uvicorn_started(self.main_pid))
+        yield self.raw(0, "api", UVICORN_WAITING)
+        yield self.raw(0.01, "api", UVICORN_READY)
 
     # ---- failures
     def sampler_oom(self) -> Iterator[Item]:
@@ -789,14 +800,11 @@ class Service:
             "Traceback (most recent call last):",
             f'  File "{pre}/v1/worker/gpu_worker.py", line 412, in compile_or_warm_up_model',
             "    self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)",
-            "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 dummy "
-            "requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when "
-            "initializing the engine.",
+            sampler_warmup_oom(1024),
         ]
         yield from self.log_lines(0.9, "w0", "ERROR", "worker_exc", lines)
-        yield self.log(0.05, "core", "ERROR", "sampler", "EngineCore failed to start.")
-        yield self.raw(0.3, "api", "RuntimeError: Engine core initialization failed. See root "
-                                   "cause above. Failed core proc(s): {}")
+        yield self.log(0.05, "core", "ERROR", "sampler", ENGINE_CORE_FAILED)
+        yield self.raw(0.3, "api", engine_init_failed("{}"))
 
     def crash_runtime_oom(self) -> Iterator[Item]:
         """CUDA OOM while serving; engine dies; the API server exits 1 (or 0)."""
@@ -876,10 +884,10 @@ class Service:
                        f"OutOfMemoryError('{oom[:60]}...').")
 
     def uvicorn_shutdown(self, dt: float) -> Iterator[Item]:
-        yield self.raw(dt, "api", "INFO:     Shutting down")
-        yield self.raw(0.02, "api", "INFO:     Waiting for application shutdown.")
-        yield self.raw(0.01, "api", "INFO:     Application shutdown complete.")
-        yield self.raw(0.01, "api", f"INFO:     Finished server process [{self.main_pid}]")
+        yield self.raw(dt, "api", UVICORN_SHUTTING_DOWN)
+        yield self.raw(0.02, "api", UVICORN_WAITING_SHUTDOWN)
+        yield self.raw(0.01, "api", UVICORN_SHUTDOWN_COMPLETE)
+        yield self.raw(0.01, "api", uvicorn_finished(self.main_pid))
 
     def host_oom_kill(self) -> Iterator[Item]:
         """Kernel OOM killer picks the API server (host RAM)."""
@@ -923,7 +931,7 @@ class Service:
         """``systemctl restart``: graceful stop, then a new run."""
         job = {"JOB_ID": str(self.rng.randrange(2000, 90000)), "JOB_TYPE": "restart"}
         yield self.systemd(0.5, "stopping", extra=job)
-        yield self.log(0.01, "api", "INFO", "shutdown", "Shutting down FastAPI HTTP server.")
+        yield self.log(0.01, "api", "INFO", "shutdown", HTTP_SHUTDOWN)
         yield from self.uvicorn_shutdown(0.05)
         yield self.systemd(2.5, "deactivated")
         yield self.systemd(0, "stopped", extra=job | {"JOB_RESULT": "done"})
@@ -934,7 +942,7 @@ class Service:
         """``systemctl restart`` where the engine ignores SIGTERM."""
         job = {"JOB_ID": str(self.rng.randrange(2000, 90000)), "JOB_TYPE": "restart"}
         yield self.systemd(0.5, "stopping", extra=job)
-        yield self.log(0.01, "api", "INFO", "shutdown", "Shutting down FastAPI HTTP server.")
+        yield self.log(0.01, "api", "INFO", "shutdown", HTTP_SHUTDOWN)
         yield self.systemd(90, "stop_timeout")
         procs = [(self.main_pid, "vllm")]
         if self.prof.style != "v0":

@@ -38,6 +38,18 @@ from advisor.core.journald import (
     exit_fields,
     json_value,
 )
+from advisor.sim.texts import (
+    ENGINE_CORE_FAILED,
+    HTTP_SHUTDOWN,
+    UVICORN_READY,
+    UVICORN_SHUTDOWN_COMPLETE,
+    UVICORN_SHUTTING_DOWN,
+    UVICORN_WAITING,
+    UVICORN_WAITING_SHUTDOWN,
+    engine_init_failed,
+    uvicorn_finished,
+    uvicorn_started,
+)
 
 OUT = pathlib.Path(__file__).with_name("sample-vllm.journal.jsonl")
 SEED = 20260304
@@ -270,7 +282,7 @@ def kv_error_text() -> str:
 
 def engine_core_failure(j: Journal, run: Run) -> None:
     tb = [
-        "EngineCore failed to start.",
+        ENGINE_CORE_FAILED,
         "Traceback (most recent call last):",
         f'  File "{SITE}/v1/engine/core.py", line 699, in run_engine_core',
         "    engine_core = EngineCoreProc(*args, **kwargs)",
@@ -303,8 +315,7 @@ def engine_core_failure(j: Journal, run: Run) -> None:
         "    args.dispatch_function(args)",
         f'  File "{SITE}/v1/engine/utils.py", line 880, in wait_for_engine_startup',
         '    raise RuntimeError("Engine core initialization failed. "',
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
-        "proc(s): {'EngineCore_DP0': 1}",
+        engine_init_failed("{'EngineCore_DP0': 1}"),
     ):
         raw(j, 0.9 if text.startswith("Traceback") else 0.0, run, "api", text)
 
@@ -367,9 +378,9 @@ def healthy_startup_tail(j: Journal, run: Run) -> None:
     log(j, 0.1, run, "api", "INFO", "api_server.py:1634", "Supported_tasks: ['generate']")
     log(j, 0.2, run, "api", "INFO", "api_server.py:1912",
         "Starting vLLM API server 0 on http://0.0.0.0:8000")
-    raw(j, 0.1, run, "api", f"INFO:     Started server process [{run.api}]")
-    raw(j, 0.0, run, "api", "INFO:     Waiting for application startup.")
-    raw(j, 0.02, run, "api", "INFO:     Application startup complete.")
+    raw(j, 0.1, run, "api", uvicorn_started(run.api))
+    raw(j, 0.0, run, "api", UVICORN_WAITING)
+    raw(j, 0.02, run, "api", UVICORN_READY)
 
 
 def serve_and_stop(j: Journal, run: Run) -> None:
@@ -389,11 +400,11 @@ def serve_and_stop(j: Journal, run: Run) -> None:
         "reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 44.9%")
     job = {"JOB_ID": "3402", "JOB_TYPE": "stop"}
     systemd(j, 1021.3, "stopping", run, job)
-    log(j, 0.01, run, "api", "INFO", "launcher.py:99", "Shutting down FastAPI HTTP server.")
-    raw(j, 0.02, run, "api", "INFO:     Shutting down")
-    raw(j, 0.1, run, "api", "INFO:     Waiting for application shutdown.")
-    raw(j, 0.01, run, "api", "INFO:     Application shutdown complete.")
-    raw(j, 0.01, run, "api", f"INFO:     Finished server process [{run.api}]")
+    log(j, 0.01, run, "api", "INFO", "launcher.py:99", HTTP_SHUTDOWN)
+    raw(j, 0.02, run, "api", UVICORN_SHUTTING_DOWN)
+    raw(j, 0.1, run, "api", UVICORN_WAITING_SHUTDOWN)
+    raw(j, 0.01, run, "api", UVICORN_SHUTDOWN_COMPLETE)
+    raw(j, 0.01, run, "api", uvicorn_finished(run.api))
     systemd(j, 3.4, "deactivated", run)
     systemd(j, 0.0, "stopped", run, job | {"JOB_RESULT": "done"})
     consumed(j, run, "351077402000", "5min 51.077s")

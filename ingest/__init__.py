@@ -1,0 +1,7 @@
+"""Sources to events: journald (JSON, export stream, journalctl), text logs, nvidia-smi CSV,
+NVML, GPU recordings, and a watched folder. Depends only on advisor.core and advisor.store.
+"""
+
+__all__ = ["cgroup", "filejob", "files", "gpu", "gpu_recording", "gpu_samples", "journal",
+           "journal_sources", "kinds", "nvidia_smi", "nvml", "parallel", "pipeline", "sampling",
+           "text", "watch"]

@@ -2,9 +2,10 @@
 ``ingest.cgroup``; recordings of samples are ``ingest.gpu_recording``).
 
 * ``NvmlSampler`` initialises NVML once, keeps the device handles and turns each tick into one
-  ``GpuSampled`` per GPU. Process lists take the driver's global lock (DOMAIN 6.4), so they can be
-  fetched only every Nth tick (``process_every``).
-* ``sampling_loop`` ticks on a fixed schedule; ``measure_sample_cost`` times ``sample()``.
+  ``GpuSampled`` per GPU. Process lists take the driver's global lock (and cost milliseconds a
+  GPU), so they can be fetched only every Nth tick (``process_every``).
+* ``sampling_loop`` ticks on a fixed schedule; ``measure_sample_cost`` times ``sample()`` (both
+  in ``ingest.sampling``, importable from here too).
 
 Library code here never prints; failures to reach NVML are ``GpuUnavailableError``.
 """
@@ -12,11 +13,9 @@ Library code here never prints; failures to reach NVML are ``GpuUnavailableError
 from __future__ import annotations
 
 import contextlib
-import math
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,6 +26,7 @@ from advisor.core.errors import GpuUnavailableError
 from advisor.core.events import GpuProcess, GpuSampled
 from advisor.core.sampler import SamplerLike
 from ingest.cgroup import comm_for_pid, unit_for_pid
+from ingest.sampling import measure_sample_cost, sampling_loop
 
 __all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]
 
@@ -321,92 +321,3 @@ class NvmlSampler:
             )
             for pid, used in used_by_pid.items()
         )
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling loop and cost
-
-
-def sampling_loop(
-    sampler: SamplerLike,
-    interval_s: float,
-    *,
-    count: int | None = None,
-    duration_s: float | None = None,
-    stop: threading.Event | None = None,
-    on_tick: Callable[[int, list[GpuSampled]], None],
-    clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """Sample every ``interval_s`` seconds on a fixed schedule; return the number of ticks.
-
-    Tick k is due at ``start + k * interval_s`` (no drift). When a tick overruns past later
-    slots, those slots are skipped and the loop waits for the next slot still ahead. Stops after
-    ``count`` ticks, when the next slot would be at or past ``duration_s`` from the start, or as
-    soon as ``stop`` is set (also while waiting). Errors from the sampler or ``on_tick`` propagate.
-    """
-    if not (isinstance(interval_s, int | float) and math.isfinite(interval_s) and interval_s > 0):
-        raise ValueError("interval_s must be a positive finite number")
-    if count is not None and count < 0:
-        raise ValueError("count must be >= 0")
-    if duration_s is not None and (math.isnan(duration_s) or duration_s < 0):
-        raise ValueError("duration_s must be >= 0")
-    event = stop if stop is not None else threading.Event()
-    start = clock()
-    slot = 0
-    ticks = 0
-    while True:
-        if count is not None and ticks >= count:
-            break
-        due = slot * interval_s
-        if duration_s is not None and due >= duration_s:
-            break
-        if event.is_set():
-            break
-        delay = start + due - clock()
-        if delay > 0:
-            if event.wait(delay):
-                break
-            continue  # re-check: a wait may end early, and count/duration/stop still apply
-        time_us, samples = sampler.sample()
-        on_tick(time_us, samples)
-        ticks += 1
-        elapsed = clock() - start
-        slot = max(slot + 1, math.ceil(elapsed / interval_s))
-    return ticks
-
-
-def _p95(values: Iterable[float]) -> float:
-    ordered = sorted(values)
-    rank = max(1, math.ceil(0.95 * len(ordered)))  # nearest-rank percentile
-    return ordered[rank - 1]
-
-
-def measure_sample_cost(sampler: SamplerLike, n: int) -> dict[str, float | int]:
-    """Call ``sampler.sample()`` n times; wall and CPU time per call in milliseconds.
-
-    CPU time is ``time.process_time`` (all threads of this process, user + system); its
-    resolution can be coarse, so use a large n.
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError("n must be a positive int")
-    wall: list[float] = []
-    cpu: list[float] = []
-    gpus = 0
-    for _ in range(n):
-        c0 = time.process_time_ns()
-        w0 = time.perf_counter_ns()
-        _, samples = sampler.sample()
-        w1 = time.perf_counter_ns()
-        c1 = time.process_time_ns()
-        wall.append((w1 - w0) / 1e6)
-        cpu.append((c1 - c0) / 1e6)
-        gpus = len(samples)
-    return {
-        "n": n,
-        "gpus": gpus,
-        "wall_ms_mean": sum(wall) / n,
-        "wall_ms_p95": _p95(wall),
-        "wall_ms_max": max(wall),
-        "cpu_ms_mean": sum(cpu) / n,
-        "cpu_ms_p95": _p95(cpu),
-    }

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import orjson
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from advisor.core.errors import AdvisorError
 from ingest.gpu import replay_recording
 from ingest.journal_sources import ingest_json_file
+from ingest.kinds import line_kind
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from ingest.pipeline import IngestReport
 from ingest.text import ingest_text_file
@@ -63,20 +63,7 @@ def sniff(path: Path) -> str | None:
         return None
     if not first:
         return None
-    if first.startswith(b"{"):
-        try:
-            obj = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            return "text"
-        if isinstance(obj, dict) and "gpus" in obj and "time_us" in obj:
-            return "gpu-recording"
-        if isinstance(obj, dict) and ("__REALTIME_TIMESTAMP" in obj or "__CURSOR" in obj):
-            return "journal-json"
-        return "text"
-    head = first[:200].lower()
-    if (head.startswith(b"timestamp") or head.startswith(b"index")) and b"memory." in head:
-        return "nvidia-smi"
-    return "text"
+    return line_kind(first)
 
 
 def service_name(path: Path) -> str:

@@ -26,10 +26,11 @@ from sqlalchemy import text
 import advisor.fleet.ship
 from advisor.cli.main import cli
 from advisor.core.errors import IntegrityError
-from advisor.fleet.ship import Position, ShipReport, _DirectWriter, ship, ship_forever
+from advisor.fleet.ship import ShipReport, ship, ship_forever
 from advisor.pipeline.sdnotify import Notifier
 from advisor.store import EventStore
 from advisor.store.audit import verify, verify_host
+from advisor.store.central import DirectWriter, Position
 from advisor.store.store import GENESIS_HASH, event_hash
 from tests.conftest import advisor_argv, run_advisor, seed_on_host
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
@@ -153,7 +154,7 @@ def test_an_event_already_there_is_a_duplicate_only_with_the_same_hash(
     try:
         ship(local, central, HOST)
         chunk = list(local.read_raw())[:20]
-        writer = _DirectWriter(central)
+        writer = DirectWriter(central)
         assert writer.ship(HOST, chunk, Position(86, chunk[-1].hash)) == (0, 20)
         _rewrite_and_rechain(local, 12)
         with pytest.raises(IntegrityError, match="seq 12 is in the central store with another "
@@ -253,7 +254,7 @@ def _notify_socket(tmp_path: Path) -> socket.socket:
 def test_a_shipper_thread_that_ends_is_reported(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str,
         opener: Callable[[str], EventStore]) -> None:
-    from advisor.cli.watch import _start_shipper
+    from advisor.pipeline.daemon import start_shipper
 
     def dies(*_args: object, **_kwargs: object) -> None:
         raise SystemExit("the interpreter is going")
@@ -262,8 +263,8 @@ def test_a_shipper_thread_that_ends_is_reported(
     died: list[str] = []
     with _notify_socket(tmp_path) as sock:
         notifier = Notifier({"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
-        thread = _start_shipper(opener(sqlite_url), "sqlite:///central.db", threading.Event(),
-                                notifier, died)
+        thread = start_shipper(opener(sqlite_url), "sqlite:///central.db", threading.Event(),
+                               notifier, died, host="gpu-host", say=lambda _line: None)
         thread.join(timeout=10)
         assert sock.recv(4096).startswith(b"STATUS=shipping to sqlite:///central.db stopped: "
                                           b"SystemExit")

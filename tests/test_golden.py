@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from advisor.diagnosis.classify import UNKNOWN_BELOW, diagnose, to_contract
+from advisor.diagnosis.classify import UNKNOWN_BELOW, diagnose
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import LABELS, load_rules
 from advisor.parsing.facts import FACT_KEYS
 from advisor.pipeline.inputs import read_log
+from advisor.reports.contract import to_contract
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(GOLDEN.glob("*/*.expected.json"))

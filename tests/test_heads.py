@@ -43,7 +43,7 @@ from advisor.store.headlog import (
 from advisor.store.heads import HostKey, SignedHead
 from advisor.store.store import GENESIS_HASH
 from advisor.store.types import AppendResult
-from advisor.views.projections import CHECKPOINT, Projector
+from advisor.views.projector import CHECKPOINT, Projector
 from tests.boxproc import advisor_in
 
 Opener = Callable[[str], EventStore]

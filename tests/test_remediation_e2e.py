@@ -10,7 +10,7 @@ from pathlib import Path
 from advisor.demo.simulated import remediate_on_node
 from advisor.sim import SimNode, UnitSpec
 from advisor.store import EventStore
-from advisor.views.projections import read_rows
+from advisor.views.reading import read_rows
 
 MODEL = ("--model", "MiniMaxAI/MiniMax-M2.5", "--tensor-parallel-size", "4",
          "--gpu-memory-utilization", "0.9", "--vocab-size", "200064", "--weights-gib", "230",

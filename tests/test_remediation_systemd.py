@@ -22,7 +22,8 @@ import pytest
 from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
 from advisor.store import EventFilter, EventStore, open_store
-from advisor.views.projections import Projector, read_rows
+from advisor.views.projector import Projector
+from advisor.views.reading import read_rows
 from tests.boxproc import advisor_in, wait, watching
 from tests.conftest import ROOT
 

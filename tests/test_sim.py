@@ -13,10 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor.diagnosis.classify import diagnose, to_contract
+from advisor.diagnosis.classify import diagnose
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.inputs import read_log
+from advisor.reports.contract import to_contract
 from advisor.sim import SimNode, UnitSpec
 from advisor.sim.models import GIB, card_for, plan
 from advisor.sim.process import Exit

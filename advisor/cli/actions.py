@@ -3,7 +3,6 @@ their approval, and carrying them out."""
 
 from __future__ import annotations
 
-import getpass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,30 +10,25 @@ import click
 import orjson
 
 from advisor.cli.common import (
+    backend_option,
     db_option,
     echo_json,
-    handle_errors,
+    gpus_option,
     json_option,
+    root_option,
     seconds,
+    settings,
     store_for,
 )
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
-    from advisor.execution.backends import Backend
     from advisor.execution.run import ExecReport
-    from advisor.pipeline.auto import AutoReport
+    from advisor.pipeline.remediate import OpenPlan
     from advisor.store import EventStore
 
 # Exit status of `remediate` / `replan` when the plan did not complete (a script can tell).
 PLAN_STOPPED_EXIT = 1
-
-
-def _who() -> str:
-    try:
-        return f"human:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "human:unknown"
 
 
 def _describe(row: dict[str, Any]) -> str:
@@ -50,51 +44,14 @@ def _describe(row: dict[str, Any]) -> str:
     return safe_text(f"{row['action_id']}  {row['status']:<10} {what}{alt} — {spec['why']}")
 
 
-backend_option = click.option(
-    "--backend", type=click.Choice(["systemd", "dry-run"]), default="systemd",
-    show_default=True,
-    help="Where actions take effect; dry-run: say what would be done, change and record "
-         "nothing (the plan stays to be approved and run).")
-root_option = click.option(
-    "--systemd-root", type=click.Path(path_type=Path), default=Path("/etc/systemd/system"),
-    show_default=True, help="Folder for the unit drop-ins advisor writes.")
-gpus_option = click.option(
-    "--gpus-from", "gpus_from", type=click.Path(path_type=Path), envvar="ADVISOR_GPU_TWIN",
-    default=None, metavar="FILE",
-    help="Read GPU memory from this NVML twin file (a simulated node's driver) instead of "
-         "NVML. Env: ADVISOR_GPU_TWIN.")
-
-
-def _backend(name: str, root: Path, gpus_from: Path | None = None) -> Backend | None:
-    """The backend to act through; None for a dry run."""
-    if name == "dry-run":
-        return None
-    from advisor.pipeline.backends import systemd_backend
-
-    return systemd_backend(root, gpu_twin=gpus_from)
-
-
-def _observer(root: Path, gpus_from: Path | None) -> Backend | None:
-    """A systemd backend to *read* units with, for a dry run; None if systemd is not there."""
-    from advisor.core.errors import AdvisorError
-    from advisor.pipeline.backends import systemd_backend
-
-    try:
-        backend = systemd_backend(root, gpu_twin=gpus_from)
-        backend.bus.probe()
-    except AdvisorError:
-        return None
-    return backend
-
-
 @click.command("actions")
 @click.option("--pending", is_flag=True, help="Only actions waiting for a decision.")
 @json_option
 @db_option
-@handle_errors
 def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
     """Proposed actions and what became of them, by plan and step."""
-    from advisor.views.projections import Projector, read_rows
+    from advisor.views.projector import Projector
+    from advisor.views.reading import read_rows
 
     store = store_for(db_url)
     Projector(store).catch_up()
@@ -114,13 +71,13 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
 @click.command()
 @click.argument("ident")
 @db_option
-@handle_errors
 def approve(ident: str, db_url: str | None) -> None:
     """Approve action ID, or every (non-alternative) proposed step of plan ID. Approving an
     alternative chooses it instead of the step it stands in for."""
     from advisor.execution.run import approve as approve_
+    from advisor.pipeline.remediate import human
 
-    approved = approve_(store_for(db_url), ident, _who())
+    approved = approve_(store_for(db_url), ident, human())
     click.echo(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}")
 
 
@@ -128,12 +85,12 @@ def approve(ident: str, db_url: str | None) -> None:
 @click.argument("action_id")
 @click.option("--why", required=True, help="Why it must not run (recorded with the decision).")
 @db_option
-@handle_errors
 def reject(action_id: str, why: str, db_url: str | None) -> None:
     """Reject action ACTION_ID: it will never run."""
     from advisor.execution.run import reject as reject_
+    from advisor.pipeline.remediate import human
 
-    reject_(store_for(db_url), action_id, _who(), why)
+    reject_(store_for(db_url), action_id, human(), why)
     click.echo(f"rejected {action_id}")
 
 
@@ -141,38 +98,36 @@ def reject(action_id: str, why: str, db_url: str | None) -> None:
 @click.argument("action_id")
 @root_option
 @db_option
-@handle_errors
 def rollback(action_id: str, systemd_root: Path, db_url: str | None) -> None:
     """Put back the drop-in a set_flag / set_unit_option action wrote, as it was before."""
     from advisor.execution.run import rollback as rollback_
+    from advisor.pipeline.remediate import backend_for
 
-    backend = _backend("systemd", systemd_root)
+    backend = backend_for("systemd", systemd_root, host=settings().host)
     assert backend is not None
     click.echo(rollback_(store_for(db_url), backend, action_id, root=systemd_root))
 
 
-def _show_plan(store: EventStore, incident: dict[str, Any], plan_id: str) -> list[dict[str, Any]]:
-    from advisor.execution.run import plan_rows
-
-    rows = plan_rows(store, plan_id)
-    click.echo(f"{safe_text(plan_id)}: {incident['label']} ({incident['confidence']:.2f}), "
+def _show_plan(plan: OpenPlan) -> None:
+    incident = plan.incident
+    click.echo(f"{safe_text(plan.plan_id)}: {incident['label']} ({incident['confidence']:.2f}), "
                f"{incident['runs']} run(s)")
-    for row in rows:
+    for row in plan.rows:
         click.echo("  " + _describe(row))
         for line in orjson.loads(row["spec"]).get("arithmetic", []):
             click.echo(f"      {safe_text(line)}")
-    return rows
 
 
 def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: str) -> None:
     """Approve the plan (--yes) or ask step by step; a step declined is recorded rejected."""
     from advisor.execution.run import approve as approve_
     from advisor.execution.run import reject as reject_
+    from advisor.pipeline.remediate import human
 
     if yes:
-        approve_(store, plan_id, _who())
+        approve_(store, plan_id, human())
         return
-    who = _who()
+    who = human()
     by_step = {r["step"]: r for r in rows}
     for row in rows:
         if row["status"] != "proposed" or row["alternative"]:
@@ -215,39 +170,30 @@ def _report(report: ExecReport) -> None:
 @root_option
 @gpus_option
 @db_option
-@handle_errors
 def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root: Path,
               gpus_from: Path | None, db_url: str | None) -> None:
     """Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it),
     ask step by step (or --yes), and carry it out."""
-    from advisor.core.errors import InputError
-    from advisor.core.units import parse_service
-    from advisor.execution.preview import preview
-    from advisor.execution.recovery import current_plan, open_incident, recover
-    from advisor.execution.run import execute
+    from advisor.pipeline.remediate import backend_for, carry_out, open_plan, preview
 
     store = store_for(db_url)
-    host, unit = parse_service(service)
-    incident = open_incident(store, host, unit)
-    plan_id = current_plan(store, incident["incident_id"])
-    if plan_id is None:
-        raise InputError(f"{service}: the open incident has no plan")
-    rows = _show_plan(store, incident, plan_id)
+    plan = open_plan(store, service)
+    _show_plan(plan)
+    conf = settings(gpu_twin=gpus_from)
     if dry_run or backend == "dry-run":
-        for line in preview(store, plan_id, _observer(systemd_root, gpus_from)):
+        for line in preview(store, plan.plan_id, systemd_root, conf.gpu_twin, conf.host):
             click.echo(f"dry run: {safe_text(line)}")
         return
-    chosen = _backend(backend, systemd_root, gpus_from)
+    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
     assert chosen is not None
-    if any(r["status"] == "proposed" for r in rows):
-        _decide(store, rows, yes, plan_id)
-    report = execute(store, chosen, plan_id)
-    _report(report)
-    again = recover(store, chosen, report)
-    if again is not None:
-        click.echo(f"proposed a new plan from the unit's current state: {again.new_plan} "
-                   f"(`advisor remediate {service}`)")
-    if report.state not in ("done", "waiting"):
+    if any(r["status"] == "proposed" for r in plan.rows):
+        _decide(store, plan.rows, yes, plan.plan_id)
+    outcome = carry_out(store, chosen, plan.plan_id)
+    _report(outcome.report)
+    if outcome.again is not None:
+        click.echo(f"proposed a new plan from the unit's current state: "
+                   f"{outcome.again.new_plan} (`advisor remediate {service}`)")
+    if not outcome.settled:
         raise SystemExit(PLAN_STOPPED_EXIT)
 
 
@@ -256,38 +202,24 @@ def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root
 @root_option
 @gpus_option
 @db_option
-@handle_errors
 def replan(service: str, systemd_root: Path, gpus_from: Path | None,
            db_url: str | None) -> None:
     """Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and
     propose a new plan from the unit's current state."""
     from advisor.core.units import parse_service
     from advisor.execution.recovery import replan as replan_
+    from advisor.pipeline.remediate import backend_for
 
     store = store_for(db_url)
     host, unit = parse_service(service)
-    chosen = _backend("systemd", systemd_root, gpus_from)
+    conf = settings(gpu_twin=gpus_from)
+    chosen = backend_for("systemd", systemd_root, conf.gpu_twin, conf.host)
     assert chosen is not None
     done = replan_(store, chosen, host, unit)
     for note in done.notes:
         click.echo(safe_text(note))
     click.echo(f"new plan {safe_text(done.new_plan)} for {safe_text(done.incident_id)} "
                f"(see `advisor remediate {service}`)")
-
-
-def say_auto(report: AutoReport, reported: dict[str, str], err: bool = False) -> None:
-    """What one auto pass did; a plan left or previewed is said once, not every pass."""
-    for plan_id in report.applied:
-        click.echo(f"applied {safe_text(plan_id)}", err=err)
-    for plan_id in report.replanned:
-        click.echo(f"proposed again after an interruption: {safe_text(plan_id)}", err=err)
-    said = [(p, f"dry run: would apply {safe_text(p)}") for p in report.would] + [
-        (p, f"left for a person: {safe_text(p)}: {safe_text(why)}")
-        for p, why in report.left.items()]
-    for plan_id, line in said:
-        if reported.get(plan_id) != line:
-            click.echo(line, err=err)
-            reported[plan_id] = line
 
 
 @click.command()
@@ -300,26 +232,16 @@ def say_auto(report: AutoReport, reported: dict[str, str], err: bool = False) ->
 @root_option
 @gpus_option
 @db_option
-@handle_errors
 def auto(policy_path: Path, interval: float, once: bool, backend: str, systemd_root: Path,
          gpus_from: Path | None, db_url: str | None) -> None:
     """Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person."""
-    import time
-
-    from advisor.cli.common import sigterm_as_interrupt
-    from advisor.pipeline.auto import auto_once
+    from advisor.pipeline.auto import run_auto
+    from advisor.pipeline.remediate import backend_for
     from advisor.planning.policy import load_policy
 
     policy = load_policy(policy_path)
     store = store_for(db_url)
-    chosen = _backend(backend, systemd_root, gpus_from)
-    reported: dict[str, str] = {}
-    try:
-        with sigterm_as_interrupt():
-            while True:
-                say_auto(auto_once(store, chosen, policy, policy_path.name), reported)
-                if once:
-                    return
-                time.sleep(interval)
-    except KeyboardInterrupt:
-        return
+    conf = settings(gpu_twin=gpus_from)
+    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
+    run_auto(store, chosen, policy, policy_path.name, interval_s=interval, once=once,
+             say=click.echo)

@@ -12,9 +12,9 @@ from typing import Any
 import click
 import orjson
 
-from advisor.cli.common import db_option, echo_json, emit, handle_errors
+from advisor.cli.common import db_option, echo_json, emit, settings, store_for
+from advisor.cli.group import AdvisorGroup
 from advisor.core.render import escape_controls, safe_text
-from advisor.core.settings import default_db_url
 from advisor.core.units import parse_service, service_host
 
 
@@ -29,7 +29,6 @@ from advisor.core.units import parse_service, service_host
               help="Let the SQL read and write files and load extensions, as DuckDB does "
                    "(the store stays attached read-only).")
 @db_option
-@handle_errors
 def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbose: bool,
           allow_files: bool, db_url: str | None) -> None:
     """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions.
@@ -41,7 +40,7 @@ def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbo
         raise click.UsageError("--json and --csv exclude each other")
     check_sql(sql, sandbox=not allow_files)  # refused before the store is opened
     conn = (connect_parquet(parquet_dir, sandbox=not allow_files) if parquet_dir is not None
-            else connect_store(db_url or default_db_url(), sandbox=not allow_files))
+            else connect_store(settings(db=db_url).db_url, sandbox=not allow_files))
     try:
         if verbose:
             click.echo(f"duckdb: reading through the {conn.path}"
@@ -96,7 +95,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@click.group("export")
+@click.group("export", cls=AdvisorGroup)
 def export_group() -> None:
     """Export the history for other tools."""
 
@@ -104,12 +103,11 @@ def export_group() -> None:
 @export_group.command("parquet")
 @click.argument("folder", type=click.Path(path_type=Path))
 @db_option
-@handle_errors
 def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
     """Events partitioned by day and host, and the projections, as Parquet under FOLDER."""
     from advisor.reports.analytics import export_parquet
 
-    counts = export_parquet(db_url or default_db_url(), folder)
+    counts = export_parquet(settings(db=db_url).db_url, folder)
     click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items())
                + f" → {safe_text(str(folder))}")
 
@@ -126,7 +124,6 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
               show_default=True, help="How to print (html: one self-contained page).")
 @click.option("--out", type=click.Path(path_type=Path), help="Write to this file.")
 @db_option
-@handle_errors
 def stats(service: str | None, host: str | None, since: str | None, parquet_dir: Path | None,
           as_json: bool, fmt: str, out: Path | None, db_url: str | None) -> None:
     """Crashes by label, service and week; time to recovery; restart loops; GPU headroom
@@ -140,7 +137,7 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
     conn = (connect_parquet(parquet_dir, sandbox=True) if parquet_dir is not None
-            else connect_store(db_url or default_db_url(), sandbox=True))
+            else connect_store(settings(db=db_url).db_url, sandbox=True))
     try:
         report = stats_(conn, unit=unit, host=host,
                         since_us=parse_time_us(since) if since else None)
@@ -176,14 +173,11 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
               help="The host key that signs the chain head stored centrally after each batch "
                    "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).")
 @db_option
-@handle_errors
 def ship(central_url: str, host: str | None, give_up_after: float, key_path: Path | None,
          db_url: str | None) -> None:
     """Copy this host's events to a central store: resumable, idempotent, in order, checked
     against what the central store already holds for this host."""
-    from advisor.cli.common import store_for
     from advisor.core.errors import InputError
-    from advisor.core.settings import this_host
     from advisor.fleet.ship import open_central
     from advisor.fleet.ship import ship as ship_
     from advisor.store.headlog import default_key_path, load_key, store_label
@@ -194,7 +188,7 @@ def ship(central_url: str, host: str | None, give_up_after: float, key_path: Pat
         raise InputError(f"--key {key_path}: no such file")
     central = open_central(central_url, give_up_after_s=give_up_after)
     try:
-        report = ship_(local, central, host or this_host(), give_up_after_s=give_up_after,
+        report = ship_(local, central, settings(host=host).host, give_up_after_s=give_up_after,
                        key=key, store_label=store_label(local.url) or "")
     finally:
         central.close()
@@ -219,12 +213,10 @@ def ship(central_url: str, host: str | None, give_up_after: float, key_path: Pat
 @click.option("--dry-run", is_flag=True, help="Only list the partitions that would go.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @db_option
-@handle_errors
 def retention(before: str, folder: Path, dry_run: bool, as_json: bool,
               db_url: str | None) -> None:
     """Central PostgreSQL store: export old partitions of events to Parquet, record that as a
     store.retained event, and detach them."""
-    from advisor.cli.common import store_for
     from advisor.core.timefmt import parse_time_us
     from advisor.fleet.retention import retain, retainable
 

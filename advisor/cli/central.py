@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import click
 
-from advisor.cli.common import db_option, echo_json, handle_errors, json_option, store_for
+from advisor.cli.common import db_option, echo_json, json_option, store_for
 
 
 @click.command()
 @json_option
 @db_option
-@handle_errors
 def fold(as_json: bool, db_url: str | None) -> None:
     """Bring the projections up to date without diagnosing: the central store's fold (its
     shippers may not write the projections, and the hosts diagnosed what they shipped)."""
-    from advisor.views.projections import Projector
+    from advisor.views.projector import Projector
 
     folded = Projector(store_for(db_url)).catch_up()
     if as_json:

@@ -1,26 +1,20 @@
-"""Pieces every command shares: store options, JSON output, errors turned into exit codes."""
+"""Pieces every command shares: the settings, store options, JSON output, files written."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
 
-from advisor.core.errors import AdvisorError, StoreError
-from advisor.core.render import safe_text
-from advisor.core.settings import default_db_url
+from advisor.core.errors import AdvisorError
 
 if TYPE_CHECKING:
+    from advisor.core.settings import Settings
     from advisor.store import EventStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,7 +28,7 @@ def seconds(low: float, high: float = 86_400) -> click.FloatRange:
 
 
 def db_option(f: F) -> F:
-    return click.option("--db", "db_url", envvar="ADVISOR_DB", default=None, metavar="URL",
+    return click.option("--db", "db_url", default=None, metavar="URL",
                         help="Store URL (sqlite:///PATH or postgresql+psycopg://...). "
                              "Default: $ADVISOR_DB, else a SQLite file under "
                              "$XDG_DATA_HOME/advisor/.")(f)
@@ -44,31 +38,12 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
 
 
-def handle_errors(f: F) -> F:
-    """Turn the library's errors into one `Error: ...` line and the error's exit code."""
+def settings(**flags: Any) -> Settings:
+    """The settings for this command: the defaults, the settings file, the ADVISOR_*
+    environment, then the flags given here (a None flag: not given on the command line)."""
+    from advisor.core.settings import load_settings
 
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except AdvisorError as e:
-            click.echo(f"Error: {safe_text(str(e))}", err=True)
-            sys.exit(e.exit_code)
-        except Exception as e:
-            # The store failed mid-command (connection lost, disk full). SQLAlchemy is loaded
-            # only by commands that use the store, so it is looked up, not imported, here.
-            exc = sys.modules.get("sqlalchemy.exc")
-            if exc is None or not isinstance(e, exc.SQLAlchemyError):
-                raise
-            from advisor.store.engine import first_line
-
-            click.echo(f"Error: event store: {safe_text(first_line(e))}", err=True)
-            sys.exit(StoreError.exit_code)
-        except KeyboardInterrupt:  # what was committed stays; a re-run resumes from there
-            click.echo("Interrupted.", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
+    return load_settings(**flags)
 
 
 def store_for(db_url: str | None, *, read_only: bool = False,
@@ -79,7 +54,7 @@ def store_for(db_url: str | None, *, read_only: bool = False,
     `shared_schema`: see `open_store`."""
     from advisor.store import open_store
 
-    store = open_store(db_url or default_db_url(), read_only=read_only,
+    store = open_store(settings(db=db_url).db_url, read_only=read_only,
                        shared_schema=shared_schema)
     return click.get_current_context().with_resource(store)
 
@@ -112,35 +87,15 @@ def echo_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode())
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Daemons stop on SIGTERM the way they stop on Ctrl-C: through KeyboardInterrupt, so
-    every `finally` runs and buffered events are committed."""
-
-    def _raise(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def signals_set(stop: threading.Event) -> Iterator[None]:
-    """For a loop that checks `stop`: SIGTERM or Ctrl-C sets it, so the work in hand (a file
-    half ingested, its report) ends whole before the loop returns. A second signal
-    interrupts at once."""
-
-    def _set(_signum: int, _frame: object) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _set) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+backend_option = click.option(
+    "--backend", type=click.Choice(["systemd", "dry-run"]), default="systemd",
+    show_default=True,
+    help="Where actions take effect; dry-run: say what would be done, change and record "
+         "nothing (the plan stays to be approved and run).")
+root_option = click.option(
+    "--systemd-root", type=click.Path(path_type=Path), default=Path("/etc/systemd/system"),
+    show_default=True, help="Folder for the unit drop-ins advisor writes.")
+gpus_option = click.option(
+    "--gpus-from", "gpus_from", type=click.Path(path_type=Path), default=None, metavar="FILE",
+    help="Read GPU memory from this NVML twin file (a simulated node's driver) instead of "
+         "NVML. Env: ADVISOR_GPU_TWIN.")

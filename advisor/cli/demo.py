@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from advisor.cli.common import db_option, handle_errors, store_for
+from advisor.cli.common import db_option, store_for
 
 
 @click.command()
@@ -19,7 +19,6 @@ from advisor.cli.common import db_option, handle_errors, store_for
               help="Run the story under real systemd, booted in a box of namespaces (needs "
                    "root); the advisor acts through its systemd backend.")
 @db_option
-@handle_errors
 def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
     GPU node (or under real systemd with --systemd) — then the post-mortem. The store it

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from advisor.cli.common import echo_json, handle_errors, json_option, write_file
+from advisor.cli.common import echo_json, json_option, write_file
+from advisor.cli.group import AdvisorGroup
 from advisor.core.render import safe_text
 
 rules_option = click.option(
@@ -22,17 +23,17 @@ model_option = click.option(
 @rules_option
 @model_option
 @json_option
-@handle_errors
 def classify(file: str, rules_dirs: tuple[Path, ...], model_path: Path | None,
              as_json: bool) -> None:
     """Classify a log FILE (journalctl -o json, or plain text; - for stdin).
 
     Exit 0 whenever the log could be read, whatever the label.
     """
-    from advisor.diagnosis.classify import diagnose, to_contract
+    from advisor.diagnosis.classify import diagnose
     from advisor.diagnosis.model import load_model
     from advisor.diagnosis.rules import load_rules
     from advisor.pipeline.inputs import read_log
+    from advisor.reports.contract import to_contract
 
     rules = load_rules(rules_dirs)
     model = load_model(model_path)
@@ -61,7 +62,7 @@ def classify(file: str, rules_dirs: tuple[Path, ...], model_path: Path | None,
                        f"({run['confidence']:.2f})")
 
 
-@click.group("rules")
+@click.group("rules", cls=AdvisorGroup)
 def rules_group() -> None:
     """Inspect and try the rule files."""
 
@@ -69,7 +70,6 @@ def rules_group() -> None:
 @rules_group.command("list")
 @rules_option
 @json_option
-@handle_errors
 def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
     """List the rules in force (shipped ones, then --rules folders), in tier order."""
     from advisor.diagnosis.rules import load_rules
@@ -90,31 +90,17 @@ def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
 @click.argument("file")
 @rules_option
 @json_option
-@handle_errors
 def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Show whether rule RULE_ID fires on each run of log FILE, and on which line.
 
     Exit 0 if it fires on some run, 1 if it fires on none.
     """
-    from advisor.core.errors import InputError
-    from advisor.diagnosis.rules import build_ruleset, load_rules, match_run
-    from advisor.parsing.sequence import parse, segment
+    from advisor.diagnosis.ruletest import find_rule, try_rule
     from advisor.pipeline.inputs import read_log
 
-    rule = load_rules(rules_dirs).by_id(rule_id)
-    if rule is None:
-        raise InputError(f"no rule with id {rule_id!r} (see `advisor rules list`)")
+    rule = find_rule(rule_id, rules_dirs)
     _, lines = read_log(file)
-    parsed = parse(lines)
-    single = build_ruleset([rule])
-    results = []
-    for n, run in enumerate(segment(parsed), start=1):
-        hits = match_run(single, run, parsed)
-        hit = hits[0] if hits else None
-        results.append({"run": n, "fired": hit is not None,
-                        "line": parsed[hit.position].line.number if hit else None,
-                        "phase": hit.phase if hit else None,
-                        "facts": hit.facts if hit else {}})
+    results = try_rule(rule, lines)
     if as_json:
         echo_json(results)
     else:
@@ -125,7 +111,7 @@ def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: b
         raise SystemExit(1)
 
 
-@click.group("model")
+@click.group("model", cls=AdvisorGroup)
 def model_group() -> None:
     """Train and evaluate the learned model."""
 
@@ -140,7 +126,6 @@ corpus_option = click.option(
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Where to write the model (default: the shipped advisor/diagnosis/model.json).")
 @rules_option
-@handle_errors
 def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...]) -> None:
     """Train the model on the corpus (deterministic) and write it as JSON."""
     from advisor.diagnosis import training
@@ -161,7 +146,6 @@ def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, .
               help="Also score the shipped model on a folder of golden logs (label folders).")
 @rules_option
 @json_option
-@handle_errors
 def model_evaluate(corpus: Path | None, folds: int, golden: Path | None,
                    rules_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Stratified cross-validation: per-label precision, recall, F1, confusion matrix."""

@@ -15,20 +15,19 @@ from advisor.cli.common import (
     DURATION_MAX_S,
     db_option,
     echo_json,
-    handle_errors,
     json_option,
     seconds,
-    signals_set,
-    sigterm_as_interrupt,
+    settings,
     store_for,
 )
+from advisor.cli.group import AdvisorGroup
 from advisor.cli.heads import sign_heads
 from advisor.core.errors import InputError
 from advisor.core.journalctl import journalctl_path
 from advisor.core.progress import byte_progress
 from advisor.core.render import safe_text
-from advisor.core.settings import this_host
 from advisor.core.units import parse_service, service_host
+from advisor.pipeline.signals import signals_set, sigterm_as_interrupt
 from ingest.files import resolve
 from ingest.pipeline import IngestReport
 
@@ -75,7 +74,7 @@ def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
     return processor.run(final=True)
 
 
-@click.group()
+@click.group(cls=AdvisorGroup)
 def ingest() -> None:
     """Bring observations into the event store."""
 
@@ -93,7 +92,6 @@ def ingest() -> None:
 @diagnose_option
 @json_option
 @db_option
-@handle_errors
 def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: bool,
                    units: tuple[str, ...], since: str | None, strict: bool, host: str | None,
                    diagnose: bool, as_json: bool, db_url: str | None) -> None:
@@ -146,7 +144,6 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
 @diagnose_option
 @json_option
 @db_option
-@handle_errors
 def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagnose: bool,
                 as_json: bool, db_url: str | None) -> None:
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
@@ -158,7 +155,7 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagn
     store = store_for(db_url)
     sign_heads(store)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_text_file(store, file_, unit, host or this_host(), strict=strict,
+        report = ingest_text_file(store, file_, unit, settings(host=host).host, strict=strict,
                                   progress=progress)
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
@@ -172,7 +169,6 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagn
 @diagnose_option
 @json_option
 @db_option
-@handle_errors
 def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diagnose: bool,
                       as_json: bool, db_url: str | None) -> None:
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
@@ -181,7 +177,7 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diag
     resolve(file_)
     store = store_for(db_url)
     sign_heads(store)  # tamper evidence: docs/integrity.md
-    host = host or this_host()
+    host = settings(host=host).host
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
                                         progress=progress)
@@ -204,7 +200,6 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diag
 @diagnose_option
 @json_option
 @db_option
-@handle_errors
 def ingest_gpu(interval: float, count: int | None, duration: float | None, process_every: int,
                record_path: Path | None, replay_path: Path | None, strict: bool,
                host: str | None, diagnose: bool, as_json: bool, db_url: str | None) -> None:
@@ -223,7 +218,7 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
         print_report(report, as_json, diagnose_after(store) if diagnose else None)
         return
     # Open NVML before anything else: without a GPU nothing may be written.
-    with NvmlSampler(host or this_host(), process_every=process_every) as sampler:
+    with NvmlSampler(settings(host=host).host, process_every=process_every) as sampler:
         store = store_for(db_url)
         sign_heads(store)  # tamper evidence: docs/integrity.md
         with ExitStack() as stack:
@@ -246,7 +241,6 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
               help="Time zone of nvidia-smi CSV timestamps.")
 @host_option
 @db_option
-@handle_errors
 def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
                  db_url: str | None) -> None:
     """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
@@ -268,7 +262,7 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
     def failed(path: Path, message: str) -> None:
         click.echo(f"Error: {safe_text(message)}", err=True)
 
-    watcher = FolderWatcher(store, folder.resolve(), host=host or this_host(), service=unit,
+    watcher = FolderWatcher(store, folder.resolve(), host=settings(host=host).host, service=unit,
                             tz=tz, on_report=reported, on_error=failed)
     stop = threading.Event()
     try:

@@ -11,7 +11,6 @@ from advisor.cli.common import (
     db_option,
     echo_json,
     emit,
-    handle_errors,
     json_option,
     store_for,
 )
@@ -33,10 +32,9 @@ def _split_service(service: str | None) -> tuple[str | None, str | None]:
                                 "vllm.service, as in systemctl).")
 @json_option
 @db_option
-@handle_errors
 def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
     """Service runs: each start of a unit until its end, with how it went."""
-    from advisor.views.projections import read_rows
+    from advisor.views.reading import read_rows
 
     host, unit = _split_service(service)
     rows = read_rows(store_for(db_url, read_only=True), "runs", unit=unit, host=host)
@@ -61,10 +59,9 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
 @click.option("--open", "only_open", is_flag=True, help="Only incidents not resolved yet.")
 @json_option
 @db_option
-@handle_errors
 def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str | None) -> None:
     """Incidents: a failed run, or a run of failed restarts counted once."""
-    from advisor.views.projections import read_rows
+    from advisor.views.reading import read_rows
 
     host, unit = _split_service(service)
     rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
@@ -85,7 +82,6 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
 @click.command()
 @json_option
 @db_option
-@handle_errors
 def diagnose(as_json: bool, db_url: str | None) -> None:
     """Bring the projections up to date and diagnose the runs not diagnosed yet (what
     `ingest --no-diagnose` left)."""
@@ -101,10 +97,9 @@ def diagnose(as_json: bool, db_url: str | None) -> None:
 
 @click.command()
 @db_option
-@handle_errors
 def rebuild(db_url: str | None) -> None:
     """Drop the projections (runs, incidents, GPU samples) and rebuild them from events."""
-    from advisor.views.projections import Projector
+    from advisor.views.projector import Projector
 
     folded = Projector(store_for(db_url)).rebuild()
     click.echo(f"rebuilt projections from {folded} events")
@@ -119,7 +114,6 @@ def rebuild(db_url: str | None) -> None:
               help="Write to this file instead of stdout (with --format html, one "
                    "self-contained page).")
 @db_option
-@handle_errors
 def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
             db_url: str | None) -> None:
     """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means

@@ -1,0 +1,8 @@
+"""The ground every stage stands on: the event and action models, errors, settings, unit
+names, times, text safety, and the outside formats several stages read (journal export,
+journalctl, the GPU sampler's shape).
+"""
+
+__all__ = ["actions", "errors", "events", "journal_export", "journalctl", "journald", "payloads",
+           "progress", "quantiles", "records", "release", "render", "sampler", "settings",
+           "timefmt", "toml", "units"]

@@ -1,10 +1,32 @@
-"""Defaults the CLI reads once, at the edge: where the store lives, what this host is called."""
+"""The settings the command line reads once, at the edge: where the store lives, what this
+host is called, where GPU memory is read from.
+
+One object, `Settings`, filled in this order, each overriding the one before: the defaults,
+the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
+the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; an empty
+value counts as unset), then the command-line flags given (`load_settings(db=...)`).
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+import tomllib
 from pathlib import Path
+from typing import Any, Final
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from advisor.core.errors import InputError
+
+CONFIG_ENV: Final = "ADVISOR_CONFIG"
+SYSTEM_CONFIG: Final = Path("/etc/advisor/advisor.toml")
 
 
 def default_db_path(environ: dict[str, str] | None = None) -> Path:
@@ -19,3 +41,58 @@ def default_db_url(environ: dict[str, str] | None = None) -> str:
 
 def this_host() -> str:
     return socket.gethostname().split(".", 1)[0] or "localhost"
+
+
+def config_path(environ: dict[str, str] | None = None) -> Path | None:
+    """The settings file to read: `$ADVISOR_CONFIG` (InputError if it does not exist), else
+    /etc/advisor/advisor.toml if it exists, else none."""
+    env = os.environ if environ is None else environ
+    named = env.get(CONFIG_ENV, "")
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise InputError(f"${CONFIG_ENV} {path}: no such file")
+        return path
+    return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
+
+
+class Settings(BaseSettings):
+    """What every command may need; see the module docstring for where each value comes from."""
+
+    model_config = SettingsConfigDict(env_prefix="ADVISOR_", env_ignore_empty=True,
+                                      extra="forbid", frozen=True)
+
+    db: str | None = None            # the store URL; None: a SQLite file (`db_url`)
+    host: str = Field(default_factory=this_host)   # this host's name in events and the fleet
+    gpu_twin: Path | None = None     # read GPU memory from this NVML twin file, not NVML
+
+    @property
+    def db_url(self) -> str:
+        return self.db or default_db_url()
+
+    @classmethod
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = config_path()
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        if path is not None:
+            sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
+        return sources
+
+
+def load_settings(**flags: Any) -> Settings:
+    """The settings, the flags given (a None flag: not given) over everything else;
+    InputError naming the cause when the settings file or a variable is unusable."""
+    given = {name: value for name, value in flags.items() if value is not None}
+    try:
+        return Settings(**given)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"settings file {config_path()}: not TOML: {e}") from e
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}"
+                             for err in e.errors())
+        raise InputError(f"settings: {problems}") from e

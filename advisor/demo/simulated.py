@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore
-from advisor.views.projections import read_rows
+from advisor.views.reading import read_rows
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend

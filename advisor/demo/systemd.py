@@ -76,6 +76,6 @@ def run_systemd_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], b
 
 
 def _runs_of(store: EventStore) -> list[dict[str, object]]:
-    from advisor.views.projections import read_rows
+    from advisor.views.reading import read_rows
 
     return read_rows(store, "runs", unit=UNIT)

@@ -1,0 +1,5 @@
+"""Runs to labels: the rules engine, the learned model, `classify` on a file, and the live
+diagnoser that labels the runs the views hold.
+"""
+
+__all__ = ["classify", "features", "live", "model", "rules", "ruletest", "training"]

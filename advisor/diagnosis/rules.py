@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -25,6 +24,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.core.errors import InputError
+from advisor.core.toml import load_toml
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES, convert
 from advisor.parsing.sequence import Parsed, Run
 
@@ -116,12 +116,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 
 def load_file(path: Path, text: str | None = None) -> list[Rule]:
     """Rules of one file; InputError naming the file, the rule and the field when bad."""
-    try:
-        data = tomllib.loads(text if text is not None else path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read rule file: {e}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from e
+    data = load_toml(path, "rule file", text)
     try:
         container = _RuleFile.model_validate(data)
     except ValidationError as e:

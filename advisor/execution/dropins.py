@@ -158,6 +158,11 @@ def parse_dropin(path: Path, text: str) -> AdvisorDropin:
                      "overwrite it")
 
 
+def advisor_dropin(path: Path, current: str | None) -> AdvisorDropin:
+    """What advisor's drop-in at `path` says now (`current`: its text, None when absent)."""
+    return parse_dropin(path, current) if current is not None else AdvisorDropin()
+
+
 def hold_text() -> str:
     return ("# Written by advisor: no automatic restarts while a plan changes this unit.\n"
             "# Removed when the plan restarts the unit (or ends without finishing).\n"

@@ -19,7 +19,7 @@ from typing import Final
 
 from advisor.core.events import GpuSampled
 from advisor.core.sampler import SamplerLike
-from advisor.execution.backends import BackendError
+from advisor.execution.primitives import BackendError
 
 FREE_FRACTION: Final = 0.05
 STABLE_SAMPLES: Final = 3

@@ -8,8 +8,9 @@ the way the executor would judge it (run / skip / stale); without one, the steps
 from __future__ import annotations
 
 from advisor.core.errors import AdvisorError
-from advisor.execution.backends import Backend, describe
+from advisor.execution.backends import Backend
 from advisor.execution.guards import Context, judge
+from advisor.execution.handlers import handler_for
 from advisor.execution.run import plan_rows, step_of
 from advisor.store import EventStore
 
@@ -22,7 +23,8 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
     stopped = False
     for row in plan_rows(store, plan_id):
         step = step_of(row)
-        label = f"step {row['step']} ({describe(step)})"
+        handler = handler_for(step.kind)
+        label = f"step {row['step']} ({handler.describe(step)})"
         status = row["status"]
         if status in _DONE:
             lines.append(f"{label}: already {status}")
@@ -36,7 +38,7 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
             stopped = True
             continue
         verdict = "would run"
-        if observer is not None and step.unit is not None and step.kind != "notify":
+        if observer is not None and step.unit is not None and handler.touches_unit:
             try:
                 judged = judge(step, observer.observe(step.unit), Context())
             except AdvisorError as e:

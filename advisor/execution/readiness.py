@@ -19,7 +19,7 @@ from pathlib import Path
 
 from advisor.core.journal_export import ExportFormatError, iter_export
 from advisor.core.records import decode_text
-from advisor.execution.backends import BackendError
+from advisor.execution.primitives import BackendError
 from advisor.parsing.facts import READY_CUES
 from advisor.parsing.lines import clean_text
 

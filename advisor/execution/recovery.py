@@ -20,9 +20,11 @@ import orjson
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.execution.backends import Backend
-from advisor.execution.run import EXECUTOR_SOURCE, ExecReport, Executor, _event, plan_rows
+from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
+from advisor.execution.run import ExecReport, Executor
 from advisor.store import EventStore
-from advisor.views.projections import Projector, read_rows
+from advisor.views.projector import Projector
+from advisor.views.reading import read_rows
 
 
 @dataclass
@@ -48,8 +50,7 @@ def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, A
 
 
 def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> Replanned:
-    from advisor.diagnosis.live import Diagnoser
-    from advisor.diagnosis.rules import load_rules
+    from advisor.planning.planner import propose
 
     Projector(store).catch_up()
     incident = open_incident(store, host, unit)
@@ -71,10 +72,9 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     if run is None:
         raise InputError(f"{unit}: the incident's last run is not in the store")
     facts = orjson.loads(incident["facts"] or "{}")
-    diagnoser = Diagnoser(store, load_rules(), None)
-    events = diagnoser.propose(run, new_plan, incident_id, incident["label"] or "unknown",
-                               incident["confidence"] or 0.0, facts, set(),
-                               now.invocation_id if now is not None else run["invocation_id"])
+    events = propose(store, run, new_plan, incident_id, incident["label"] or "unknown",
+                     incident["confidence"] or 0.0, facts, set(),
+                     now.invocation_id if now is not None else run["invocation_id"])
     store.append(events)
     Projector(store).catch_up()
     if now is not None:
@@ -94,7 +94,7 @@ def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -
                 executor.mark_interrupted(row, report)
                 result.notes.append(f"step {row['step']} was interrupted: marked failed")
             elif row["status"] in ("proposed", "approved"):
-                store.append([_event(row, {
+                store.append([action_event(row, {
                     "type": "action.skipped", "action_id": row["action_id"],
                     "why": f"superseded by plan {new_plan}", "stale": True},
                     EXECUTOR_SOURCE, f"skipped:{row['action_id']}")])

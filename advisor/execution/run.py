@@ -14,116 +14,51 @@
 * **Never silently down.** When a plan stops before its restart and advisor's hold on
   restarts is in place, the hold is lifted (the unit's own Restart= applies again) and the
   failure says the unit is stopped; `advisor replan` proposes from the unit's current state.
+
+Approving and rejecting are in `advisor.execution.decisions`, rolling back in
+`advisor.execution.rollback`; their names are importable from here too.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import select
 
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionStep, NewEvent
-from advisor.core.records import stable_key
+from advisor.core.events import ActionStep
 from advisor.core.settings import this_host
-from advisor.execution.attest import attested_step, step_from_spec
+from advisor.execution.attest import attested_step
 from advisor.execution.backends import Backend, FileChange
+from advisor.execution.decisions import (
+    EXECUTOR_SOURCE,
+    HUMAN_SOURCE,
+    action_event,
+    action_row,
+    approve,
+    plan_rows,
+    reject,
+    step_of,
+)
 from advisor.execution.guards import Context, judge
+from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
 from advisor.store import EventStore, leases
-from advisor.store.schema import actions
-from advisor.views.projections import Projector, read_rows
+from advisor.views.projector import Projector
+from advisor.views.reading import read_rows
 
-EXECUTOR_SOURCE: Final = "executor"
-HUMAN_SOURCE: Final = "approval"
+__all__ = ["EXECUTOR_SOURCE", "HUMAN_SOURCE", "LEASE_TTL_S", "ExecReport", "Executor", "Hook",
+           "action_row", "approve", "execute", "executor_identity", "plan_rows", "reject",
+           "rollback", "step_of"]
+
 LEASE_TTL_S: Final = 30.0
 Hook = Callable[[str, str], None]   # (phase, action_id): "started" / "performed", for tests
-
-
-def _event(row: dict[str, Any], payload: dict[str, Any], source: str, key: str,
-           time_us: int | None = None) -> NewEvent:
-    stream = f"{row['host']}/{row['unit'] or 'advisor'}"
-    return NewEvent.model_validate({
-        "stream": stream, "time_us": time_us if time_us is not None else _now_us(),
-        "source": source, "key": stable_key(key.encode()),
-        "payload": {k: v for k, v in payload.items() if v is not None}})
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def plan_rows(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
-    Projector(store).catch_up()
-    with store.connect() as conn:
-        rows = conn.execute(select(actions).where(actions.c.plan_id == plan_id)
-                            .order_by(actions.c.step)).all()
-    return [{str(k): v for k, v in r._mapping.items()} for r in rows]
-
-
-def action_row(store: EventStore, action_id: str) -> dict[str, Any]:
-    Projector(store).catch_up()
-    with store.connect() as conn:
-        row = conn.execute(select(actions).where(actions.c.action_id == action_id)).first()
-    if row is None:
-        raise InputError(f"no action {action_id!r} (see `advisor actions`)")
-    return {str(k): v for k, v in row._mapping.items()}
-
-
-def step_of(row: dict[str, Any]) -> ActionStep:
-    return step_from_spec(orjson.loads(row["spec"]))
-
-
-# ------------------------------------------------------------------ decisions
-def approve(store: EventStore, ident: str, by: str) -> list[str]:
-    """Approve one proposed action, or every non-alternative proposed step of a plan.
-    Approving an alternative chooses it: the step it stands in for, if still proposed, is
-    rejected in the same batch."""
-    rows = plan_rows(store, ident)
-    events: list[NewEvent] = []
-    if rows:
-        chosen = [r for r in rows if r["status"] == "proposed" and not r["alternative"]]
-    else:
-        row = action_row(store, ident)
-        if row["status"] != "proposed":
-            raise InputError(f"action {ident} is {row['status']}, not proposed")
-        chosen = [row]
-        if row["alternative"]:
-            main = _replaced_by(plan_rows(store, row["plan_id"]), row)
-            if main is not None and main["status"] == "proposed":
-                events.append(_event(main, {"type": "action.rejected",
-                                            "action_id": main["action_id"], "by": by,
-                                            "why": f"alternative {ident} chosen instead"},
-                                     HUMAN_SOURCE, f"rejected:{main['action_id']}"))
-    events += [_event(r, {"type": "action.approved", "action_id": r["action_id"], "by": by},
-                      HUMAN_SOURCE, f"approved:{r['action_id']}") for r in chosen]
-    store.append(events)
-    Projector(store).catch_up()
-    return [r["action_id"] for r in chosen]
-
-
-def _replaced_by(rows: list[dict[str, Any]], alternative: dict[str, Any]) -> dict[str, Any] | None:
-    """The main step an alternative stands in for: the nearest non-alternative before it."""
-    before = [r for r in rows if r["step"] < alternative["step"] and not r["alternative"]]
-    return before[-1] if before else None
-
-
-def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
-    row = action_row(store, action_id)
-    if row["status"] not in ("proposed", "approved"):
-        raise InputError(f"action {action_id} is {row['status']}: too late to reject")
-    store.append([_event(row, {"type": "action.rejected", "action_id": action_id, "by": by,
-                               "why": why}, HUMAN_SOURCE, f"rejected:{action_id}")])
-    Projector(store).catch_up()
 
 
 # ------------------------------------------------------------------ execution
@@ -317,7 +252,7 @@ class Executor:
 
     def _append(self, row: dict[str, Any], payload: dict[str, Any], key: str) -> bool:
         """Append one executor event; True if this call stored it (not a duplicate)."""
-        result = self.store.append([_event(row, payload, EXECUTOR_SOURCE, key)])
+        result = self.store.append([action_event(row, payload, EXECUTOR_SOURCE, key)])
         Projector(self.store).catch_up()
         return result.appended == 1
 
@@ -372,49 +307,3 @@ def execute(store: EventStore, backend: Backend, plan_id: str, max_steps: int | 
     """Run a plan with a one-off executor (see `Executor.run`)."""
     return Executor(store, backend, hook=hook).run(plan_id, max_steps)
 
-
-# ------------------------------------------------------------------ rollback
-def rollback(store: EventStore, backend: Backend, action_id: str, root: Path | None = None,
-             by: str = "human") -> str:
-    """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before."""
-    row = action_row(store, action_id)
-    if row["status"] not in ("succeeded", "failed", "started") or row["dropin"] is None:
-        raise InputError(f"action {action_id} changed no unit file (status {row['status']})")
-    if row["status"] == "started":   # written, maybe, by an executor that died before saying so
-        holder = leases.holder_of(store, f"plan:{row['plan_id']}")
-        if holder is not None and holder.expires_us > _now_us():
-            raise InputError(f"action {action_id} is being run by {holder.holder}: roll it "
-                             "back when that executor is done")
-    change = _recorded_change(store, row, root)
-    outcome = backend.restore(change)
-    store.append([_event(row, {"type": "action.rolled_back", "action_id": action_id,
-                               "detail": outcome.detail}, EXECUTOR_SOURCE,
-                         f"rolled_back:{action_id}")])
-    Projector(store).catch_up()
-    return outcome.detail
-
-
-def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) -> FileChange:
-    from advisor.execution.confine import confined_dropin
-
-    path = confined_dropin(Path(row["dropin"]), root)
-    written = row["written_text"]
-    if written is None:   # recorded by an advisor that kept the old text in a side file
-        kept = f" (its previous content was kept at {row['previous']})" if row["previous"] else ""
-        raise InputError(f"{row['action_id']} was recorded before advisor kept what it wrote; "
-                         f"put {path} back by hand{kept}")
-    try:
-        current = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        current = None
-    if current != written:
-        later = [r for r in read_rows(store, "actions") if r["dropin"] == row["dropin"]
-                 and r["proposed_seq"] > row["proposed_seq"] and r["status"] == "succeeded"]
-        if later:
-            raise InputError(f"{path} was changed again by {later[-1]['action_id']}: roll that "
-                             "back first")
-        if current == row["previous_text"] or (current is None and not row["had_previous"]):
-            raise InputError(f"{path} is already as it was before {row['action_id']}")
-        raise InputError(f"{path} was edited since {row['action_id']} wrote it; "
-                         "not overwriting")
-    return FileChange(path, written, row["previous_text"], bool(row["had_previous"]))

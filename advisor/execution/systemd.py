@@ -1,4 +1,5 @@
 """The systemd backend: systemd's D-Bus API for state and jobs, drop-ins under a root folder.
+It implements the primitives (`advisor.execution.primitives`) the action handlers compose:
 
 * `observe` reads the unit's real state from systemd's properties (`advisor.execution.bus`):
   the exact ExecStart argv (variables unexpanded), InvocationID, MainPID, states, Result,
@@ -27,29 +28,13 @@ from typing import Any, Final
 
 from advisor.core.events import ActionStep
 from advisor.core.sampler import SamplerLike
-from advisor.execution.backends import (
-    BackendError,
-    FileChange,
-    Outcome,
-    acted_on,
-    describe,
-    unit_of,
-)
+from advisor.execution import gpuwait
 from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
-from advisor.execution.dropins import (
-    ADVISOR_DROPIN,
-    HOLD_DROPIN,
-    AdvisorDropin,
-    flag_value,
-    hold_text,
-    parse_dropin,
-    with_flag,
-    write_atomically,
-)
-from advisor.execution.gpuwait import wait_gpu_free
+from advisor.execution.dropins import HOLD_DROPIN, write_atomically
+from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
 from advisor.execution.readiness import JournalReadiness
 from advisor.execution.state import ExecCommand, UnitSnapshot
-from advisor.planning.bounds import check_step, timeout_seconds
 from advisor.planning.recommend import DEFAULT_READY_S
 
 STOP_MARGIN_S: Final = 10.0
@@ -130,35 +115,35 @@ class SystemdBackend:
     def _reload(self) -> None:
         self.bus.manager("Reload", timeout_s=120)
 
-    # ------------------------------------------------------------------ preparing
+    # ------------------------------------------------------------------ steps
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
         """The drop-in a step will write, computed from the unit's loaded state; nothing is
         written here."""
-        check_step(step)
-        unit = unit_of(step) if step.kind != "notify" else None
-        if unit is None or step.kind not in ("set_flag", "set_unit_option", "hold_restarts"):
-            return None
+        return prepare_step(self, step, before)
+
+    def perform(self, step: ActionStep, before: UnitSnapshot | None,
+                change: FileChange | None) -> Outcome:
+        return perform_step(self, step, change)
+
+    # ------------------------------------------------------------------ configuration
+    def plan_config(self, unit: str, before: UnitSnapshot | None,
+                    edit: ConfigEdit) -> FileChange:
         if before is None:
             before = self.observe(unit)
         if before.load_state != "loaded":
             raise BackendError(f"{unit}: systemd has no such unit loaded "
                                f"(LoadState={before.load_state})")
-        if step.kind == "hold_restarts":
-            return self._change(self._dropin_dir(unit) / HOLD_DROPIN, hold_text())
-        path = self._dropin_dir(unit) / ADVISOR_DROPIN
+        path = self._dropin_dir(unit) / edit.dropin
         current = self._read(path)
-        dropin = parse_dropin(path, current) if current is not None else AdvisorDropin()
-        if step.kind == "set_unit_option":
-            assert step.option is not None
-            return self._change(path, dropin.with_option(step.option, str(step.value)).render())
-        assert step.flag is not None
-        if len(before.exec_start) != 1:
-            raise BackendError(f"{unit} has {len(before.exec_start)} ExecStart= commands; "
-                               "advisor changes a flag only in a unit with one")
-        command = before.exec_start[0]
-        argv = with_flag(command.argv, step.flag, str(step.value))
-        return self._change(path, dropin.with_exec_start(
-            ExecCommand(command.path, argv, command.flags)).render())
+        return FileChange(path, edit.text(path, current, before), current, current is not None)
+
+    def apply_config(self, unit: str, edit: ConfigEdit, change: FileChange | None) -> Outcome:
+        assert change is not None
+        done = self._apply(unit, change, edit.loaded)
+        if not edit.stops:
+            return done
+        stopped = self.stop_unit(unit)
+        return Outcome(f"{done.detail}; {stopped.detail}", stopped.after)
 
     def _read(self, path: Path) -> str | None:
         try:
@@ -167,46 +152,6 @@ class SystemdBackend:
             return None
         except OSError as e:
             raise BackendError(f"{path}: {e.strerror}") from e
-
-    def _change(self, path: Path, text: str | None) -> FileChange:
-        previous = self._read(path)
-        return FileChange(path, text, previous, previous is not None)
-
-    # ------------------------------------------------------------------ acting
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome:
-        if step.kind == "notify":
-            return Outcome(f"notified: {step.why}")
-        unit = acted_on(step)
-        kind = step.kind
-        if kind in ("set_flag", "set_unit_option"):
-            assert change is not None
-            return self._apply(unit, change, lambda s: self._loaded_as_intended(step, s))
-        if kind == "hold_restarts":
-            assert change is not None
-            held = self._apply(unit, change, lambda s: None if s.restart == "no" else
-                               f"Restart={s.restart} (a later drop-in overrides the hold)")
-            stopped = self._stop(unit)
-            return Outcome(f"{held.detail}; {stopped.detail}", stopped.after)
-        if kind == "stop":
-            return self._stop(unit, pid=step.pid)
-        if kind == "kill":
-            return self._kill(unit, step.pid)
-        if kind == "reset_failed":
-            # On the unit's object: an inactive unit systemd unloaded is loaded again first.
-            self.bus.call(self.bus.unit_path(unit), UNIT, "ResetFailed")
-            after = self.observe(unit)
-            return Outcome(f"reset-failed {unit}: {after.describe()}", after)
-        if kind == "restart":
-            return self._restart(unit, step.seconds or DEFAULT_READY_S)
-        if kind == "wait_gpu_free":
-            if self.gpus is None:
-                raise BackendError(f"cannot tell when {unit}'s GPU memory is free: "
-                                   f"{self.no_gpus_why}")
-            detail = wait_gpu_free(self.gpus, unit, step.gpus, float(step.seconds or 30),
-                                   poll_s=max(self.poll_s, 0.2))
-            return Outcome(detail, self.observe(unit))
-        raise BackendError(f"{describe(step)}: not an action the systemd backend takes")
 
     def _apply(self, unit: str, change: FileChange,
                mismatch: Callable[[UnitSnapshot], str | None]) -> Outcome:
@@ -236,26 +181,24 @@ class SystemdBackend:
         else:
             write_atomically(path, text)
 
-    def _loaded_as_intended(self, step: ActionStep, after: UnitSnapshot) -> str | None:
-        if step.kind == "set_flag":
-            assert step.flag is not None
-            if len(after.exec_start) != 1:
-                return f"{len(after.exec_start)} ExecStart= commands"
-            value = flag_value(after.exec_start[0].argv, step.flag)
-            if value != str(step.value):
-                return f"{step.flag} {value} in ExecStart (another drop-in sorts after advisor's)"
-            return None
-        expected = str(step.value)
-        if step.option == "TimeoutStopSec":
-            seconds = timeout_seconds(expected)
-            real = after.timeout_stop_s
-            if seconds != real and not (seconds is not None and real is not None
-                                        and abs(seconds - real) < 1e-6):
-                return f"TimeoutStopUSec={after.timeout_stop_us}"
-            return None
-        real_value = {"KillMode": after.kill_mode, "Restart": after.restart}.get(
-            step.option or "", expected)
-        return None if real_value == expected else f"{step.option}={real_value}"
+    # ------------------------------------------------------------------ jobs
+    def notify(self, message: str) -> Outcome:
+        return Outcome(f"notified: {message}")
+
+    def reset_failed(self, unit: str) -> Outcome:
+        # On the unit's object: an inactive unit systemd unloaded is loaded again first.
+        self.bus.call(self.bus.unit_path(unit), UNIT, "ResetFailed")
+        after = self.observe(unit)
+        return Outcome(f"reset-failed {unit}: {after.describe()}", after)
+
+    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None,
+                      bound_s: float) -> Outcome:
+        if self.gpus is None:
+            raise BackendError(f"cannot tell when {unit}'s GPU memory is free: "
+                               f"{self.no_gpus_why}")
+        detail = gpuwait.wait_gpu_free(self.gpus, unit, gpus, bound_s,
+                                       poll_s=max(self.poll_s, 0.2))
+        return Outcome(detail, self.observe(unit))
 
     def _stop_bound(self, before: UnitSnapshot) -> float:
         timeout = before.timeout_stop_s
@@ -263,7 +206,7 @@ class SystemdBackend:
             return self.stop_ceiling_s
         return 2 * timeout + self.stop_margin_s   # SIGTERM, then as long again after SIGKILL
 
-    def _stop(self, unit: str, pid: int | None = None) -> Outcome:
+    def stop_unit(self, unit: str) -> Outcome:
         before = self.observe(unit)
         if before.stopped and before.sub_state != "auto-restart":
             return Outcome(f"{unit} is already stopped ({before.describe()})", before)
@@ -281,7 +224,7 @@ class SystemdBackend:
                                f"(TimeoutStopSec={_span(before)}): {now.describe()}")
         return Outcome(f"stopped {unit}: {after.describe()}", after)
 
-    def _kill(self, unit: str, pid: int | None) -> Outcome:
+    def kill_unit(self, unit: str, pid: int | None) -> Outcome:
         if pid is not None:
             owner = self._owner_of(pid)
             if owner != unit:
@@ -305,13 +248,21 @@ class SystemdBackend:
         unit_id = self.bus.properties(path, UNIT).get("Id")
         return str(unit_id) if unit_id else None
 
-    def _restart(self, unit: str, ready_bound_s: float) -> Outcome:
-        lifted = ""
+    def lift_hold(self, unit: str) -> str | None:
+        hold = self._remove_hold(unit)
+        return None if hold is None else f"removed {hold}; daemon-reload"
+
+    def _remove_hold(self, unit: str) -> Path | None:
+        """Remove advisor's hold drop-in and reload; None when there was none."""
         hold = self._dropin_dir(unit) / HOLD_DROPIN
-        if hold.exists():   # the plan's hold ends here
-            hold.unlink()
-            self._reload()
-            lifted = f"removed {hold}; daemon-reload; "
+        if not hold.exists():
+            return None
+        hold.unlink()
+        self._reload()
+        return hold
+
+    def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
+        bound_s = ready_bound_s or DEFAULT_READY_S
         before = self.observe(unit)
         asked = time.time_ns() // 1000
         self.bus.manager("RestartUnit", "ss", unit, "replace")
@@ -334,9 +285,9 @@ class SystemdBackend:
                 return f"it stopped ({now.describe()})"
             return None
 
-        ready = self.readiness.wait(invocation, ready_bound_s, gone)
+        ready = self.readiness.wait(invocation, bound_s, gone)
         after = self.observe(unit)
-        return Outcome(f"{lifted}restarted {unit}: invocation {invocation[:12]} ready after "
+        return Outcome(f"restarted {unit}: invocation {invocation[:12]} ready after "
                        f"{self.clock() - began:.1f} s ({ready.line[:120]})", after)
 
     def _until(self, unit: str, done: Callable[[UnitSnapshot], bool],
@@ -352,11 +303,9 @@ class SystemdBackend:
 
     def release_hold(self, unit: str) -> str | None:
         """Lift advisor's hold (a plan stopped before its restart); None when there was none."""
-        hold = self._dropin_dir(unit) / HOLD_DROPIN
-        if not hold.exists():
+        hold = self._remove_hold(unit)
+        if hold is None:
             return None
-        hold.unlink()
-        self._reload()
         now = self.observe(unit)
         return (f"advisor's hold on restarts was lifted (removed {hold}; {unit}'s own "
                 f"Restart={now.restart} applies again); the unit is {now.active_state}"

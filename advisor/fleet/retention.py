@@ -20,35 +20,20 @@ exported again, only detached.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import orjson
-from sqlalchemy import text
-
 from advisor.core.errors import InputError, StoreError
-from advisor.core.events import ChainAnchor, NewEvent, StoreRetained
+from advisor.core.events import NewEvent, StoreRetained
 from advisor.reports.analytics import connect_store, events_select, sql_literal
 from advisor.store import EventStore
 from advisor.store.audit import retentions
-from advisor.store.store import SHIP_PREFIX
+from advisor.store.partitions import Partition, attached, chain_anchor, detach, host_anchors
 
 STREAM: Final = "store/retention"
 SOURCE: Final = "advisor-retention"
-_BOUND = re.compile(r"FROM \((?P<lo>[^)]*)\) TO \((?P<hi>[^)]*)\)")
-
-
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    below: int                     # seqs below this (and from the previous partition's)
-    events: int = 0
-    first_seq: int | None = None
-    last_seq: int | None = None
-    last_recorded_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,34 +49,15 @@ class Retained:
 def partitions(store: EventStore) -> list[Partition]:
     """The attached partitions of `events`, oldest first, with what they hold."""
     _require_partitioned(store)
-    with store.connect() as conn:
-        found = conn.execute(text(
-            "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
-            "JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = to_regclass('events')")).all()
-        out = []
-        for name, bound in found:
-            match = _BOUND.search(bound or "")
-            if match is None:
-                raise StoreError(f"partition {name} has an unexpected bound: {bound}")
-            # By the primary key only, not a scan: seqs have no gaps (verify checks that, and
-            # the export is counted back), and a partition's events were appended in seq
-            # order, so its last event is its last recorded.
-            table = conn.dialect.identifier_preparer.quote(name)
-            low, high = conn.execute(text(f"SELECT min(seq), max(seq) FROM {table}")).one()
-            recorded = None if high is None else conn.execute(text(
-                f"SELECT recorded_time_us FROM {table} WHERE seq = :s"), {"s": high}).scalar()
-            out.append(Partition(name, int(match["hi"].strip("'")),
-                                 0 if high is None else high - low + 1, low, high, recorded))
-    return sorted(out, key=lambda p: p.below)
+    return attached(store)
 
 
 def retainable(store: EventStore, recorded_before_us: int) -> list[Partition]:
     """The oldest partitions whose last event was recorded before the cutoff, stopping at
     the first that is not (and never the newest, which is being written)."""
-    attached = partitions(store)
+    found = partitions(store)
     out = []
-    for partition in attached[:-1]:
+    for partition in found[:-1]:
         if (not partition.events or partition.last_recorded_us is None
                 or partition.last_recorded_us >= recorded_before_us):
             break
@@ -114,14 +80,13 @@ def retain(store: EventStore, recorded_before_us: int, folder: Path) -> list[Ret
                                  partition=partition.name, first_seq=partition.first_seq,
                                  events=partition.events, recorded_before_us=recorded_before_us,
                                  exported_to=str(folder.resolve()), files=files,
-                                 anchor=_anchor(store, partition), hosts=_host_anchors(
-                                     store, partition)))
+                                 anchor=chain_anchor(store, partition.last_seq),
+                                 hosts=host_anchors(store, partition.first_seq,
+                                                    partition.last_seq)))
             event_seq = store.append([event]).last_seq
         else:
             files = recorded.files
-        with store.begin() as conn:
-            conn.execute(text("ALTER TABLE events DETACH PARTITION "
-                              + conn.dialect.identifier_preparer.quote(partition.name)))
+        detach(store, partition.name)
         done.append(Retained(partition.name, partition.first_seq, partition.last_seq,
                              partition.events, files, event_seq))
     return done
@@ -156,27 +121,6 @@ def _export(store: EventStore, partition: Partition, folder: Path) -> int:
         return len(written)
     finally:
         conn.close()
-
-
-def _anchor(store: EventStore, partition: Partition) -> ChainAnchor:
-    with store.connect() as conn:
-        value = conn.execute(text("SELECT hash FROM events WHERE seq = :s"),
-                             {"s": partition.last_seq}).scalar_one()
-    return ChainAnchor(seq=partition.last_seq or 1, hash=bytes(value).hex())
-
-
-def _host_anchors(store: EventStore, partition: Partition) -> dict[str, ChainAnchor]:
-    """Each shipping host's last event in the partition: its own seq and its own hash."""
-    table_query = text(
-        "SELECT DISTINCT ON (e.source_id) s.name, e.idem_key, e.origin FROM events e "
-        "JOIN sources s ON s.id = e.source_id WHERE e.seq BETWEEN :lo AND :hi "
-        "AND s.name LIKE :ship AND e.origin IS NOT NULL "
-        "ORDER BY e.source_id, e.idem_key DESC")
-    with store.connect() as conn:
-        rows = conn.execute(table_query, {"lo": partition.first_seq, "hi": partition.last_seq,
-                                          "ship": SHIP_PREFIX + "%"}).all()
-    return {name: ChainAnchor(seq=key, hash=orjson.loads(origin)["hash"])
-            for name, key, origin in rows}
 
 
 def _literal_list(paths: list[Path]) -> str:

@@ -6,23 +6,27 @@ this plan's steps included — it approves them (`by = "policy:<file>"`) and run
 otherwise the plan is left for a person and the reason is reported. A plan whose executor died
 mid-step is proposed again (`advisor.execution.recovery`) for the next pass to judge. Without a
 backend (a dry run) nothing is approved, run or recorded: the report says what would be.
-`advisor auto` repeats the pass.
+`run_auto` repeats the pass (`advisor auto`); `auto_lines` says what a pass did.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows
+from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import CHANGES, History, Policy, decide
 from advisor.store import EventFilter, EventStore
-from advisor.views.projections import Projector, read_rows
+from advisor.views.projector import Projector
+from advisor.views.reading import read_rows
 
 
 @dataclass
@@ -98,3 +102,36 @@ def _refusal(store: EventStore, policy: Policy, steps: list[dict[str, Any]],
         if not decision.allowed:
             return f"step {row['step']} ({row['kind']}): {decision.why}"
     return None
+
+
+def auto_lines(report: AutoReport, reported: dict[str, str]) -> list[str]:
+    """What one pass did, to print; a plan left or previewed is said once, not every pass
+    (`reported` keeps what was said of each plan, from pass to pass)."""
+    lines = [f"applied {safe_text(plan_id)}" for plan_id in report.applied]
+    lines += [f"proposed again after an interruption: {safe_text(plan_id)}"
+              for plan_id in report.replanned]
+    said = [(p, f"dry run: would apply {safe_text(p)}") for p in report.would] + [
+        (p, f"left for a person: {safe_text(p)}: {safe_text(why)}")
+        for p, why in report.left.items()]
+    for plan_id, line in said:
+        if reported.get(plan_id) != line:
+            lines.append(line)
+            reported[plan_id] = line
+    return lines
+
+
+def run_auto(store: EventStore, backend: Backend | None, policy: Policy, name: str, *,
+             interval_s: float, once: bool, say: Callable[[str], None]) -> None:
+    """Pass after pass, `interval_s` apart, saying what each did, until SIGINT or SIGTERM
+    (or after one pass, `once`)."""
+    reported: dict[str, str] = {}
+    try:
+        with sigterm_as_interrupt():
+            while True:
+                for line in auto_lines(auto_once(store, backend, policy, name), reported):
+                    say(line)
+                if once:
+                    return
+                time.sleep(interval_s)
+    except KeyboardInterrupt:
+        return

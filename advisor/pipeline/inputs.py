@@ -7,25 +7,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import orjson
-
 from advisor.core.errors import InputError
 from advisor.parsing.lines import LogLine, line_from_payload
+from ingest.kinds import JOURNAL_JSON, line_kind
 
 JOURNALD = "journald-json"
 TEXT = "text"
-_JOURNAL_KEYS = ("__CURSOR", "__REALTIME_TIMESTAMP", "MESSAGE", "_SYSTEMD_UNIT")
-
-
-def _is_journal_json(first: bytes) -> bool:
-    first = first.strip().lstrip(b"\x1e")
-    if not first.startswith(b"{"):
-        return False
-    try:
-        obj = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(obj, dict) and any(k in obj for k in _JOURNAL_KEYS)
 
 
 def _journal_lines(raw_lines: list[bytes], name: str) -> list[LogLine]:
@@ -70,6 +57,6 @@ def read_log(path: str) -> tuple[str, list[LogLine]]:
     first = next((line for line in raw_lines if line.strip()), b"")
     if not first:
         raise InputError(f"{name}: empty log")
-    if _is_journal_json(first):
+    if line_kind(first) == JOURNAL_JSON:
         return JOURNALD, _journal_lines(raw_lines, name)
     return TEXT, _text_lines(raw_lines)

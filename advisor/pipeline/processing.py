@@ -1,8 +1,8 @@
-"""After ingestion: fold new events into the projections and diagnose what they show.
+"""After ingestion: fold new events into the projections, diagnose what they show, plan.
 
 The one place that wires the stages after `ingest`: projector → diagnoser → (events) →
-projector. Used by the `ingest` commands (once at the end of a file, after every committed
-batch while following) and by `advisor rebuild`.
+projector → planner → (events) → projector. Used by the `ingest` commands (once at the
+end of a file, after every committed batch while following) and by `advisor rebuild`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from advisor.core.events import NewEvent
 from advisor.diagnosis.live import Diagnoser
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import RuleSet, load_rules
+from advisor.planning.planner import Planner
 from advisor.store import EventStore
 from advisor.store.types import AppendResult
-from advisor.views.projections import Projector
+from advisor.views.projector import Projector
 from advisor.views.skipped import environmental, reason_of, skipped_event
 
 
@@ -41,6 +42,7 @@ class Processor:
         self.projector = Projector(store)
         self.diagnoser = Diagnoser(store, rules or load_rules(), model,
                                    model.digest if model is not None else None)
+        self.planner = Planner(store)
         self.store = store
         self._busy = False
         self._lock = threading.Lock()
@@ -69,19 +71,30 @@ class Processor:
             self._lock.release()
 
     def run(self, *, final: bool) -> ProcessReport:
-        """Catch up and diagnose; `final` when the input is complete (no more lines coming)."""
+        """Catch up, diagnose and plan; `final` when the input is complete (no more lines
+        coming). Each run's incident is planned right after its diagnosis is folded."""
         self._busy = True
         try:
             report = ProcessReport(folded=self.projector.catch_up())
+            self._plan(report)
             for run in self.diagnoser.pending(final=final):
                 events = self._diagnose(run)
                 report.diagnosed += 1
                 if events:
                     report.diagnosis_events += self._append(run, events)
                     report.folded += self.projector.catch_up()
+                    self._plan(report)
             return report
         finally:
             self._busy = False
+
+    def _plan(self, report: ProcessReport) -> None:
+        """Plan the incidents classified since the last pass (their events are counted with
+        the diagnosis's) and fold the plans."""
+        added = self.planner.catch_up()
+        if added:
+            report.diagnosis_events += added
+            report.folded += self.projector.catch_up()
 
     def _diagnose(self, run: dict[str, Any]) -> list[NewEvent]:
         """The events diagnosing one run adds. A run whose diagnosis raises is recorded as

@@ -1,0 +1,3 @@
+"""Plans for incidents: what to do, within which bounds, and the planning stage."""
+
+__all__ = ["bounds", "planner", "policy", "recommend"]

@@ -10,7 +10,6 @@ label are tried before giving up and notifying; and whether to only say what it 
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.core.errors import InputError
 from advisor.core.events import ActionKind
+from advisor.core.toml import load_toml
 
 CHANGES = frozenset({"set_flag", "set_unit_option", "restart", "hold_restarts", "kill", "stop"})
 
@@ -48,12 +48,7 @@ class Policy(BaseModel):
 
 
 def load_policy(path: Path) -> Policy:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read policy: {e.strerror or e}") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from e
+    data = load_toml(path, "policy")
     try:
         return Policy.model_validate(data)
     except ValidationError as e:

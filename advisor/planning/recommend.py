@@ -164,26 +164,11 @@ def _sampler(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
         p.add("notify", "sampler warm-up ran out of memory but the log states no usable "
                         "max_num_seqs or dummy request count: lower --max-num-seqs by hand")
         return
-    vocab = facts.get("vocab_size")
     tried = facts.get("tried_to_allocate_gib")
     free = facts.get("free_gib")
     total = facts.get("total_capacity_gib")
     lines: list[str] = []
-    per_request = None
-    if vocab:
-        per_request = SAMPLER_BYTES_PER_ELEMENT * vocab
-        lines.append(f"per request: {vocab:,} logits × {SAMPLER_BYTES_PER_ELEMENT} B (float32 "
-                     f"logits, sorted values, int64 indices, probabilities) = "
-                     f"{_mib(per_request)}")
-    elif tried and facts.get("dummy_requests"):
-        dummies = facts["dummy_requests"]
-        row = tried * GIB / dummies
-        per_request = row / 4 * SAMPLER_BYTES_PER_ELEMENT
-        lines.append(f"the failed allocation is one [{dummies} × vocab] float32 tensor: "
-                     f"{tried * GIB / MIB:.2f} MiB / {dummies} = {_mib(row)} a request, so vocab "
-                     f"≈ {row / 4:,.0f}")
-        lines.append(f"per request: {row / 4:,.0f} × {SAMPLER_BYTES_PER_ELEMENT} B = "
-                     f"{_mib(per_request)}")
+    per_request = _sampler_per_request(facts, lines)
     available = ctx.free_before_bytes
     if available is not None:
         lines.append(f"free GPU memory before the warm-up (NVML samples): {_gib(available)}")
@@ -220,6 +205,30 @@ def _sampler(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:
               flag="--max-num-seqs", value=value, arithmetic=(f"{seqs} / 2 = {value}",),
               expected="half the warm-up memory")
     _wait_then_restart(p, ctx, "the warm-up completes and the server says it is ready")
+
+
+def _sampler_per_request(facts: Mapping[str, Any], lines: list[str]) -> float | None:
+    """The sampler's memory for one request, from the vocab size or else the failed
+    allocation; the arithmetic is added to `lines`."""
+    vocab = facts.get("vocab_size")
+    tried = facts.get("tried_to_allocate_gib")
+    if vocab:
+        per_request: float = SAMPLER_BYTES_PER_ELEMENT * vocab
+        lines.append(f"per request: {vocab:,} logits × {SAMPLER_BYTES_PER_ELEMENT} B (float32 "
+                     f"logits, sorted values, int64 indices, probabilities) = "
+                     f"{_mib(per_request)}")
+        return per_request
+    if tried and facts.get("dummy_requests"):
+        dummies = facts["dummy_requests"]
+        row = tried * GIB / dummies
+        per_request = row / 4 * SAMPLER_BYTES_PER_ELEMENT
+        lines.append(f"the failed allocation is one [{dummies} × vocab] float32 tensor: "
+                     f"{tried * GIB / MIB:.2f} MiB / {dummies} = {_mib(row)} a request, so vocab "
+                     f"≈ {row / 4:,.0f}")
+        lines.append(f"per request: {row / 4:,.0f} × {SAMPLER_BYTES_PER_ELEMENT} B = "
+                     f"{_mib(per_request)}")
+        return per_request
+    return None
 
 
 def _kv_cache(p: _Plan, facts: Mapping[str, Any], ctx: PlanContext) -> None:

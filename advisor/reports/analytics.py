@@ -29,6 +29,7 @@ from urllib.parse import quote
 import duckdb
 
 from advisor.core.errors import InputError, StoreError
+from advisor.reports.stats_sql import STATS_SQL
 from advisor.store.engine import parse_url, redact
 
 PROJECTIONS: Final = ("runs", "incidents", "actions", "gpu_samples")
@@ -344,51 +345,6 @@ def _count(conn: Connection, view: str) -> int:
 
 
 # ------------------------------------------------------------------ stats
-_STATS_SQL: Final = {
-    "crashes_by_label": """
-        SELECT label, count(*) AS incidents, sum(runs) AS failed_runs FROM incidents {where}
-        GROUP BY label ORDER BY incidents DESC, label""",
-    "crashes_by_service": """
-        SELECT host, unit, count(*) AS incidents, sum(runs) AS failed_runs FROM incidents {where}
-        GROUP BY host, unit ORDER BY incidents DESC, host, unit""",
-    "crashes_by_week": """
-        SELECT strftime(make_timestamp(opened_us), '%G-W%V') AS week, count(*) AS incidents
-        FROM incidents {where} GROUP BY week ORDER BY week""",
-    "time_to_recovery": """
-        SELECT count(*) AS resolved, round(avg(resolved_us - opened_us) / 1e6, 1) AS mean_s,
-               round(quantile_cont((resolved_us - opened_us) / 1e6, 0.9), 1) AS p90_s
-        FROM incidents {where_and} resolved_us IS NOT NULL""",
-    "restart_loops": """
-        SELECT count(*) AS loops, max(runs) AS longest, round(avg(runs), 1) AS mean_length
-        FROM incidents {where_and} runs > 1""",
-    "gpu_headroom_by_service": """
-        SELECT host, unit, count(*) AS runs,
-               round(quantile_cont(1 - peak_gpu_used_bytes::DOUBLE / peak_gpu_total_bytes, 0.1), 3)
-                   AS p10,
-               round(quantile_cont(1 - peak_gpu_used_bytes::DOUBLE / peak_gpu_total_bytes, 0.5), 3)
-                   AS p50
-        FROM runs {where_and} peak_gpu_total_bytes > 0 GROUP BY host, unit ORDER BY host, unit""",
-    "gpu_release_after_kill": """
-        WITH killed AS (
-            SELECT run_id, host, started_us, ended_us FROM runs
-            {where_and} exit_signal = 'KILL' AND ended_us IS NOT NULL),
-        used AS (
-            SELECT k.run_id, s.gpu FROM killed k JOIN gpu_samples s
-              ON s.host = k.host AND s.time_us BETWEEN k.started_us AND k.ended_us
-            GROUP BY k.run_id, s.gpu
-            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > 0.10),
-        freed AS (
-            SELECT k.run_id, k.host, u.gpu, min(s.time_us) - k.ended_us AS dt
-            FROM killed k JOIN used u ON u.run_id = k.run_id
-            JOIN gpu_samples s ON s.host = k.host AND s.gpu = u.gpu
-             AND s.time_us > k.ended_us AND s.time_us <= k.ended_us + 300000000
-             AND s.used_bytes::DOUBLE / nullif(s.total_bytes, 0) < 0.05
-            GROUP BY k.run_id, k.host, u.gpu, k.ended_us)
-        SELECT host, count(*) AS kills, round(quantile_cont(dt / 1e6, 0.5), 1) AS p50_s,
-               round(quantile_disc(dt / 1e6, 0.95), 1) AS p95_s
-        FROM (SELECT run_id, host, max(dt) AS dt FROM freed GROUP BY run_id, host)
-        GROUP BY host ORDER BY host""",
-}
 
 
 def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
@@ -400,7 +356,7 @@ def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
     if host is not None:
         conditions.append(f"host = {sql_literal(host)}")
     out: dict[str, list[dict[str, Any]]] = {}
-    for name, sql in _STATS_SQL.items():
+    for name, sql in STATS_SQL.items():
         time_column = "opened_us" if "incidents" in sql.split("FROM")[1] else "started_us"
         extra = conditions + ([f"{time_column} >= {int(since_us)}"] if since_us else [])
         if time_column == "opened_us":  # an id named on partial data is no incident

@@ -5,20 +5,16 @@ run's phases and the failure marked, the restart timeline, and the actions taken
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from html import escape
 from typing import Any, Final
+
+from advisor.core.timefmt import parse_iso_us
 
 W: Final = 900
 H: Final = 220
 PAD: Final = 40
 COLOURS: Final = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                   "#e377c2", "#7f7f7f")
-
-
-def _us(iso: str) -> int:
-    return int(datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-               .timestamp() * 1_000_000)
 
 
 def _x(t: int, t0: int, t1: int) -> float:
@@ -85,15 +81,15 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
     from advisor.reports.postmortem import render_text
 
     inc = report["incident"]
-    times = [_us(e["time"]) for e in report["timeline"]] or [0]
+    times = [parse_iso_us(e["time"]) for e in report["timeline"]] or [0]
     all_times = times + [t for pts in samples.values() for t, _ in pts]
     t0, t1 = min(all_times), max(all_times)
-    marks = [(_us(e["time"]), e["what"]) for e in report["timeline"]
+    marks = [(parse_iso_us(e["time"]), e["what"]) for e in report["timeline"]
              if e["what"].startswith(("phase", "main process exited", "failed", "stop timed",
                                       "started", "action"))]
-    lifecycle = [(_us(e["time"]), e["what"]) for e in report["timeline"]
+    lifecycle = [(parse_iso_us(e["time"]), e["what"]) for e in report["timeline"]
                  if not e["what"].startswith(("phase", "action"))]
-    actions = [(_us(e["time"]), e["what"]) for e in report["timeline"]
+    actions = [(parse_iso_us(e["time"]), e["what"]) for e in report["timeline"]
                if e["what"].startswith("action")]
     title = f"{inc['host']}/{inc['unit']}: {inc['label']}"
     return "".join([

@@ -19,7 +19,8 @@ from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.store import EventFilter, EventStore
-from advisor.views.projections import Projector, read_rows, run_log_events
+from advisor.views.projector import Projector
+from advisor.views.reading import read_rows, run_log_events
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
@@ -72,11 +73,10 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
     return times
 
 
-def build(store: EventStore, service: str, incident_id: str | None = None,
-          series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
-    """The post-mortem of SERVICE's latest incident (or of `incident_id`); SERVICE is `UNIT` or
-    `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
-    GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
+def _incident(store: EventStore, service: str, incident_id: str | None) -> dict[str, Any]:
+    """The `incidents` row the post-mortem is about: SERVICE's latest that is not superseded,
+    or `incident_id` (an error if that one is superseded). The projections are caught up
+    first."""
     host, unit = parse_service(service)
     Projector(store).catch_up()
     incidents = read_rows(store, "incidents", unit=unit, host=host)
@@ -90,24 +90,31 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
         incidents = [i for i in incidents if i["status"] != "superseded"]
     if not incidents:
         raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
-    incident = incidents[-1]
-    runs = read_rows(store, "runs", unit=incident["unit"], host=incident["host"])
-    first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
-    last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
-    window = runs[max(0, first - 1):last + 2]
+    return incidents[-1]
+
+
+def _timeline(store: EventStore, window: list[dict[str, Any]],
+              plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs' timelines and the plan's decided steps, in time order."""
     timeline: list[dict[str, Any]] = []
     for run in window:
         for t, what in _run_timeline(store, run):
             timeline.append({"time_us": t, "run": run["run_id"], "what": what})
-    plan = [r for r in read_rows(store, "actions") if r["plan_id"] == incident["incident_id"]]
     for row in plan:
         if row["status"] != "proposed":
             timeline.append({"time_us": row["updated_us"], "run": None,
                              "what": f"action {row['kind']} {row['status']}"})
     timeline.sort(key=lambda e: e["time_us"])
+    return timeline
+
+
+def _gpu_memory(store: EventStore, host: str, window: list[dict[str, Any]],
+                series: dict[str, list[tuple[int, float]]] | None) -> dict[int, list[float]]:
+    """Per GPU, the used fractions of the samples from the window's start to 30 s after its
+    end; with `series`, (time µs, fraction) go there too."""
     start = window[0]["started_us"]
     end = max((r["ended_us"] or r["started_us"]) for r in window) + 30_000_000
-    samples = [s for s in read_rows(store, "gpu_samples", host=incident["host"])
+    samples = [s for s in read_rows(store, "gpu_samples", host=host)
                if start <= s["time_us"] <= end]
     gpus: dict[int, list[float]] = {}
     for s in samples:
@@ -115,6 +122,29 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
         gpus.setdefault(s["gpu"], []).append(fraction)
         if series is not None:
             series.setdefault(str(s["gpu"]), []).append((s["time_us"], fraction))
+    return gpus
+
+
+def _plan_step(row: dict[str, Any]) -> dict[str, Any]:
+    return {"action_id": row["action_id"], "kind": row["kind"], "status": row["status"],
+            "alternative": row["alternative"], "detail": row["detail"],
+            **{k: v for k, v in orjson.loads(row["spec"]).items()
+               if k in ("flag", "value", "option", "seconds", "why", "arithmetic")}}
+
+
+def build(store: EventStore, service: str, incident_id: str | None = None,
+          series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
+    """The post-mortem of SERVICE's latest incident (or of `incident_id`); SERVICE is `UNIT` or
+    `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
+    GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
+    incident = _incident(store, service, incident_id)
+    runs = read_rows(store, "runs", unit=incident["unit"], host=incident["host"])
+    first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
+    last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
+    window = runs[max(0, first - 1):last + 2]
+    plan = [r for r in read_rows(store, "actions") if r["plan_id"] == incident["incident_id"]]
+    timeline = _timeline(store, window, plan)
+    gpus = _gpu_memory(store, incident["host"], window, series)
     similar = [i for i in read_rows(store, "incidents", host=incident["host"])
                if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]
                and i["status"] != "superseded"]
@@ -131,11 +161,7 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
                       "seq": e["seq"], "text": e["text"]} for e in evidence],
         "timeline": [{"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]}
                      for e in timeline],
-        "plan": [{"action_id": r["action_id"], "kind": r["kind"], "status": r["status"],
-                  "alternative": r["alternative"], "detail": r["detail"],
-                  **{k: v for k, v in orjson.loads(r["spec"]).items()
-                     if k in ("flag", "value", "option", "seconds", "why", "arithmetic")}}
-                 for r in plan],
+        "plan": [_plan_step(r) for r in plan],
         "gpu_memory": {str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
                        for g, v in sorted(gpus.items())},
         "similar": [{"incident_id": i["incident_id"], "unit": i["unit"],

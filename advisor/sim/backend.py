@@ -1,27 +1,24 @@
 """The `sim` backend: the executor's actions on a simulated node (advisor.sim), behind the same
 interface as the systemd backend, observed the same way (a UnitSnapshot), so the same guards
-apply and the same events are recorded."""
+apply and the same events are recorded. It implements the primitives the action handlers
+compose (`advisor.execution.primitives`) on the node's own calls; the node keeps a unit's
+configuration in memory, so a change writes no drop-in and there is nothing to roll back."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from advisor.core.events import ActionStep
-from advisor.execution.backends import (
-    BackendError,
-    FileChange,
-    Outcome,
-    acted_on,
-    describe,
-)
 from advisor.execution.gpuwait import FREE_FRACTION, STABLE_SAMPLES
+from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
 from advisor.execution.state import INFINITY_US, ExecCommand, UnitSnapshot
-from advisor.planning.bounds import check_step
 
 if TYPE_CHECKING:
     from advisor.sim import SimNode, UnitState
 
+READY_S: Final = 120.0   # a restart's bound when the step gives none
 
 
 def _snapshot(state: UnitState) -> UnitSnapshot:
@@ -45,52 +42,63 @@ class SimBackend:
         return _snapshot(self.node.unit_state(unit))
 
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
-        check_step(step)
-        return None
+        return prepare_step(self, step, before)
 
     def perform(self, step: ActionStep, before: UnitSnapshot | None,
                 change: FileChange | None) -> Outcome:
-        if step.kind == "notify":
-            return Outcome(f"notified: {step.why}")
-        unit = acted_on(step)
+        return perform_step(self, step, change)
+
+    # ------------------------------------------------------------------ primitives
+    def notify(self, message: str) -> Outcome:
+        return Outcome(f"notified: {message}")
+
+    def stop_unit(self, unit: str) -> Outcome:
+        state = self.node.stop(unit)
+        return self._done(unit, f"stopped {unit}: {state.active_state} ({state.result})")
+
+    def kill_unit(self, unit: str, pid: int | None) -> Outcome:
+        """The node kills the unit's processes; it cannot tell whose a PID is."""
         node = self.node
-        kind = step.kind
-        if kind == "stop":
-            state = node.stop(unit)
-            detail = f"stopped {unit}: {state.active_state} ({state.result})"
-        elif kind == "kill":
-            node.kill(unit, "SIGKILL")
-            node.run_until(lambda: node.unit_state(unit).main_pid is None, timeout_s=30)
-            detail = f"SIGKILL to every process of {unit}"
-        elif kind == "restart":
-            state = node.restart(unit)
-            node.run_until(lambda: node.unit_state(unit).ready
-                           or node.unit_state(unit).main_pid is None,
-                           timeout_s=step.seconds or 120)
-            if not node.unit_state(unit).ready:
-                raise BackendError(f"{unit} did not come up: {node.unit_state(unit)}")
-            detail = f"restarted {unit} (pid {state.main_pid}); it says it is ready"
-        elif kind == "reset_failed":
-            node.reset_failed(unit)
-            detail = f"reset-failed {unit}"
-        elif kind == "hold_restarts":
-            node.hold_restarts(unit)
-            state = node.unit_state(unit)
+        node.kill(unit, "SIGKILL")
+        node.run_until(lambda: node.unit_state(unit).main_pid is None, timeout_s=30)
+        return self._done(unit, f"SIGKILL to every process of {unit}")
+
+    def reset_failed(self, unit: str) -> Outcome:
+        self.node.reset_failed(unit)
+        return self._done(unit, f"reset-failed {unit}")
+
+    def lift_hold(self, unit: str) -> str | None:
+        return None   # the node's start lifts the hold itself
+
+    def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
+        node = self.node
+        state = node.restart(unit)
+        node.run_until(lambda: node.unit_state(unit).ready
+                       or node.unit_state(unit).main_pid is None,
+                       timeout_s=ready_bound_s or READY_S)
+        if not node.unit_state(unit).ready:
+            raise BackendError(f"{unit} did not come up: {node.unit_state(unit)}")
+        return self._done(unit, f"restarted {unit} (pid {state.main_pid}); it says it is ready")
+
+    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None,
+                      bound_s: float) -> Outcome:
+        """Every GPU of the node is watched (the step's GPUs are not looked at)."""
+        return self._done(unit, self._wait_free(unit, bound_s))
+
+    def plan_config(self, unit: str, before: UnitSnapshot | None,
+                    edit: ConfigEdit) -> FileChange | None:
+        return None   # the node keeps its configuration in memory: no file to record
+
+    def apply_config(self, unit: str, edit: ConfigEdit, change: FileChange | None) -> Outcome:
+        words = edit.in_memory(self.node, unit)
+        if edit.stops:
+            state = self.node.unit_state(unit)
             if state.active_state in ("active", "activating", "deactivating"):
-                state = node.stop(unit)
-            detail = f"restarts of {unit} held; {state.active_state} ({state.result})"
-        elif kind == "set_flag":
-            assert step.flag is not None
-            node.set_flag(unit, step.flag, str(step.value))
-            detail = f"{unit} will start with {step.flag} {step.value}"
-        elif kind == "set_unit_option":
-            assert step.option is not None
-            node.set_unit_option(unit, step.option, str(step.value))
-            detail = f"{unit}: {step.option}={step.value}"
-        elif kind == "wait_gpu_free":
-            detail = self._wait_free(unit, float(step.seconds or 30))
-        else:
-            raise BackendError(f"{describe(step)}: not an action the sim backend takes")
+                state = self.node.stop(unit)
+            words = f"{words}; {state.active_state} ({state.result})"
+        return self._done(unit, words)
+
+    def _done(self, unit: str, detail: str) -> Outcome:
         return Outcome(detail, self.observe(unit))
 
     def _wait_free(self, unit: str, seconds: float) -> str:

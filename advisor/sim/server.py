@@ -13,7 +13,8 @@ processes claim on the same GPUs is not free, so leftovers of a previous run mak
 way vLLM fails. Exit status: 0 after SIGTERM, 1 when start-up fails, 2 for bad flags (argparse).
 
 The same server also runs as ``vllm serve MODEL [flags]`` (``advisor.sim.vllm_cli``, for real
-systemd units): ``make_config`` and ``serve`` are shared by both command lines.
+systemd units): ``make_config`` (``advisor.sim.server_config``) and ``serve`` are shared by both
+command lines.
 
 ``--wedge-on-stop``: on SIGTERM it logs the shutdown line, then ignores SIGTERM and makes no
 further progress, as a worker wedged in a CUDA call does; only SIGKILL ends it.
@@ -23,22 +24,22 @@ Stdlib only, so that it starts in a few tens of milliseconds.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 from types import FrameType
-from typing import Final, TextIO, TypeVar
+from typing import TextIO
 
+from advisor.sim import texts
 from advisor.sim import vllm_text as vt
 from advisor.sim.claims import Claims, others_on, read_claims, write_claim
-from advisor.sim.models import GIB, SAMPLER_CHUNKS, MemoryPlan, ModelCard, card_for, gib_str, plan
+from advisor.sim.models import GIB, SAMPLER_CHUNKS, MemoryPlan, gib_str, plan
+from advisor.sim.server_config import MODELLED, Config, SimSettings, make_config, parse_config
 
-_T = TypeVar("_T")
+__all__ = ["GRAPH_POOL_MAX", "HEALTH_EVERY_S", "MODELLED", "Config", "Oom", "Server",
+           "SimSettings", "Terminated", "main", "make_config", "parse_config", "serve"]
 
 GRAPH_POOL_MAX = int(1.02 * GIB)   # what "Graph capturing finished … took" reports at most
 HEALTH_EVERY_S = 30.0              # nominal seconds between health-check access-log lines
@@ -54,136 +55,6 @@ class Oom(Exception):
     def __init__(self, figures: vt.OomFigures) -> None:
         super().__init__(f"CUDA out of memory on GPU {figures.device}")
         self.figures = figures
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    card: ModelCard
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    gpu_memory_utilization: float
-    tensor_parallel_size: int
-    gpu_gib: float
-    gpus: tuple[int, ...]
-    claims: Path | None
-    speed: float
-    wedge_on_stop: bool
-    enforce_eager: bool
-    trust_remote_code: bool
-    host: str
-    port: int
-    given: dict[str, object]   # the vLLM options set on the command line, in vLLM's order
-
-    @property
-    def served_model_name(self) -> str | None:
-        """The first ``--served-model-name`` (the name the engine reports), if given."""
-        names = self.given.get("served_model_name")
-        if isinstance(names, list) and names:
-            return str(names[0])
-        return names if isinstance(names, str) else None
-
-
-@dataclass(frozen=True, slots=True)
-class SimSettings:
-    """What the simulation needs beyond vLLM's options: flags of ``python -m
-    advisor.sim.server``, or ``ADVISOR_SIM_*`` variables for ``vllm serve``
-    (``advisor.sim.vllm_cli``)."""
-
-    vocab_size: int | None = None
-    weights_gib: float | None = None   # all weights, summed over TP ranks
-    gpu_gib: float = 96.0              # memory of each GPU
-    claims: Path | None = None         # folder of GPU memory claims (the driver's)
-    gpus: str | None = None            # GPU indices this server may use, e.g. "0,1,2,3"
-    speed: float = 1.0                 # divide start-up durations by this
-    wedge_on_stop: bool = False
-
-
-# The vLLM options the simulation acts on (argparse dests), in the order vLLM prints them.
-MODELLED: Final = ("host", "port", "model", "trust_remote_code", "max_model_len",
-                   "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs",
-                   "max_num_batched_tokens", "enable_expert_parallel", "enforce_eager")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m advisor.sim.server",
-                                description="A simulated vLLM 0.15.1 OpenAI server.")
-    p.add_argument("--model", required=True)
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
-    p.add_argument("--trust-remote-code", action="store_true", default=None)
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--tensor-parallel-size", type=int)
-    p.add_argument("--gpu-memory-utilization", type=float)
-    p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--enable-expert-parallel", action="store_true", default=None)
-    p.add_argument("--enforce-eager", action="store_true", default=None)
-    sim = p.add_argument_group("simulation (not vLLM options)")
-    sim.add_argument("--vocab-size", type=int)
-    sim.add_argument("--weights-gib", type=float, help="all weights, summed over TP ranks")
-    sim.add_argument("--gpu-gib", type=float, default=96.0, help="memory of each GPU")
-    sim.add_argument("--claims", type=Path, help="folder of GPU memory claims (the driver's)")
-    sim.add_argument("--gpus", help="GPU indices this server may use, e.g. 0,1,2,3")
-    sim.add_argument("--speed", type=float, default=1.0, help="divide start-up durations by this")
-    sim.add_argument("--wedge-on-stop", action="store_true")
-    return p
-
-
-def parse_config(argv: Sequence[str]) -> Config:
-    """Flags → Config; vLLM's defaults for what is not given (argparse exits 2 on bad flags)."""
-    parser = _parser()
-    a = parser.parse_args(list(argv))
-    sim = SimSettings(vocab_size=a.vocab_size, weights_gib=a.weights_gib, gpu_gib=a.gpu_gib,
-                      claims=a.claims, gpus=a.gpus, speed=a.speed,
-                      wedge_on_stop=a.wedge_on_stop)
-    given: dict[str, object] = {"model_tag": a.model}
-    given.update((key, getattr(a, key)) for key in MODELLED if getattr(a, key) is not None)
-    try:
-        return make_config(given, sim)
-    except ValueError as e:
-        parser.error(str(e))
-
-
-def _option(given: Mapping[str, object], key: str, kind: type[_T]) -> _T | None:
-    value = given.get(key)
-    if value is None:
-        return None
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind):
-        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r}")
-    return value
-
-
-def make_config(given: dict[str, object], sim: SimSettings) -> Config:
-    """Config from the vLLM options set on the command line (``given``: argparse dests to
-    values, in the order ``non-default args`` prints them; options the simulation does not
-    model are only printed) and the simulation's settings. ValueError for values vLLM would
-    refuse."""
-    model = _option(given, "model", str) or _option(given, "model_tag", str)
-    if not model:
-        raise ValueError("no model given")
-    card = card_for(model, weights_gib=sim.weights_gib, vocab_size=sim.vocab_size)
-    tp = _option(given, "tensor_parallel_size", int) or 1
-    util = _option(given, "gpu_memory_utilization", float) or 0.9
-    gpus = (tuple(int(g) for g in sim.gpus.split(",") if g.strip()) if sim.gpus
-            else tuple(range(tp)))
-    if sim.speed <= 0 or tp < 1 or not 0 < util <= 1:
-        raise ValueError("--speed and --tensor-parallel-size must be positive and "
-                         "--gpu-memory-utilization in (0, 1]")
-    # vLLM 0.10 – 0.25: 1024 sequences on GPUs of 70 GiB or more, else 256.
-    seqs = _option(given, "max_num_seqs", int) or (1024 if sim.gpu_gib >= 70 else 256)
-    return Config(card=card, max_num_seqs=seqs,
-                  max_num_batched_tokens=_option(given, "max_num_batched_tokens", int) or 8192,
-                  max_model_len=_option(given, "max_model_len", int) or card.max_model_len,
-                  gpu_memory_utilization=util, tensor_parallel_size=tp, gpu_gib=sim.gpu_gib,
-                  gpus=gpus[:tp], claims=sim.claims, speed=sim.speed,
-                  wedge_on_stop=sim.wedge_on_stop,
-                  enforce_eager=bool(_option(given, "enforce_eager", bool)),
-                  trust_remote_code=bool(_option(given, "trust_remote_code", bool)),
-                  host=_option(given, "host", str) or "0.0.0.0",
-                  port=_option(given, "port", int) or 8000, given=given)
 
 
 class Server:
@@ -271,11 +142,11 @@ class Server:
             src = "multiproc_executor.py:597" if starting else "multiproc_executor.py:671"
             head = "WorkerProc failed to start." if starting else "WorkerProc hit an exception."
             self.log(vt.worker_name(rank, tp), "ERROR", src, "\n".join([head, *lines]))
-            self.log(vt.CORE, "ERROR", "core.py:708", "EngineCore failed to start.")
+            self.log(vt.CORE, "ERROR", "core.py:708", texts.ENGINE_CORE_FAILED)
             failed = "{}"
         else:
             self.log(vt.CORE, "ERROR", "core.py:708",
-                     "\n".join(["EngineCore failed to start.", *lines]))
+                     "\n".join([texts.ENGINE_CORE_FAILED, *lines]))
             failed = "{'EngineCore_DP0': 1}"
         self.log(vt.API, "ERROR", "api_server.py:1901", vt.engine_init_failed(failed))
         return 1
@@ -351,7 +222,7 @@ class Server:
             return self.fail_oom(oom, "load")
         for r, w in enumerate(self.workers()):
             took = 4.9 + 0.1 * r
-            self.log(w, "INFO", "default_loader.py:267", f"Loading weights took {took:.2f} seconds")
+            self.log(w, "INFO", "default_loader.py:267", texts.loading_weights_took(f"{took:.2f}"))
             self.log(w, "INFO", "gpu_model_runner.py:2653",
                      f"Model loading took {gib_str(pl.weights)} GiB memory and "
                      f"{took + 0.7:.6f} seconds")
@@ -365,8 +236,7 @@ class Server:
         except Oom as oom:
             return self.fail_oom(oom, "profile")
         for w in self.workers():
-            self.log(w, "INFO", "gpu_worker.py:298",
-                     f"Available KV cache memory: {gib_str(pl.kv)} GiB")
+            self.log(w, "INFO", "gpu_worker.py:298", texts.available_kv_memory(gib_str(pl.kv)))
         if pl.kv <= 0:
             return self.fail(0, vt.no_cache_blocks_traceback(), in_worker=False, starting=True)
         if cfg.max_model_len > pl.kv_tokens:
@@ -374,10 +244,10 @@ class Server:
                 cfg.max_model_len, pl.kv_needed(cfg.max_model_len), pl.kv, pl.kv_tokens),
                 in_worker=False, starting=True)
         self.log(vt.CORE, "INFO", "kv_cache_utils.py:1087",
-                 f"GPU KV cache size: {pl.kv_tokens:,} tokens")
+                 texts.kv_cache_size(f"{pl.kv_tokens:,}"))
         self.log(vt.CORE, "INFO", "kv_cache_utils.py:1091",
-                 f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: "
-                 f"{pl.kv_tokens / cfg.max_model_len:.2f}x")
+                 texts.max_concurrency(f"{cfg.max_model_len:,}",
+                                       f"{pl.kv_tokens / cfg.max_model_len:.2f}"))
         try:
             self.alloc(pl.kv)
         except Oom as oom:
@@ -402,7 +272,7 @@ class Server:
             self.graph_pool = pool
             for w in self.workers():
                 self.log(w, "INFO", "gpu_model_runner.py:3480",
-                         f"Graph capturing finished in 4 secs, took {pool / GIB:.2f} GiB")
+                         texts.graphs_captured("4", f"{pool / GIB:.2f}"))
         self.pause(1.0)
         try:
             for _ in range(SAMPLER_CHUNKS):
@@ -413,17 +283,16 @@ class Server:
 
     def announce_ready(self) -> None:
         cfg, pl = self.cfg, self.plan
-        self.log(vt.CORE, "INFO", "core.py:210",
-                 "init engine (profile, create kv cache, warmup model) took 18.64 seconds")
+        self.log(vt.CORE, "INFO", "core.py:210", texts.engine_init_took("18.64"))
         self.pause(0.6)
         self.log(vt.API, "INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with "
                  f"initialization after num_gpu_blocks is: {pl.kv_tokens // 16}")
         self.log(vt.API, "INFO", "api_server.py:1634", "Supported_tasks: ['generate']")
         self.log(vt.API, "INFO", "api_server.py:1912",
                  f"Starting vLLM API server 0 on http://{cfg.host}:{cfg.port}")
-        self.raw(vt.API, f"INFO:     Started server process [{self.pid}]")
-        self.raw(vt.API, "INFO:     Waiting for application startup.")
-        self.raw(vt.API, "INFO:     Application startup complete.")
+        self.raw(vt.API, texts.uvicorn_started(self.pid))
+        self.raw(vt.API, texts.UVICORN_WAITING)
+        self.raw(vt.API, texts.UVICORN_READY)
         self.ready = True
 
     def serve(self) -> int:
@@ -435,16 +304,15 @@ class Server:
 
     def shutdown(self) -> int:
         """After SIGTERM: vLLM's handler line, then uvicorn's — unless wedged."""
-        self.log(vt.API, "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+        self.log(vt.API, "INFO", "launcher.py:110", texts.HTTP_SHUTDOWN)
         if self.cfg.wedge_on_stop:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             while True:   # a worker stuck in a CUDA call: only SIGKILL ends this
                 time.sleep(3600)
         if self.ready:
-            for text in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
-                         "INFO:     Application shutdown complete.",
-                         f"INFO:     Finished server process [{self.pid}]"):
+            for text in (texts.UVICORN_SHUTTING_DOWN, texts.UVICORN_WAITING_SHUTDOWN,
+                         texts.UVICORN_SHUTDOWN_COMPLETE, texts.uvicorn_finished(self.pid)):
                 self.raw(vt.API, text)
         return 0
 

@@ -4,7 +4,8 @@ Kept apart from the server's control flow so that the wording can be read and ch
 place. Message formats are the real ones; file:line tags and traceback frames follow the seed
 journal (``tests/fixtures/seed-minimax-m25.journal.jsonl``) and vLLM 0.15's source layout.
 
-Stdlib only (imported by the server process).
+Stdlib only (imported by the server process); sentences other generators print too come
+from ``advisor.sim.texts``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+from advisor.sim import texts
 from advisor.sim.models import GIB, ModelCard, format_size, gib_str
+from advisor.sim.texts import NO_CACHE_BLOCKS, sampler_warmup_oom, torch_oom_tail
 
 VERSION: Final = "0.15.1"
 CYAN: Final = "\x1b[0;36m"   # 0.15 colours the prefix with ESC[0;36m even off a TTY
@@ -21,7 +24,6 @@ RESET: Final = "\x1b[0;0m"
 SITE: Final = "/opt/vllm/lib/python3.12/site-packages/vllm"
 API: Final = "APIServer"
 CORE: Final = "EngineCore_DP0"
-TORCH_DOCS: Final = "https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"
 
 
 def worker_name(rank: int, tensor_parallel_size: int) -> str:
@@ -102,10 +104,8 @@ def torch_oom(f: OomFigures) -> str:
             f"{format_size(f.total)} of which {format_size(f.free)} is free. {others}"
             f"Including non-PyTorch memory, this process has {format_size(f.own)} memory in "
             f"use. Of the allocated memory {format_size(allocated)} is allocated by PyTorch, "
-            f"{pools}and {format_size(unallocated)} is reserved by PyTorch but unallocated. If "
-            "reserved but unallocated memory is large try setting "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
-            f"documentation for Memory Management  ({TORCH_DOCS})")
+            f"{pools}and {format_size(unallocated)} is reserved by PyTorch but unallocated. "
+            f"{torch_oom_tail()}")
 
 
 def sampler_traceback(oom: str, dummy_requests: int) -> list[str]:
@@ -125,9 +125,7 @@ def sampler_traceback(oom: str, dummy_requests: int) -> list[str]:
         "    self.model_runner._dummy_sampler_run(hidden_states=last_hidden_states)",
         f'  File "{SITE}/v1/worker/gpu_model_runner.py", line 3213, in _dummy_sampler_run',
         "    raise RuntimeError(",
-        f"RuntimeError: CUDA out of memory occurred when warming up sampler with "
-        f"{dummy_requests} dummy requests. Please try lowering `max_num_seqs` or "
-        "`gpu_memory_utilization` when initializing the engine.",
+        sampler_warmup_oom(dummy_requests),
     ]
 
 
@@ -198,9 +196,7 @@ def _kv_frames(check: str) -> list[str]:
 
 
 def no_cache_blocks_traceback() -> list[str]:
-    return [*_kv_frames("check_enough_kv_cache_memory"),
-            "ValueError: No available memory for the cache blocks. Try increasing "
-            "`gpu_memory_utilization` when initializing the engine."]
+    return [*_kv_frames("check_enough_kv_cache_memory"), NO_CACHE_BLOCKS]
 
 
 def kv_needed_traceback(max_model_len: int, needed: int, available: int,
@@ -217,5 +213,5 @@ def kv_needed_traceback(max_model_len: int, needed: int, available: int,
 
 
 def engine_init_failed(failed: str) -> str:
-    return ("RuntimeError: Engine core initialization failed. See root cause above. "
-            f"Failed core proc(s): {failed}")
+    """The API server's error naming the engine cores that died."""
+    return texts.engine_init_failed(failed)

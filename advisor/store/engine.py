@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +12,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from advisor.core.errors import StoreError
 
@@ -35,17 +35,14 @@ def is_busy(e: OperationalError) -> bool:
 
 def retry_busy(work: Callable[[], T]) -> T:
     """Run `work`, again after a pause when SQLite says it is busy without having waited
-    (a lock upgrade, a journal-mode switch racing another process on a new file)."""
-    delay = 0.05
-    for attempt in range(BUSY_RETRIES):
-        try:
-            return work()
-        except OperationalError as e:
-            if not is_busy(e) or attempt == BUSY_RETRIES - 1:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    raise AssertionError("unreachable")
+    (a lock upgrade, a journal-mode switch racing another process on a new file): up to
+    BUSY_RETRIES times in all, the pauses from 0.05 s doubling up to 2 s."""
+    return Retrying(retry=retry_if_exception(_busy), stop=stop_after_attempt(BUSY_RETRIES),
+                    wait=wait_exponential(multiplier=0.05, max=2.0), reraise=True)(work)
+
+
+def _busy(e: BaseException) -> bool:
+    return isinstance(e, OperationalError) and is_busy(e)
 
 
 def parse_url(url: str) -> URL:

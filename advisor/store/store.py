@@ -213,7 +213,7 @@ class EventStore:
                 if rows:
                     conn.exec_driver_sql(self._insert_sql(), rows)
                 if checkpoint is not None:
-                    self._save_checkpoint(conn, checkpoint)
+                    save_checkpoint(conn, checkpoint.name, checkpoint.position)
             self._source_ids.update(source_ids)
             self._partitioned_below = partitioned_below  # committed: the partitions exist
         result.appended = len(rows)
@@ -262,9 +262,6 @@ class EventStore:
                 chunk = unique[i:i + _IN_CHUNK]
                 found.update((sid, k) for (k,) in conn.execute(query, {"sid": sid, "keys": chunk}))
         return found
-
-    def _save_checkpoint(self, conn: Connection, cp: Checkpoint) -> None:
-        save_checkpoint(conn, cp.name, cp.position)
 
     # -- reading ---------------------------------------------------------------------------
 

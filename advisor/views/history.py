@@ -8,17 +8,14 @@ for the p95 of these (nearest rank) in `wait_gpu_free`.
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 from sqlalchemy import select
 
+from advisor.core.quantiles import p95
+from advisor.core.release import FREE, HORIZON_US, USED
 from advisor.store import EventStore
 from advisor.store.schema import gpu_samples, runs
-
-USED: Final = 0.10       # a GPU the run used: above 10% of its memory during the run
-FREE: Final = 0.05       # released: under 5% again
-HORIZON_US: Final = 300_000_000  # look up to 5 minutes past the end
 
 
 def release_times(store: EventStore, host: str) -> list[float]:
@@ -48,14 +45,6 @@ def release_times(store: EventStore, host: str) -> list[float]:
                     out.append((t - ended) / 1e6)
                     break
     return out
-
-
-def p95(values: list[float]) -> float | None:
-    """Nearest-rank 95th percentile; None without values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 def release_p95_s(store: EventStore, host: str) -> float | None:

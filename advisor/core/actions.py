@@ -1,0 +1,120 @@
+"""The payloads of a plan and of carrying it out: `ActionStep` as `recommend` computes it, the
+proposal, the decision on it, and what the executor did.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.core.payloads import Payload
+
+ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart",
+                     "reset_failed", "hold_restarts", "notify"]
+
+
+class ActionStep(BaseModel):
+    """One step of a plan, as `recommend` computes it, with the numbers behind it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ActionKind
+    unit: str | None = None
+    flag: str | None = None
+    value: int | float | str | None = None
+    option: str | None = None
+    seconds: float | None = None
+    pid: int | None = None
+    why: str
+    arithmetic: tuple[str, ...] = ()
+    expected: str | None = None
+    alternative: bool = False   # instead of the set_flag before it, not as well
+    # What the plan was made for, so the executor can tell a stale step (version 2): the
+    # invocation of the run it is about, and the value a set_flag changes (as the log said).
+    invocation_id: str | None = None
+    from_value: int | float | str | None = None
+    gpus: tuple[int, ...] | None = None   # wait_gpu_free: the GPUs the unit used
+
+
+class ActionProposed(ActionStep, Payload):
+    """A step of a plan for an incident, proposed. Nothing runs until an `action.approved`
+    names it."""
+
+    version: ClassVar[int] = 2
+    type: Literal["action.proposed"] = "action.proposed"
+    action_id: str
+    plan_id: str
+    step: int = Field(ge=0)
+    incident_id: str | None = None
+    host: str
+
+
+class ActionApproved(Payload):
+    type: Literal["action.approved"] = "action.approved"
+    action_id: str
+    by: str          # "human:<user>" or "policy:<file>"
+
+
+class ActionRejected(Payload):
+    type: Literal["action.rejected"] = "action.rejected"
+    action_id: str
+    by: str
+    why: str
+
+
+UnitStateValue = str | int | bool | None
+
+
+class ActionStarted(Payload):
+    """The executor begins a step. Appended before anything is done; a step runs only if this
+    executor's `action.started` is the one stored (version 2: who, what it saw, and for a
+    drop-in the file, the text it is about to write and the text it replaces)."""
+
+    version: ClassVar[int] = 2
+    type: Literal["action.started"] = "action.started"
+    action_id: str
+    backend: str
+    executor: str | None = None
+    before: dict[str, UnitStateValue] | None = None
+    dropin: str | None = None
+    written_text: str | None = None
+    previous_text: str | None = None
+    had_previous: bool | None = None
+
+
+class ActionSucceeded(Payload):
+    type: Literal["action.succeeded"] = "action.succeeded"
+    version: ClassVar[int] = 2
+    action_id: str
+    detail: str
+    # For set_flag / set_unit_option on systemd: the drop-in written and where its previous
+    # content was kept (version 1: a copy's path; version 2 keeps the text in action.started).
+    dropin: str | None = None
+    previous: str | None = None
+    after: dict[str, UnitStateValue] | None = None   # the unit as systemd showed it after
+
+
+class ActionFailed(Payload):
+    type: Literal["action.failed"] = "action.failed"
+    version: ClassVar[int] = 2
+    action_id: str
+    error: str
+    after: dict[str, UnitStateValue] | None = None
+
+
+class ActionSkipped(Payload):
+    """A step not run: it would change nothing (`stale` false: the plan goes on), or the unit is
+    no longer in the state the plan was made for (`stale` true: the plan stops)."""
+
+    type: Literal["action.skipped"] = "action.skipped"
+    action_id: str
+    why: str
+    stale: bool = False
+    after: dict[str, UnitStateValue] | None = None
+
+
+class ActionRolledBack(Payload):
+    type: Literal["action.rolled_back"] = "action.rolled_back"
+    action_id: str
+    detail: str

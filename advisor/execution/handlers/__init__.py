@@ -1,0 +1,89 @@
+"""One handler per action kind, in a registry keyed by kind.
+
+A handler (`base.Handler`) holds everything its kind needs — guard, prepare, perform, the
+read-back of what it changed, description — written in terms of the primitives every
+backend offers (`advisor.execution.primitives`). Backends know no action kinds; the guards
+(`advisor.execution.guards`), the dry run and the previews dispatch through `handler_for`.
+
+A new action kind touches three files:
+
+1. `advisor/core/actions.py` — the kind in the vocabulary (`ActionKind`);
+2. its handler here: a module of this package (found by `_discover`, not listed);
+3. `advisor/planning/recommend.py` — the planner that proposes it.
+
+(And a new primitive, if the kind needs one no backend offers yet.) `tests/test_action_kinds.py`
+checks that the vocabulary and the handlers match, one to one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from advisor.core.events import ActionStep
+from advisor.execution.handlers.base import Handler
+from advisor.execution.primitives import (
+    BackendError,
+    FileChange,
+    Outcome,
+    Primitives,
+    acted_on,
+    unit_of,
+)
+from advisor.execution.state import UnitSnapshot
+from advisor.planning.bounds import check_step
+
+_NOT_HANDLERS = frozenset({"base", "config"})
+
+
+def _discover() -> tuple[Handler, ...]:
+    """Every handler of this package's modules (a new kind's module is found, not listed)."""
+    found: list[Handler] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in _NOT_HANDLERS:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [cls() for cls in vars(module).values()
+                  if isinstance(cls, type) and issubclass(cls, Handler)
+                  and cls.__module__ == module.__name__]
+    return tuple(found)
+
+
+ALL_HANDLERS: tuple[Handler, ...] = _discover()
+HANDLERS: Mapping[str, Handler] = MappingProxyType({h.kind: h for h in ALL_HANDLERS})
+
+
+def handler_for(kind: str) -> Handler:
+    try:
+        return HANDLERS[kind]
+    except KeyError:
+        raise BackendError(f"{kind!r}: not an action advisor takes") from None
+
+
+def describe(step: ActionStep) -> str:
+    """What a step does, in a few words (`set --max-num-seqs 256 on U`)."""
+    return handler_for(step.kind).describe(step)
+
+
+def prepare_step(m: Primitives, step: ActionStep,
+                 before: UnitSnapshot | None) -> FileChange | None:
+    """The checks every backend makes, then the file the step will write (None: none)."""
+    check_step(step)
+    handler = handler_for(step.kind)
+    if not handler.touches_unit:
+        return None
+    return handler.prepare(m, step, unit_of(step), before)
+
+
+def perform_step(m: Primitives, step: ActionStep, change: FileChange | None) -> Outcome:
+    """Carry out a step on a backend, after the checks every backend makes."""
+    handler = handler_for(step.kind)
+    unit = acted_on(step) if handler.touches_unit else step.unit or ""
+    return handler.perform(m, step, unit, change)
+
+
+__all__ = ["ALL_HANDLERS", "HANDLERS", "Handler", "base", "config", "describe", "handler_for",
+           "hold", "kill", "notify", "perform_step", "prepare_step", "reset_failed", "restart",
+           "set_flag", "set_option", "stop", "wait_gpu"]

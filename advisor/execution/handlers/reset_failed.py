@@ -1,0 +1,15 @@
+"""`reset_failed`: clear the unit's failed state and start limit, so a restart may start."""
+
+from __future__ import annotations
+
+from advisor.core.events import ActionStep
+from advisor.execution.handlers.base import Handler
+from advisor.execution.primitives import FileChange, Outcome, Primitives
+
+
+class ResetFailed(Handler):
+    kind = "reset_failed"
+
+    def perform(self, m: Primitives, step: ActionStep, unit: str,
+                change: FileChange | None) -> Outcome:
+        return m.reset_failed(unit)

@@ -1,0 +1,20 @@
+"""`restart`: the plan's hold on restarts ends here, then the unit is restarted and counts
+as done when the new invocation says it is ready, within the step's bound."""
+
+from __future__ import annotations
+
+from advisor.core.events import ActionStep
+from advisor.execution.handlers.base import Handler
+from advisor.execution.primitives import FileChange, Outcome, Primitives
+
+
+class Restart(Handler):
+    kind = "restart"
+
+    def perform(self, m: Primitives, step: ActionStep, unit: str,
+                change: FileChange | None) -> Outcome:
+        lifted = m.lift_hold(unit)
+        done = m.restart_unit(unit, step.seconds)
+        if lifted is None:
+            return done
+        return Outcome(f"{lifted}; {done.detail}", done.after)

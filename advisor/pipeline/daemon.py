@@ -1,0 +1,261 @@
+"""The one daemon a host runs (`advisor watch`): journal follow, GPU sampling, live diagnosis
+and proposals, with an auto-remediation policy what it allows, and shipping to a central
+store. It stops on SIGINT or SIGTERM, committing what it has."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from advisor.core.errors import InputError, StoreError
+from advisor.core.render import safe_text
+from advisor.pipeline.signals import sigterm_as_interrupt
+
+if TYPE_CHECKING:
+    from advisor.execution.discover import Found, InferenceServers
+    from advisor.pipeline.sdnotify import Notifier
+    from advisor.planning.policy import Policy
+    from advisor.store import EventStore
+    from ingest.journal_sources import Selection
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class AutoSetup:
+    """`--auto`: the policy, its file's name (approvals are `policy:<name>`), the backend."""
+    policy: Policy
+    name: str
+    backend: str            # systemd | dry-run
+    systemd_root: Path
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    units: tuple[str, ...]          # globs; none: the inference servers, discovered
+    journal_files: tuple[Path, ...]  # follow these instead of the system journal
+    gpu_interval_s: float
+    no_gpu: bool
+    ship_to: str | None
+    host: str
+    gpu_twin: Path | None
+    auto: AutoSetup | None
+
+
+@dataclass
+class Watching:
+    """What is followed: the journal selection, the checkpoint to resume from, in words."""
+    selection: Selection | None
+    resume_from: tuple[str, ...]
+    text: str
+
+
+def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -> None:
+    """Run the daemon until SIGINT or SIGTERM. `open_store` is called once what is missing
+    (journalctl, a journal file) has been refused; `say` prints a line for the operator.
+    StoreError after stopping if the shipper stopped while watching."""
+    from advisor.core.journalctl import journalctl_path
+    from advisor.pipeline.sdnotify import Notifier
+
+    journalctl_path()
+    for jf in config.journal_files:
+        if not jf.exists():
+            raise InputError(f"--journal-file {jf}: no such file")
+    notifier = Notifier(os.environ)
+    watching = _watching(config, notifier, say)
+    store = open_store()
+    _start_processing(store, config, say)
+    stop = threading.Event()
+    threads = _Threads(stop)
+    if not config.no_gpu:
+        threads.gpu = start_gpu(store, config.host, config.gpu_interval_s, stop,
+                                config.gpu_twin, say)
+    if config.ship_to is not None:
+        threads.start_shipping(store, config.ship_to, config.host, notifier, say)
+    notifier.ready(f"watching {watching.text}")
+    notifier.keep_alive()
+    say(f"watching {safe_text(watching.text)}")
+    try:
+        _follow(store, config, watching)
+    finally:
+        notifier.stopping()
+        threads.stop_all()
+    if threads.shipper_died:
+        raise StoreError(f"the shipper stopped while watching: {threads.shipper_died[0]}")
+
+
+def _watching(config: WatchConfig, notifier: Notifier, say: Say) -> Watching:
+    """Kernel lines are kept with the units' (they explain GPU crashes); the selection's own
+    checkpoint, with the older name of the same --unit reader to resume from."""
+    from ingest.journal_sources import UnitGlobs, checkpoint_name_for
+
+    if config.units:
+        return Watching(UnitGlobs(config.units, kernel=True),
+                        (checkpoint_name_for(config.journal_files, config.units),),
+                        ", ".join(config.units))
+    if not config.journal_files:
+        selection = discovery(notifier, say)
+        return Watching(selection, (), describe(selection.watched))
+    return Watching(None, (), ", ".join(str(f) for f in config.journal_files))
+
+
+def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
+    """Diagnose (and with --auto apply) after every batch; first what arrived while the
+    watcher was down."""
+    from advisor.pipeline.auto import auto_lines, auto_once
+    from advisor.pipeline.processing import Processor
+    from advisor.pipeline.remediate import backend_for
+
+    processor = Processor(store)
+    setup = config.auto
+    if setup is not None:
+        chosen = backend_for(setup.backend, setup.systemd_root, config.gpu_twin, config.host)
+        reported: dict[str, str] = {}
+
+        def after() -> None:
+            for line in auto_lines(auto_once(store, chosen, setup.policy, setup.name),
+                                   reported):
+                say(line)
+
+        processor.follow(after=after)
+    else:
+        processor.follow()
+    processor.run(final=False)
+
+
+def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:
+    from ingest.journal_sources import ingest_journalctl
+
+    try:
+        with sigterm_as_interrupt():
+            ingest_journalctl(store, files=config.journal_files, follow=True,
+                              selection=watching.selection, resume_from=watching.resume_from)
+    except KeyboardInterrupt:
+        pass
+
+
+class _Threads:
+    """The sampler and shipper threads, stopped together."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.gpu: threading.Thread | None = None
+        self.shipper: threading.Thread | None = None
+        self.local: EventStore | None = None
+        self.shipper_died: list[str] = []
+
+    def start_shipping(self, store: EventStore, ship_to: str, host: str, notifier: Notifier,
+                       say: Say) -> None:
+        from advisor.store import open_store
+
+        # Its own connection: the shipper reads the store from its own thread.
+        self.local = open_store(store.url)
+        self.shipper = start_shipper(self.local, ship_to, self.stop, notifier,
+                                     self.shipper_died, host=host, say=say)
+
+    def stop_all(self) -> None:
+        self.stop.set()
+        if self.gpu is not None:
+            self.gpu.join(timeout=10)
+        if self.shipper is not None and self.local is not None:
+            self.shipper.join(timeout=30)
+            self.local.close()
+
+
+def start_shipper(local: EventStore, ship_to: str, stop: threading.Event, notifier: Notifier,
+                  died: list[str], *, host: str, say: Say) -> threading.Thread:
+    """`--ship-to`: ship in a thread that reports every failure (`say`, the unit's status
+    line) and goes on; should the thread itself end before `stop`, that is reported too, in
+    `died`, and `watch` fails when it stops."""
+    from advisor.fleet.ship import ShipReport
+    from advisor.store.engine import redact
+    from advisor.store.headlog import default_key_path, load_key, store_label
+
+    where = redact(ship_to)
+    failing = [False]
+
+    def on_error(message: str) -> None:
+        failing[0] = True
+        say(f"shipping: {safe_text(message)}")
+        notifier.notify(f"STATUS=shipping to {where} failed: {safe_text(message)}")
+
+    def on_shipped(report: ShipReport) -> None:
+        if failing[0]:
+            failing[0] = False
+            say(f"shipping: ok again (host seq {report.last_seq})")
+            notifier.notify(f"STATUS=shipping to {where} ok (host seq {report.last_seq})")
+
+    def run() -> None:
+        from advisor.fleet.ship import ship_forever
+
+        try:
+            key = load_key(default_key_path())  # the key the heads of `sign_heads` use
+            ship_forever(local, ship_to, host, stop, on_error=on_error,
+                         on_shipped=on_shipped, key=key,
+                         store_label=store_label(local.url) or "")
+        except BaseException as e:
+            message = f"{type(e).__name__}: {e}"
+            died.append(message)
+            say(f"shipping stopped: {safe_text(message)}")
+            notifier.notify(f"STATUS=shipping to {where} stopped: {safe_text(message)}")
+            return
+        if not stop.is_set():
+            died.append("the shipper returned")
+
+    thread = threading.Thread(target=run, name="shipper", daemon=True)
+    thread.start()
+    return thread
+
+
+def discovery(notifier: Notifier, say: Say) -> InferenceServers:
+    """The inference servers' units, found now and kept up to date while following."""
+    from advisor.execution.bus import SystemdBus
+    from advisor.execution.discover import InferenceServers
+
+    def changed(found: list[Found]) -> None:
+        text = describe(found)
+        say(f"watching {safe_text(text)}")
+        notifier.notify(f"STATUS=watching {text}")
+
+    def failed(message: str) -> None:
+        say(f"discovery: {safe_text(message)}")
+
+    selection = InferenceServers(SystemdBus(timeout_s=5.0), on_error=failed)
+    selection.tick()  # the first discovery, before READY=1 says what is watched
+    selection.on_change = changed
+    return selection
+
+
+def describe(found: list[Found]) -> str:
+    if not found:
+        return "for inference servers (none yet; re-discovered every few seconds)"
+    return ", ".join(f.describe() for f in found)
+
+
+def start_gpu(store: EventStore, host: str, interval_s: float, stop: threading.Event,
+              gpu_twin: Path | None, say: Say) -> threading.Thread | None:
+    """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
+    GPU, say so and go on without."""
+    from advisor.pipeline.backends import gpu_sampler
+    from ingest.gpu import sample_live
+
+    sampler, why = gpu_sampler(host, gpu_twin)
+    if sampler is None:
+        say(f"no GPU sampling: {safe_text(why)}")
+        return None
+
+    def run() -> None:
+        try:
+            sample_live(store, sampler, interval_s=interval_s, stop=stop)  # type: ignore[arg-type]
+        finally:
+            close = getattr(sampler, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=run, name="gpu-sampler", daemon=True)
+    thread.start()
+    return thread

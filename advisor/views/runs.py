@@ -1,0 +1,37 @@
+"""The `runs` rows the later stages read: what is left to diagnose, one run by id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from advisor.store import EventStore
+from advisor.store.schema import incidents, runs
+from advisor.views.keys import CURRENT
+
+
+def runs_to_diagnose(store: EventStore, *, final: bool) -> list[dict[str, Any]]:
+    """`runs` rows to diagnose now, in time order: ended ones not classified for their lines
+    (with `final`, also those that died without ending); then the first runs of current
+    incidents whose diagnosis is older than their label (or missing)."""
+    r, i = runs.c, incidents.c
+    with store.connect() as conn:
+        rows = conn.execute(select(runs).where(or_(r.label.is_(None), r.label_stale))
+                            .where(r.ended | r.died)
+                            .order_by(r.started_us, r.run_id)).all()
+        unsaid = conn.execute(
+            select(runs).join(incidents, i.incident_id == r.run_id)
+            .where(i.status.in_(CURRENT)).where(r.label.isnot(None))
+            .where(or_(r.label_stale.is_(None), ~r.label_stale))
+            .where(or_(i.classified_seq.is_(None), i.classified_seq < r.label_seq))
+            .order_by(r.started_us, r.run_id)).all()
+    return [dict(row._mapping) for row in rows if row.ended or final] + \
+        [dict(row._mapping) for row in unsaid]
+
+
+def run_row(store: EventStore, run_id: str) -> dict[str, Any] | None:
+    """The `runs` row of `run_id` (None: no such run now)."""
+    with store.connect() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+    return None if row is None else dict(row._mapping)

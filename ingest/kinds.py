@@ -1,0 +1,35 @@
+"""What kind of input a file is, from its first non-empty line: the one sniffer that the
+folder watcher and `classify` share, so a file means the same to both."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+
+GPU_RECORDING: Final = "gpu-recording"
+JOURNAL_JSON: Final = "journal-json"
+NVIDIA_SMI: Final = "nvidia-smi"
+TEXT: Final = "text"
+# Any of these keys makes a JSON object a journal entry (`journalctl -o json`).
+JOURNAL_KEYS: Final = ("__CURSOR", "__REALTIME_TIMESTAMP", "MESSAGE", "_SYSTEMD_UNIT")
+
+
+def line_kind(first: bytes) -> str:
+    """The kind of input whose first non-empty line is `first`: a GPU recording, journal
+    JSON (a leading JSON-seq record separator allowed), an nvidia-smi CSV, or text."""
+    first = first.strip().lstrip(b"\x1e")
+    if first.startswith(b"{"):
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            return TEXT
+        if isinstance(obj, dict) and "gpus" in obj and "time_us" in obj:
+            return GPU_RECORDING
+        if isinstance(obj, dict) and any(k in obj for k in JOURNAL_KEYS):
+            return JOURNAL_JSON
+        return TEXT
+    head = first[:200].lower()
+    if (head.startswith(b"timestamp") or head.startswith(b"index")) and b"memory." in head:
+        return NVIDIA_SMI
+    return TEXT
