@@ -51,7 +51,7 @@ _LOG_LINES: Final = """
     FROM events WHERE type = 'log.recorded'"""
 
 
-# The scanner extensions' functions (tests/test_query_sandbox.py checks this list against
+# The scanner extensions' functions (tests/reports/test_query_sandbox.py checks this list against
 # what loading them adds): they open SQLite files and PostgreSQL servers of their own,
 # which DuckDB's enable_external_access does not see, and `postgres_execute` runs any SQL
 # on the store's own session. And DuckDB's functions that run SQL given as a string, which

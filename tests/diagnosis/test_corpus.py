@@ -14,7 +14,7 @@ import pytest
 
 from advisor.diagnosis.rules import FAILURE_LABELS, LABELS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "data" / "make_corpus.py"
 CORPUS = ROOT / "data" / "corpus.jsonl.gz"
 SMALL = 3

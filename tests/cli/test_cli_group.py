@@ -103,7 +103,7 @@ def test_a_nested_advisor_command_maps_its_error(tmp_path: Path) -> None:
 
 
 def test_no_cli_module_handles_errors_itself() -> None:
-    root = Path(__file__).resolve().parents[1] / "advisor" / "cli"
+    root = Path(__file__).resolve().parents[2] / "advisor" / "cli"
     for path in root.glob("*.py"):
         text = path.read_text()
         assert "handle_errors" not in text, path

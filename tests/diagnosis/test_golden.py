@@ -19,7 +19,7 @@ from advisor.parsing.facts import FACT_KEYS
 from advisor.pipeline.inputs import read_log
 from advisor.reports.contract import to_contract
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 CASES = sorted(GOLDEN.glob("*/*.expected.json"))
 
 

@@ -130,7 +130,7 @@ def test_discovery_reads_the_command_systemd_holds(box: SystemdBox, tmp_path: Pa
 def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
     import configparser
 
-    path = Path(__file__).resolve().parents[1] / "deploy" / "advisor-watch.service"
+    path = Path(__file__).resolve().parents[2] / "deploy" / "advisor-watch.service"
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
     unit.read_string(path.read_text())

@@ -172,7 +172,7 @@ def test_strict_refuses_the_whole_input(tmp_path: Path, store_url: str, opener: 
 
 
 def _write_big_journal(path: Path, lines: int) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     try:
         from journal_gen import write_journal  # type: ignore[import-not-found]
     finally:

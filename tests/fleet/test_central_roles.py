@@ -35,7 +35,7 @@ from advisor.store.migrate import _config
 from advisor.store.store import GENESIS_HASH, event_hash
 from tests.conftest import seed_on_host
 
-DOCS = Path(__file__).parents[1] / "docs" / "fleet.md"
+DOCS = Path(__file__).parents[2] / "docs" / "fleet.md"
 DOCS_ROLE, DOCS_HOST = "advisor_ship_gpu_node_07", "gpu-node-07"
 DENIED = r"permission denied|must be owner"
 

@@ -148,7 +148,7 @@ def test_an_event_already_there_is_a_duplicate_only_with_the_same_hash(
         opener: Callable[[str], EventStore]) -> None:
     """Two shippers of one host racing (or one resending after a lost reply) find the
     events there: the same hash is a duplicate, another hash the error, by host seq. (The
-    PostgreSQL function makes the same check: tests/test_central_roles.py.)"""
+    PostgreSQL function makes the same check: tests/fleet/test_central_roles.py.)"""
     central = opener(sqlite_url)
     local = seed_on_host(tmp_path, seed_journal, HOST)
     try:

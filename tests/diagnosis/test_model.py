@@ -21,7 +21,7 @@ from advisor.diagnosis.model import from_json, load_model
 from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.inputs import read_log
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data" / "corpus.jsonl.gz"
 GOLDEN = ROOT / "tests" / "golden"
 

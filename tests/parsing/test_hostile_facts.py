@@ -377,7 +377,7 @@ def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diag
 @given(template=st.sampled_from(TEMPLATES), value=_hostile_value())
 def test_any_hostile_number_then_another_units_crash_is_diagnosed(
         template: tuple[str, str], value: str) -> None:
-    seed = Path(__file__).parent / "fixtures" / "seed-minimax-m25.journal.jsonl"
+    seed = Path(__file__).parents[1] / "fixtures" / "seed-minimax-m25.journal.jsonl"
     engine, text = template
     line = text.replace("{n}", value)
     lines = [line] if engine == "vllm" else []
