@@ -13,7 +13,6 @@ Library code here never prints; failures to reach NVML are ``GpuUnavailableError
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from advisor.core.errors import GpuUnavailableError
 from advisor.core.events import GpuProcess, GpuSampled
+from advisor.core.host import this_host
 from advisor.core.sampler import SamplerLike
 from ingest.cgroup import comm_for_pid, unit_for_pid
 from ingest.sampling import measure_sample_cost, sampling_loop
@@ -127,7 +127,7 @@ class NvmlSampler:
             raise TypeError("process_every must be an int")
         if process_every < 1:
             raise ValueError("process_every must be >= 1")
-        self.host: str = host if host is not None else socket.gethostname()
+        self.host: str = host if host is not None else this_host()
         self.proc_root = proc_root
         self.process_every = process_every
         self._nvml: Any = nvml

@@ -10,7 +10,6 @@ value counts as unset), then the command-line flags given (`load_settings(db=...
 from __future__ import annotations
 
 import os
-import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Final
@@ -24,6 +23,7 @@ from pydantic_settings import (
 )
 
 from advisor.core.errors import InputError
+from advisor.core.host import this_host
 
 CONFIG_ENV: Final = "ADVISOR_CONFIG"
 SYSTEM_CONFIG: Final = Path("/etc/advisor/advisor.toml")
@@ -37,10 +37,6 @@ def default_db_path(environ: dict[str, str] | None = None) -> Path:
 
 def default_db_url(environ: dict[str, str] | None = None) -> str:
     return f"sqlite:///{default_db_path(environ)}"
-
-
-def this_host() -> str:
-    return socket.gethostname().split(".", 1)[0] or "localhost"
 
 
 def config_path(environ: dict[str, str] | None = None) -> Path | None:

@@ -33,7 +33,7 @@ import orjson
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
-from advisor.core.settings import this_host
+from advisor.core.host import this_host
 from advisor.execution.attest import attested_step
 from advisor.execution.backends import Backend, FileChange
 from advisor.execution.decisions import (

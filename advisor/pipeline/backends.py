@@ -6,8 +6,8 @@ from pathlib import Path
 
 from advisor.core.errors import GpuUnavailableError
 from advisor.core.events import GpuSampled
+from advisor.core.host import this_host
 from advisor.core.sampler import SamplerLike
-from advisor.core.settings import this_host
 from advisor.execution.bus import SystemdBus
 from advisor.execution.readiness import JournalReadiness
 from advisor.execution.systemd import SystemdBackend

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 from advisor.core.events import GpuSampled
+from advisor.core.host import this_host
 from advisor.sim.gpus import Driver
 from ingest.cgroup import comm_for_pid, unit_for_pid
 from ingest.gpu_recording import recording_line
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if a.gpus < 1 or a.gpu_gib <= 0 or a.release_delay < 0 or a.interval <= 0:
         parser.error("--gpus, --gpu-gib and --interval must be positive, --release-delay >= 0")
-    driver = Driver(a.claims, a.recording, host=a.host or socket.gethostname(), count=a.gpus,
+    driver = Driver(a.claims, a.recording, host=a.host or this_host(), count=a.gpus,
                     gpu_gib=a.gpu_gib, clock=time.time, release_delay_s=a.release_delay,
                     clear=False)
     a.view.parent.mkdir(parents=True, exist_ok=True)

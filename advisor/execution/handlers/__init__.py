@@ -11,8 +11,9 @@ A new action kind touches three files:
 2. its handler here: a module of this package (found by `_discover`, not listed);
 3. `advisor/planning/recommend.py` — the planner that proposes it.
 
-(And a new primitive, if the kind needs one no backend offers yet.) `tests/execution/test_action_kinds.py`
-checks that the vocabulary and the handlers match, one to one.
+(And a new primitive, if the kind needs one no backend offers yet.)
+`tests/execution/test_action_kinds.py` checks that the vocabulary and the handlers match,
+one to one.
 """
 
 from __future__ import annotations
