@@ -7,5 +7,18 @@ with `core` under everything, `parsing` under views and diagnosis, and `reports`
 `pipeline`, `sim`, `demo` and `cli` on top. `.importlinter` holds the contracts.
 """
 
-__all__ = ["cli", "core", "demo", "diagnosis", "execution", "fleet", "parsing", "pipeline",
-           "planning", "reports", "sim", "store", "views"]
+__all__ = [
+    "cli",
+    "core",
+    "demo",
+    "diagnosis",
+    "execution",
+    "fleet",
+    "parsing",
+    "pipeline",
+    "planning",
+    "reports",
+    "sim",
+    "store",
+    "views",
+]

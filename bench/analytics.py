@@ -35,11 +35,11 @@ from advisor.store.engine import redact  # noqa: E402
 
 QUERIES = {
     "crash lines per host": "SELECT host, count(*) FROM log_lines WHERE message LIKE "
-                            "'%out of memory%' GROUP BY host ORDER BY host",
+    "'%out of memory%' GROUP BY host ORDER BY host",
     "events per type and day": "SELECT type, date_trunc('day', time) AS day, count(*) "
-                               "FROM events GROUP BY ALL ORDER BY ALL",
+    "FROM events GROUP BY ALL ORDER BY ALL",
     "peak GPU per host": "SELECT host, max(used_bytes) FROM gpu_samples GROUP BY host "
-                         "ORDER BY host",
+    "ORDER BY host",
 }
 T0 = 1_780_000_000_000_000
 
@@ -53,36 +53,74 @@ def _events(hosts: int) -> Iterator[NewEvent]:
         t = T0 + i * 10_000
         stream = f"{host}/{unit}"
         if i % 4999 == 0:  # prime to the host and unit counts: crashes land everywhere
-            for n, (by_systemd, message) in enumerate((
+            for n, (by_systemd, message) in enumerate(
+                (
                     (True, f"Started {unit} - bench."),
-                    (False, "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:"
-                            "671] RuntimeError: CUDA out of memory occurred when warming up "
-                            "sampler with 1024 dummy requests."),
+                    (
+                        False,
+                        "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:"
+                        "671] RuntimeError: CUDA out of memory occurred when warming up "
+                        "sampler with 1024 dummy requests.",
+                    ),
                     (True, f"{unit}: Main process exited, code=exited, status=1/FAILURE"),
                     (True, f"{unit}: Failed with result 'exit-code'."),
                     (True, f"{unit}: Scheduled restart job, restart counter is at 1."),
                     (True, f"Started {unit} - bench."),
-                    (False, "INFO:     Application startup complete."))):
-                yield NewEvent.model_validate({
-                    "stream": stream, "time_us": t + n * 1000, "source": "bench",
-                    "key": i * 10 + n, "payload": {
-                        "type": "log.recorded", "origin": "journald", "host": host,
-                        "unit": unit, "message": message,
-                        "identifier": "systemd" if by_systemd else "vllm",
-                        "pid": 1 if by_systemd else 4242}})
+                    (False, "INFO:     Application startup complete."),
+                )
+            ):
+                yield NewEvent.model_validate(
+                    {
+                        "stream": stream,
+                        "time_us": t + n * 1000,
+                        "source": "bench",
+                        "key": i * 10 + n,
+                        "payload": {
+                            "type": "log.recorded",
+                            "origin": "journald",
+                            "host": host,
+                            "unit": unit,
+                            "message": message,
+                            "identifier": "systemd" if by_systemd else "vllm",
+                            "pid": 1 if by_systemd else 4242,
+                        },
+                    }
+                )
         elif i % 10 == 0:
-            yield NewEvent.model_validate({
-                "stream": f"{host}/gpu{i % 8}", "time_us": t, "source": "bench-gpu",
-                "key": i, "payload": {
-                    "type": "gpu.sampled", "origin": "nvml", "host": host, "index": i % 8,
-                    "memory_total_bytes": 96 << 30, "memory_used_bytes": (i % 96) << 30,
-                    "memory_free_bytes": (96 - i % 96) << 30}})
+            yield NewEvent.model_validate(
+                {
+                    "stream": f"{host}/gpu{i % 8}",
+                    "time_us": t,
+                    "source": "bench-gpu",
+                    "key": i,
+                    "payload": {
+                        "type": "gpu.sampled",
+                        "origin": "nvml",
+                        "host": host,
+                        "index": i % 8,
+                        "memory_total_bytes": 96 << 30,
+                        "memory_used_bytes": (i % 96) << 30,
+                        "memory_free_bytes": (96 - i % 96) << 30,
+                    },
+                }
+            )
         else:
-            yield NewEvent.model_validate({
-                "stream": stream, "time_us": t, "source": "bench", "key": i * 10, "payload": {
-                    "type": "log.recorded", "origin": "journald", "host": host, "unit": unit,
-                    "message": f'INFO:     10.0.0.1:{i % 60000} - "POST /v1/completions '
-                               'HTTP/1.1" 200 OK'}})
+            yield NewEvent.model_validate(
+                {
+                    "stream": stream,
+                    "time_us": t,
+                    "source": "bench",
+                    "key": i * 10,
+                    "payload": {
+                        "type": "log.recorded",
+                        "origin": "journald",
+                        "host": host,
+                        "unit": unit,
+                        "message": f'INFO:     10.0.0.1:{i % 60000} - "POST /v1/completions '
+                        'HTTP/1.1" 200 OK',
+                    },
+                }
+            )
         i += 1
 
 
@@ -95,12 +133,18 @@ def build(store: EventStore, hosts: int, total: int) -> float:
         store.append(batch)
         left -= len(batch)
         if (total - left) % 1_000_000 == 0:
-            print(f"  {total - left:,} events appended, {time.perf_counter() - started:.0f} s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {total - left:,} events appended, {time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     appended = time.perf_counter()
     Processor(store).run(final=True)
-    print(f"  folded and diagnosed in {time.perf_counter() - appended:.0f} s", file=sys.stderr,
-          flush=True)
+    print(
+        f"  folded and diagnosed in {time.perf_counter() - appended:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return time.perf_counter() - started
 
 
@@ -111,14 +155,18 @@ def timed(fn: object) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--pg", help="also a PostgreSQL store at this URL (a fresh schema)")
-    parser.add_argument("--workdir", type=Path,
-                        help="keep the SQLite store here (default: a temporary folder, removed); "
-                             "stores already built to --events are timed again, not rebuilt")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the SQLite store here (default: a temporary folder, removed); "
+        "stores already built to --events are timed again, not rebuilt",
+    )
     args = parser.parse_args()
     tmp = args.workdir or Path(tempfile.mkdtemp(prefix="advisor-analytics-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -132,11 +180,16 @@ def main() -> int:
             if held >= args.events:
                 print(f"{name}: reusing the {held:,} events already there", flush=True)
             elif held:
-                raise SystemExit(f"{redact(url)} holds {held:,} events, fewer than --events: "
-                                 "start from an empty store")
+                raise SystemExit(
+                    f"{redact(url)} holds {held:,} events, fewer than --events: "
+                    "start from an empty store"
+                )
             else:
-                print(f"{name}: built {args.events:,} events and projections in "
-                      f"{build(store, args.hosts, args.events):.0f} s", flush=True)
+                print(
+                    f"{name}: built {args.events:,} events and projections in "
+                    f"{build(store, args.hosts, args.events):.0f} s",
+                    flush=True,
+                )
             store.close()
         export = tmp / "export"
         shutil.rmtree(export, ignore_errors=True)
@@ -144,28 +197,39 @@ def main() -> int:
         export_parquet(stores["sqlite"], export)
         print(f"exported to Parquet in {time.perf_counter() - started:.0f} s", flush=True)
         floor = duckdb.connect()
-        floor.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet('{export}/events/**/*"
-                      ".parquet', hive_partitioning = true)")
+        floor.execute(
+            f"CREATE VIEW events AS SELECT * FROM read_parquet('{export}/events/**/*"
+            ".parquet', hive_partitioning = true)"
+        )
         for view in ("runs", "incidents", "actions", "gpu_samples"):
-            floor.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet("
-                          f"'{export}/{view}.parquet')")
-        floor.execute("CREATE VIEW log_lines AS SELECT seq, host, time, json_extract_string("
-                      "payload, '$.message') AS message FROM events WHERE type = "
-                      "'log.recorded'")
-        floors = {q: timed(lambda sql=sql: floor.execute(sql).fetchall())
-                  for q, sql in QUERIES.items()}
+            floor.execute(
+                f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{export}/{view}.parquet')"
+            )
+        floor.execute(
+            "CREATE VIEW log_lines AS SELECT seq, host, time, json_extract_string("
+            "payload, '$.message') AS message FROM events WHERE type = "
+            "'log.recorded'"
+        )
+        floors = {
+            q: timed(lambda sql=sql: floor.execute(sql).fetchall()) for q, sql in QUERIES.items()
+        }
         targets = [("parquet", lambda: connect_parquet(export))] + [
-            (name, lambda url=url: connect_store(url)) for name, url in stores.items()]
+            (name, lambda url=url: connect_store(url)) for name, url in stores.items()
+        ]
         for name, connect in targets:
             conn = connect()
             took = timed(lambda conn=conn: stats(conn))
             target = 2.0 if name == "parquet" else 10.0
-            print(f"{name:<10} stats {took:6.2f} s (target < {target:.0f} s: "
-                  f"{'met' if took < target else 'MISSED'})")
+            print(
+                f"{name:<10} stats {took:6.2f} s (target < {target:.0f} s: "
+                f"{'met' if took < target else 'MISSED'})"
+            )
             for q, sql in QUERIES.items():
                 t = timed(lambda conn=conn, sql=sql: conn.query(sql))
-                print(f"{name:<10} {q:<24} {t:6.2f} s  ({t / max(floors[q], 1e-6):5.1f}× "
-                      f"DuckDB on Parquet, {floors[q]:.2f} s)")
+                print(
+                    f"{name:<10} {q:<24} {t:6.2f} s  ({t / max(floors[q], 1e-6):5.1f}× "
+                    f"DuckDB on Parquet, {floors[q]:.2f} s)"
+                )
             conn.close()
     finally:
         if args.workdir is None:
@@ -175,4 +239,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

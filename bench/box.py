@@ -37,9 +37,11 @@ def main() -> None:
     boots.sort()
     stops.sort()
     mid = len(boots) // 2
-    print(f"{args.boots} boots: min {boots[0]:.3f} s, median {boots[mid]:.3f} s, max "
-          f"{boots[-1]:.3f} s (boot to `running` with the bus answering); stop: median "
-          f"{stops[mid]:.3f} s, max {stops[-1]:.3f} s")
+    print(
+        f"{args.boots} boots: min {boots[0]:.3f} s, median {boots[mid]:.3f} s, max "
+        f"{boots[-1]:.3f} s (boot to `running` with the bus answering); stop: median "
+        f"{stops[mid]:.3f} s, max {stops[-1]:.3f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -30,9 +30,13 @@ from advisor.diagnosis.model import load_model  # noqa: E402
 from advisor.diagnosis.rules import load_rules  # noqa: E402
 from advisor.pipeline.inputs import read_log  # noqa: E402
 
-_ERE = [(re.compile(r"\(\?P<\w+>"), "("), (re.compile(r"\(\?:"), "("),
-        (re.compile(r"\\d"), "[0-9]"), (re.compile(r"\\w"), "[[:alnum:]_]"),
-        (re.compile(r"\\s"), "[[:space:]]")]
+_ERE = [
+    (re.compile(r"\(\?P<\w+>"), "("),
+    (re.compile(r"\(\?:"), "("),
+    (re.compile(r"\\d"), "[0-9]"),
+    (re.compile(r"\\w"), "[[:alnum:]_]"),
+    (re.compile(r"\\s"), "[[:space:]]"),
+]
 
 
 def to_ere(pattern: str) -> str | None:
@@ -47,8 +51,17 @@ def to_ere(pattern: str) -> str | None:
 def ensure_journal(path: Path, lines: int) -> Path:
     if path.exists() and sum(1 for _ in path.open("rb")) >= lines:
         return path
-    subprocess.run([sys.executable, str(ROOT / "bench" / "journal_gen.py"), "--lines",
-                    str(lines), "--out", str(path)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "journal_gen.py"),
+            "--lines",
+            str(lines),
+            "--out",
+            str(path),
+        ],
+        check=True,
+    )
     return path
 
 
@@ -62,8 +75,9 @@ def head(path: Path, lines: int, out: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--journal", type=Path, default=ROOT / "bench" / "out" / "journal.jsonl")
     args = parser.parse_args()
@@ -78,9 +92,11 @@ def main() -> None:
         full = time.perf_counter() - started
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         labels = [v.label for v in diagnosis.verdicts]
-        print(f"full path: {len(lines):,} lines in {full:.2f} s = {len(lines) / full:,.0f} "
-              f"lines/s, {len(labels)} runs, peak RSS {rss_mb:.0f} MB, model "
-              f"{'on' if model else 'off'}")
+        print(
+            f"full path: {len(lines):,} lines in {full:.2f} s = {len(lines) / full:,.0f} "
+            f"lines/s, {len(labels)} runs, peak RSS {rss_mb:.0f} MB, model "
+            f"{'on' if model else 'off'}"
+        )
         del lines, diagnosis
 
         patterns = [p for r in rules.rules for p in r.spec.match]
@@ -89,11 +105,17 @@ def main() -> None:
         pattern_file.write_text("\n".join(ere) + "\n")
         grep = shutil.which("grep") or "grep"
         started = time.perf_counter()
-        done = subprocess.run([grep, "-E", "-c", "-f", str(pattern_file), str(sample)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [grep, "-E", "-c", "-f", str(pattern_file), str(sample)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         grep_s = time.perf_counter() - started
-        print(f"grep -E ({len(ere)} of {len(patterns)} patterns): {grep_s:.2f} s = "
-              f"{args.lines / grep_s:,.0f} lines/s, {done.stdout.strip()} matching lines")
+        print(
+            f"grep -E ({len(ere)} of {len(patterns)} patterns): {grep_s:.2f} s = "
+            f"{args.lines / grep_s:,.0f} lines/s, {done.stdout.strip()} matching lines"
+        )
         print(f"ratio full path / grep: {full / grep_s:.1f}x the time")
 
         small = head(journal, 10_000, Path(tmp) / "10k.jsonl")
@@ -104,8 +126,10 @@ def main() -> None:
             started = time.perf_counter()
             subprocess.run(advisor, capture_output=True, check=True)
             walls.append(time.perf_counter() - started)
-        print(f"advisor classify, 10,000 lines: best {min(walls):.3f} s, median "
-              f"{sorted(walls)[2]:.3f} s wall including start-up (target < 0.5 s)")
+        print(
+            f"advisor classify, 10,000 lines: best {min(walls):.3f} s, median "
+            f"{sorted(walls)[2]:.3f} s wall including start-up (target < 0.5 s)"
+        )
 
 
 if __name__ == "__main__":

@@ -42,14 +42,14 @@ from bench.journal_gen import write_journal
 ADVISOR = [sys.executable, "-m", "advisor"]
 
 
-def killed_until_done(argv: list[str], kills: int, rng: random.Random,
-                      env: dict[str, str]) -> tuple[int, float]:
+def killed_until_done(
+    argv: list[str], kills: int, rng: random.Random, env: dict[str, str]
+) -> tuple[int, float]:
     """Run `argv` again and again, SIGKILLing it after a random delay, `kills` times at most;
     then let it finish. Returns (kills made, seconds)."""
     made, start = 0, time.monotonic()
     while True:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env=env)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         if made < kills:
             try:
                 proc.wait(timeout=rng.uniform(0.35, 1.0))
@@ -62,8 +62,10 @@ def killed_until_done(argv: list[str], kills: int, rng: random.Random,
             proc.wait()
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(argv[2:4])} failed (exit {proc.returncode}): "
-                             f"{err.decode().strip()[-500:]}")
+            raise SystemExit(
+                f"{' '.join(argv[2:4])} failed (exit {proc.returncode}): "
+                f"{err.decode().strip()[-500:]}"
+            )
         return made, time.monotonic() - start
 
 
@@ -79,8 +81,9 @@ def counts(url: str) -> tuple[int, int, int]:
     engine = create_engine(url)
     with engine.connect() as conn:
         logs = conn.execute(text("SELECT count(*) FROM events WHERE type = 'log.recorded'"))
-        distinct = conn.execute(text(
-            "SELECT count(*) FROM (SELECT DISTINCT source_id, idem_key FROM events) k"))
+        distinct = conn.execute(
+            text("SELECT count(*) FROM (SELECT DISTINCT source_id, idem_key FROM events) k")
+        )
         total = conn.execute(text("SELECT count(*) FROM events"))
         result = (int(logs.scalar_one()), int(distinct.scalar_one()), int(total.scalar_one()))
     engine.dispose()
@@ -90,10 +93,18 @@ def counts(url: str) -> tuple[int, int, int]:
 def projection_rows(url: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     engine = create_engine(url)
     with engine.connect() as conn:
-        runs = [tuple(r) for r in conn.execute(text(
-            "SELECT run_id, lines, label, incident_id FROM runs ORDER BY run_id"))]
-        incidents = [tuple(r) for r in conn.execute(text(
-            "SELECT incident_id, runs, status, label FROM incidents ORDER BY incident_id"))]
+        runs = [
+            tuple(r)
+            for r in conn.execute(
+                text("SELECT run_id, lines, label, incident_id FROM runs ORDER BY run_id")
+            )
+        ]
+        incidents = [
+            tuple(r)
+            for r in conn.execute(
+                text("SELECT incident_id, runs, status, label FROM incidents ORDER BY incident_id")
+            )
+        ]
     engine.dispose()
     return runs, incidents
 
@@ -108,17 +119,31 @@ def fresh_schema(base: str) -> str:
     return f"{base}{sep}options=-csearch_path%3D{schema}"
 
 
-def run_engine(name: str, url: str, journal: Path, lines: int, kills: int,
-               rng: random.Random, env: dict[str, str]) -> None:
-    made, seconds = killed_until_done([*ADVISOR, "ingest", "journal", "--file", str(journal),
-                                       "--no-diagnose", "--db", url], kills, rng, env)
+def run_engine(
+    name: str,
+    url: str,
+    journal: Path,
+    lines: int,
+    kills: int,
+    rng: random.Random,
+    env: dict[str, str],
+) -> None:
+    made, seconds = killed_until_done(
+        [*ADVISOR, "ingest", "journal", "--file", str(journal), "--no-diagnose", "--db", url],
+        kills,
+        rng,
+        env,
+    )
     logs, distinct, total = counts(url)
     verify = advisor("verify", "--db", url, env=env).strip()
-    print(f"{name} ingest: {made} kills over {lines} lines in {seconds:.0f} s; "
-          f"{logs} log events, {total - distinct} duplicates; {verify}")
+    print(
+        f"{name} ingest: {made} kills over {lines} lines in {seconds:.0f} s; "
+        f"{logs} log events, {total - distinct} duplicates; {verify}"
+    )
     if logs != lines or distinct != total:
-        raise SystemExit(f"{name}: {lines} lines gave {logs} log events and "
-                         f"{total - distinct} duplicates")
+        raise SystemExit(
+            f"{name}: {lines} lines gave {logs} log events and {total - distinct} duplicates"
+        )
 
     made, seconds = killed_until_done([*ADVISOR, "diagnose", "--db", url], kills // 2, rng, env)
     killed = projection_rows(url)
@@ -127,8 +152,10 @@ def run_engine(name: str, url: str, journal: Path, lines: int, kills: int,
     clean = projection_rows(url)
     verify = advisor("verify", "--db", url, env=env).strip()
     same = "the same as" if killed == clean else "DIFFERENT from"
-    print(f"{name} diagnose: {made} kills in {seconds:.0f} s; {len(killed[0])} runs, "
-          f"{len(killed[1])} incidents, {same} an uninterrupted rebuild; {verify}")
+    print(
+        f"{name} diagnose: {made} kills in {seconds:.0f} s; {len(killed[0])} runs, "
+        f"{len(killed[1])} incidents, {same} an uninterrupted rebuild; {verify}"
+    )
     if killed != clean:
         raise SystemExit(f"{name}: diagnosis after kills differs from a clean one")
 
@@ -154,16 +181,21 @@ def main() -> None:
     run_engine("SQLite", sqlite, journal, args.lines, args.kills, rng, env)
     if args.pg:
         central = fresh_schema(args.pg)
-        run_engine("PostgreSQL", fresh_schema(args.pg), journal, args.lines, args.kills, rng,
-                   env)
+        run_engine("PostgreSQL", fresh_schema(args.pg), journal, args.lines, args.kills, rng, env)
         advisor("db", "upgrade", "--db", central, env=env)
-        made, seconds = killed_until_done([*ADVISOR, "ship", "--to", central, "--host",
-                                           "bench-host", "--db", sqlite], args.kills, rng, env)
+        made, seconds = killed_until_done(
+            [*ADVISOR, "ship", "--to", central, "--host", "bench-host", "--db", sqlite],
+            args.kills,
+            rng,
+            env,
+        )
         _, _, host_total = counts(sqlite)
         _, distinct, total = counts(central)
         verify = advisor("verify", "--db", central, env=env).strip().replace("\n", "; ")
-        print(f"ship: {made} kills in {seconds:.0f} s; {total} of {host_total} host events "
-              f"central, {total - distinct} duplicates; {verify}")
+        print(
+            f"ship: {made} kills in {seconds:.0f} s; {total} of {host_total} host events "
+            f"central, {total - distinct} duplicates; {verify}"
+        )
         if total != host_total or distinct != total:
             raise SystemExit("ship: the central store does not hold each host event once")
 

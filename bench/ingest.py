@@ -114,8 +114,9 @@ def advisor_command() -> list[str]:
 def check_advisor(cmd: list[str]) -> str | None:
     """None when ``advisor --help`` works, else a one-line reason."""
     try:
-        proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120,
-                              check=False)
+        proc = subprocess.run(
+            [*cmd, "--help"], capture_output=True, text=True, timeout=120, check=False
+        )
     except OSError as exc:
         return f"cannot run {' '.join(cmd)}: {exc}"
     except subprocess.TimeoutExpired:
@@ -152,11 +153,25 @@ def tree_memory(proc: psutil.Process) -> tuple[int, int]:
     return rss, pss
 
 
-def run_advisor(cmd: list[str], journal: pathlib.Path, db: pathlib.Path, lines: int,
-                timeout: float, log_path: pathlib.Path) -> AdvisorRun:
+def run_advisor(
+    cmd: list[str],
+    journal: pathlib.Path,
+    db: pathlib.Path,
+    lines: int,
+    timeout: float,
+    log_path: pathlib.Path,
+) -> AdvisorRun:
     # Storing only: the diagnosis that ingest does by default is timed apart (time_diagnose).
-    argv = [*cmd, "ingest", "journal", "--file", str(journal), "--no-diagnose",
-            "--db", f"sqlite:///{db}"]
+    argv = [
+        *cmd,
+        "ingest",
+        "journal",
+        "--file",
+        str(journal),
+        "--no-diagnose",
+        "--db",
+        f"sqlite:///{db}",
+    ]
     log(f"running {' '.join(argv)}")
     with log_path.open("wb") as out:
         start = time.perf_counter()
@@ -169,21 +184,32 @@ def run_advisor(cmd: list[str], journal: pathlib.Path, db: pathlib.Path, lines: 
     children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     if popen.returncode != 0:
         tail = "\n  ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
-        return AdvisorRun(False, seconds=seconds, returncode=popen.returncode, command=argv,
-                          error=f"advisor exited {popen.returncode}; last output "
-                                f"({log_path}):\n  {tail or '(none)'}")
-    return AdvisorRun(True, seconds=seconds, lines_per_s=lines / seconds,
-                      peak_rss_mb=peak / MB, peak_pss_mb=peak_pss / MB,
-                      maxrss_mb=own_maxrss_kib / 1024,
-                      children_maxrss_mb=children_kib / 1024, returncode=0, command=argv)
+        return AdvisorRun(
+            False,
+            seconds=seconds,
+            returncode=popen.returncode,
+            command=argv,
+            error=f"advisor exited {popen.returncode}; last output "
+            f"({log_path}):\n  {tail or '(none)'}",
+        )
+    return AdvisorRun(
+        True,
+        seconds=seconds,
+        lines_per_s=lines / seconds,
+        peak_rss_mb=peak / MB,
+        peak_pss_mb=peak_pss / MB,
+        maxrss_mb=own_maxrss_kib / 1024,
+        children_maxrss_mb=children_kib / 1024,
+        returncode=0,
+        command=argv,
+    )
 
 
 def time_diagnose(cmd: list[str], db: pathlib.Path) -> float:
     """Seconds `advisor diagnose` takes on the store just ingested (what ingest does by
     default after storing)."""
     start = time.perf_counter()
-    subprocess.run([*cmd, "diagnose", "--db", f"sqlite:///{db}"], check=True,
-                   capture_output=True)
+    subprocess.run([*cmd, "diagnose", "--db", f"sqlite:///{db}"], check=True, capture_output=True)
     return time.perf_counter() - start
 
 
@@ -219,8 +245,11 @@ def run_duckdb(journal: pathlib.Path) -> DuckRun:
         con = duckdb.connect()
         try:
             start = time.perf_counter()
-            con.execute("CREATE TABLE j AS SELECT * FROM read_json(?, "
-                        f"format='newline_delimited', {options})", [str(journal)])
+            con.execute(
+                "CREATE TABLE j AS SELECT * FROM read_json(?, "
+                f"format='newline_delimited', {options})",
+                [str(journal)],
+            )
             row = con.execute("SELECT count(*) FROM j").fetchone()
             seconds = time.perf_counter() - start
         except duckdb.Error as exc:
@@ -229,8 +258,9 @@ def run_duckdb(journal: pathlib.Path) -> DuckRun:
         finally:
             con.close()
         rows = int(row[0]) if row else 0
-        return DuckRun(True, seconds=seconds, lines_per_s=rows / seconds, rows=rows,
-                       options=options)
+        return DuckRun(
+            True, seconds=seconds, lines_per_s=rows / seconds, rows=rows, options=options
+        )
     return DuckRun(False, error="; ".join(errors))
 
 
@@ -253,8 +283,9 @@ def judge(adv: AdvisorRun, duck: DuckRun) -> Verdict:
     return Verdict(ratio, rate, rss)
 
 
-def figures(lines: int, journal: pathlib.Path, adv: AdvisorRun, duck: DuckRun,
-            verdict: Verdict) -> dict[str, object]:
+def figures(
+    lines: int, journal: pathlib.Path, adv: AdvisorRun, duck: DuckRun, verdict: Verdict
+) -> dict[str, object]:
     return {
         "lines": lines,
         "bytes": journal.stat().st_size,
@@ -279,28 +310,42 @@ def _verdict(ok: bool | None) -> str:
     return {True: "PASS", False: "MISS", None: "n/a"}[ok]
 
 
-def print_table(lines: int, journal: pathlib.Path, adv: AdvisorRun, duck: DuckRun,
-                verdict: Verdict) -> None:
+def print_table(
+    lines: int, journal: pathlib.Path, adv: AdvisorRun, duck: DuckRun, verdict: Verdict
+) -> None:
     size = journal.stat().st_size
-    print(f"journal: {journal}  ({lines:,} lines, {size / MB:,.1f} MiB, "
-          f"{size / max(lines, 1):.0f} B/line; {psutil.cpu_count()} CPUs)")
+    print(
+        f"journal: {journal}  ({lines:,} lines, {size / MB:,.1f} MiB, "
+        f"{size / max(lines, 1):.0f} B/line; {psutil.cpu_count()} CPUs)"
+    )
     print(f"{'':26}{'lines':>11}{'MiB':>9}{'seconds':>9}{'lines/s':>10}{'peak RSS MB':>13}")
-    print(f"{'advisor ingest journal':26}{lines:>11,}{size / MB:>9,.0f}"
-          f"{_num(adv.seconds, '.2f'):>9}{_num(adv.lines_per_s, ',.0f'):>10}"
-          f"{_num(adv.peak_rss_mb, '.1f'):>13}")
-    print(f"{'  PSS (tree, peak)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
-          f"{_num(adv.peak_pss_mb, '.1f'):>13}")
-    print(f"{'  ru_maxrss (wait4)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
-          f"{_num(adv.maxrss_mb, '.1f'):>13}")
-    print(f"{'  getrusage(CHILDREN)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
-          f"{_num(adv.children_maxrss_mb, '.1f'):>13}")
-    print(f"{'DuckDB read_json':26}{_num(duck.rows, ','):>11}{size / MB:>9,.0f}"
-          f"{_num(duck.seconds, '.2f'):>9}{_num(duck.lines_per_s, ',.0f'):>10}")
+    print(
+        f"{'advisor ingest journal':26}{lines:>11,}{size / MB:>9,.0f}"
+        f"{_num(adv.seconds, '.2f'):>9}{_num(adv.lines_per_s, ',.0f'):>10}"
+        f"{_num(adv.peak_rss_mb, '.1f'):>13}"
+    )
+    print(
+        f"{'  PSS (tree, peak)':26}{'':>11}{'':>9}{'':>9}{'':>10}{_num(adv.peak_pss_mb, '.1f'):>13}"
+    )
+    print(
+        f"{'  ru_maxrss (wait4)':26}{'':>11}{'':>9}{'':>9}{'':>10}{_num(adv.maxrss_mb, '.1f'):>13}"
+    )
+    print(
+        f"{'  getrusage(CHILDREN)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
+        f"{_num(adv.children_maxrss_mb, '.1f'):>13}"
+    )
+    print(
+        f"{'DuckDB read_json':26}{_num(duck.rows, ','):>11}{size / MB:>9,.0f}"
+        f"{_num(duck.seconds, '.2f'):>9}{_num(duck.lines_per_s, ',.0f'):>10}"
+    )
     ratio = "n/a" if verdict.ratio is None else f"{verdict.ratio:.2f}x"
-    print(f"advisor / DuckDB lines/s: {ratio}   "
-          f"(DuckDB {duck.version}, {duck.options or 'failed'})")
-    print(f"target >= {TARGET_LINES_PER_S:,} lines/s: {_verdict(verdict.rate_pass)}   "
-          f"target peak RSS < {TARGET_PEAK_RSS_MB:.0f} MB: {_verdict(verdict.rss_pass)}")
+    print(
+        f"advisor / DuckDB lines/s: {ratio}   (DuckDB {duck.version}, {duck.options or 'failed'})"
+    )
+    print(
+        f"target >= {TARGET_LINES_PER_S:,} lines/s: {_verdict(verdict.rate_pass)}   "
+        f"target peak RSS < {TARGET_PEAK_RSS_MB:.0f} MB: {_verdict(verdict.rss_pass)}"
+    )
     if adv.error:
         print(f"advisor: {adv.error}")
     if duck.rows is not None and duck.rows != lines:
@@ -318,14 +363,15 @@ def main(argv: list[str] | None = None) -> int:
         log(f"error: the advisor CLI is not usable, skipping its half of the benchmark: {problem}")
         adv = AdvisorRun(False, error=problem, command=cmd)
     else:
-        adv = run_advisor(cmd, journal, db, args.lines, args.timeout,
-                          args.workdir / "ingest.log")
+        adv = run_advisor(cmd, journal, db, args.lines, args.timeout, args.workdir / "ingest.log")
         if not adv.ok:
             log(f"error: {adv.error}")
         else:
             diagnose_s = time_diagnose(cmd, db)
-            log(f"advisor diagnose (fold {args.lines:,} events into runs, classify the ended "
-                f"ones): {diagnose_s:.1f} s = {args.lines / diagnose_s:,.0f} events/s")
+            log(
+                f"advisor diagnose (fold {args.lines:,} events into runs, classify the ended "
+                f"ones): {diagnose_s:.1f} s = {args.lines / diagnose_s:,.0f} events/s"
+            )
     if not args.keep:
         fresh_db(args.workdir)
     log("loading the same file with DuckDB ...")

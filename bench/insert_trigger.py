@@ -18,12 +18,26 @@ from advisor.store import open_store
 
 
 def batches(events: int, size: int) -> list[list[NewEvent]]:
-    return [validate_batch([
-        {"stream": "h/u.service", "time_us": 1_700_000_000_000_000 + i, "source": "bench",
-         "key": (i * 7919) % 1_000_003,  # the idempotency index takes keys in random order
-         "payload": {"type": "log.recorded", "origin": "text",
-                     "message": f"line {i} INFO serving a request"}}
-        for i in range(start, min(start + size, events))]) for start in range(0, events, size)]
+    return [
+        validate_batch(
+            [
+                {
+                    "stream": "h/u.service",
+                    "time_us": 1_700_000_000_000_000 + i,
+                    "source": "bench",
+                    "key": (i * 7919)
+                    % 1_000_003,  # the idempotency index takes keys in random order
+                    "payload": {
+                        "type": "log.recorded",
+                        "origin": "text",
+                        "message": f"line {i} INFO serving a request",
+                    },
+                }
+                for i in range(start, min(start + size, events))
+            ]
+        )
+        for start in range(0, events, size)
+    ]
 
 
 def append_s(work: list[list[NewEvent]], with_triggers: bool) -> float:
@@ -57,8 +71,10 @@ def main() -> None:
             times[with_triggers].append(append_s(work, with_triggers))
     for with_triggers, label in ((False, "without"), (True, "with")):
         best = min(times[with_triggers])
-        print(f"{label:>7} the INSERT triggers: {best:.2f} s, "
-              f"{best / args.events * 1e6:.1f} µs per event (best of {args.rounds})")
+        print(
+            f"{label:>7} the INSERT triggers: {best:.2f} s, "
+            f"{best / args.events * 1e6:.1f} µs per event (best of {args.rounds})"
+        )
 
 
 if __name__ == "__main__":

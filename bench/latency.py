@@ -28,8 +28,14 @@ sys.path.insert(0, str(ROOT))
 from advisor.core.journal_export import write_export_entry  # noqa: E402
 from advisor.store import EventFilter, open_store  # noqa: E402
 
-REMOTE = next((p for p in ("/lib/systemd/systemd-journal-remote",
-                           "/usr/lib/systemd/systemd-journal-remote") if Path(p).exists()), None)
+REMOTE = next(
+    (
+        p
+        for p in ("/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote")
+        if Path(p).exists()
+    ),
+    None,
+)
 BOOT = "0123456789abcdef0123456789abcdef"
 UNIT = "vllm-bench.service"
 
@@ -47,29 +53,45 @@ def crash(n: int, t0_us: int) -> list[list[tuple[str, bytes | str]]]:
         f"{{'model': 'bench/model', 'max_num_seqs': {1024 + n}, 'gpu_memory_utilization': 0.9}}",
         worker + "Traceback (most recent call last):",
         worker + '  File "/opt/vllm/vllm/v1/worker/gpu_model_runner.py", line 3208, in '
-                 "_dummy_sampler_run",
+        "_dummy_sampler_run",
         worker + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 782.00 MiB. GPU 0 "
-                 "has a total capacity of 94.97 GiB of which 411.62 MiB is free.",
+        "has a total capacity of 94.97 GiB of which 411.62 MiB is free.",
         worker + "RuntimeError: CUDA out of memory occurred when warming up sampler with 1024 "
-                 "dummy requests.",
+        "dummy requests.",
     ]
-    systemd = [f"Started {UNIT} - bench.", f"{UNIT}: Main process exited, code=exited, "
-               "status=1/FAILURE", f"{UNIT}: Failed with result 'exit-code'."]
+    systemd = [
+        f"Started {UNIT} - bench.",
+        f"{UNIT}: Main process exited, code=exited, status=1/FAILURE",
+        f"{UNIT}: Failed with result 'exit-code'.",
+    ]
     entries = []
-    messages = [("1", systemd[0]), *((pid, m) for m in app), ("1", systemd[1]),
-                ("1", systemd[2])]
+    messages = [("1", systemd[0]), *((pid, m) for m in app), ("1", systemd[1]), ("1", systemd[2])]
     for i, (sender, message) in enumerate(messages):
         t = t0_us + i * 1000
         base: list[tuple[str, bytes | str]] = [
-            ("__REALTIME_TIMESTAMP", str(t)), ("__MONOTONIC_TIMESTAMP", str(t - t0_us + 1)),
-            ("_BOOT_ID", BOOT), ("_HOSTNAME", "bench-node"), ("MESSAGE", message),
-            ("_PID", sender), ("PRIORITY", "6")]
+            ("__REALTIME_TIMESTAMP", str(t)),
+            ("__MONOTONIC_TIMESTAMP", str(t - t0_us + 1)),
+            ("_BOOT_ID", BOOT),
+            ("_HOSTNAME", "bench-node"),
+            ("MESSAGE", message),
+            ("_PID", sender),
+            ("PRIORITY", "6"),
+        ]
         if sender == "1":
-            base += [("_TRANSPORT", "journal"), ("SYSLOG_IDENTIFIER", "systemd"),
-                     ("UNIT", UNIT), ("INVOCATION_ID", inv), ("_SYSTEMD_UNIT", "init.scope")]
+            base += [
+                ("_TRANSPORT", "journal"),
+                ("SYSLOG_IDENTIFIER", "systemd"),
+                ("UNIT", UNIT),
+                ("INVOCATION_ID", inv),
+                ("_SYSTEMD_UNIT", "init.scope"),
+            ]
         else:
-            base += [("_TRANSPORT", "stdout"), ("SYSLOG_IDENTIFIER", "vllm"),
-                     ("_SYSTEMD_UNIT", UNIT), ("_SYSTEMD_INVOCATION_ID", inv)]
+            base += [
+                ("_TRANSPORT", "stdout"),
+                ("SYSLOG_IDENTIFIER", "vllm"),
+                ("_SYSTEMD_UNIT", UNIT),
+                ("_SYSTEMD_INVOCATION_ID", inv),
+            ]
         entries.append(base)
     return entries
 
@@ -81,8 +103,9 @@ def append(journal: Path, entries: list[list[tuple[str, bytes | str]]]) -> None:
     export = journal.with_suffix(".export")
     export.write_bytes(buf.getvalue())
     assert REMOTE is not None
-    subprocess.run([REMOTE, f"--output={journal}", str(export)], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [REMOTE, f"--output={journal}", str(export)], check=True, capture_output=True, timeout=60
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -91,8 +114,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--crashes", type=int, default=50)
     args = parser.parse_args()
     if REMOTE is None or shutil.which("journalctl") is None:
@@ -103,9 +127,21 @@ def main() -> int:
         url = f"sqlite:///{tmp}/latency.db"
         t0 = time.time_ns() // 1000
         append(journal, crash(0, t0))
-        watch = subprocess.Popen([sys.executable, "-m", "advisor", "watch", "--journal-file",
-                                  str(journal), "--no-gpu", "--db", url],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "advisor",
+                "watch",
+                "--journal-file",
+                str(journal),
+                "--no-gpu",
+                "--db",
+                url,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         store = None
         latencies: list[float] = []
         try:
@@ -128,18 +164,21 @@ def main() -> int:
                     if time.time_ns() // 1000 - written > 30_000_000:
                         raise SystemExit(f"crash {n}: no plan after 30 s")
                     time.sleep(0.01)
-                recorded = max(e.recorded_us for e in store.read(EventFilter(
-                    type="action.proposed", limit=1)))
+                recorded = max(
+                    e.recorded_us for e in store.read(EventFilter(type="action.proposed", limit=1))
+                )
                 latencies.append(max(0.0, (recorded - written) / 1e6))
         finally:
             watch.terminate()
             watch.wait(timeout=30)
             if store is not None:
                 store.close()
-    print(f"{len(latencies)} crashes: crash in the journal → plan proposed: "
-          f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 "
-          f"{percentile(latencies, 0.99) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms "
-          f"(target p99 < 1000 ms)")
+    print(
+        f"{len(latencies)} crashes: crash in the journal → plan proposed: "
+        f"p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p99 "
+        f"{percentile(latencies, 0.99) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms "
+        f"(target p99 < 1000 ms)"
+    )
     return 0
 
 
@@ -147,8 +186,13 @@ def _proposed_plans(store: object) -> int:
     from advisor.store import EventStore
 
     assert isinstance(store, EventStore)
-    return len({e.payload.plan_id for e in store.read(EventFilter(type="action.proposed"))
-                if hasattr(e.payload, "plan_id")})
+    return len(
+        {
+            e.payload.plan_id
+            for e in store.read(EventFilter(type="action.proposed"))
+            if hasattr(e.payload, "plan_id")
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -36,9 +36,11 @@ SEED = ROOT / "tests" / "fixtures" / "seed-minimax-m25.journal.jsonl"
 
 
 def ingest(path: pathlib.Path, url: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "advisor", "ingest", "journal", "--file",
-                             str(path), "--db", url], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "advisor", "ingest", "journal", "--file", str(path), "--db", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def wait(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -53,9 +55,13 @@ def counts(url: str) -> dict[str, int]:
         incidents = read_rows(store, "incidents")
         current = {i["incident_id"] for i in incidents if i["status"] != "superseded"}
         actions = read_rows(store, "actions")
-        return {"runs": len(read_rows(store, "runs")), "incidents": len(current),
-                "superseded": len(incidents) - len(current), "proposed": len(actions),
-                "proposed_current": sum(1 for a in actions if a["incident_id"] in current)}
+        return {
+            "runs": len(read_rows(store, "runs")),
+            "incidents": len(current),
+            "superseded": len(incidents) - len(current),
+            "proposed": len(actions),
+            "proposed_current": sum(1 for a in actions if a["incident_id"] in current),
+        }
 
 
 class Stores:
@@ -96,7 +102,7 @@ def slices(lines: list[bytes], parts: int, work: pathlib.Path, name: str) -> lis
     paths = []
     for i in range(parts):
         path = work / f"{name}{i}.jsonl"
-        path.write_bytes(b"".join(lines[i * size:(i + 1) * size]))
+        path.write_bytes(b"".join(lines[i * size : (i + 1) * size]))
         paths.append(path)
     return paths
 
@@ -130,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         wait([ingest(second, url)])
         wait([ingest(first, url)])
-        figures["newer half first"] = {**counts(url),
-                                       "seconds": round(time.perf_counter() - start, 1)}
+        figures["newer half first"] = {
+            **counts(url),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
 
         url = stores.new("concurrent")
         parts = slices(lines, 4, work, "quarter")
@@ -141,21 +149,34 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(ingest(path, url))
             time.sleep(0.05)
         wait(procs)
-        figures["4 concurrent slices"] = {**counts(url),
-                                          "seconds": round(time.perf_counter() - start, 1)}
+        figures["4 concurrent slices"] = {
+            **counts(url),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
     finally:
         stores.drop()
     if args.json:
-        print(orjson.dumps({"journal": str(journal), "lines": len(lines),
-                            "engine": "postgresql" if args.db else "sqlite",
-                            "figures": figures}).decode())
+        print(
+            orjson.dumps(
+                {
+                    "journal": str(journal),
+                    "lines": len(lines),
+                    "engine": "postgresql" if args.db else "sqlite",
+                    "figures": figures,
+                }
+            ).decode()
+        )
         return 0
     print(f"{journal} ({len(lines):,} lines), {'PostgreSQL' if args.db else 'SQLite'}")
-    print(f"{'':22} {'runs':>7} {'incidents':>9} {'superseded':>10} {'proposed':>8} "
-          f"{'of current':>10} {'s':>6}")
+    print(
+        f"{'':22} {'runs':>7} {'incidents':>9} {'superseded':>10} {'proposed':>8} "
+        f"{'of current':>10} {'s':>6}"
+    )
     for name, f in figures.items():
-        print(f"{name:22} {f['runs']:>7} {f['incidents']:>9} {f['superseded']:>10} "
-              f"{f['proposed']:>8} {f['proposed_current']:>10} {f['seconds']:>6}")
+        print(
+            f"{name:22} {f['runs']:>7} {f['incidents']:>9} {f['superseded']:>10} "
+            f"{f['proposed']:>8} {f['proposed_current']:>10} {f['seconds']:>6}"
+        )
     same = len({(f["runs"], f["incidents"], f["proposed_current"]) for f in figures.values()})
     return 0 if same == 1 else 1
 

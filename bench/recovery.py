@@ -36,11 +36,17 @@ from advisor.sim.box import unavailable  # noqa: E402
 from advisor.sim.gpuhost import GpuHost  # noqa: E402
 from advisor.store import EventFilter, open_store  # noqa: E402
 
-ENV = {"MODEL": "MiniMaxAI/MiniMax-M2.5", "ADVISOR_SIM_VOCAB_SIZE": "200064",
-       "ADVISOR_SIM_WEIGHTS_GIB": "230", "ADVISOR_SIM_SPEED": "8"}
-POLICY = ('min_confidence = 0.9\ncooldown_s = 0\nmax_actions_per_hour = 40\n[[allow]]\n'
-          'units = "vllm-*.service"\nkinds = ["hold_restarts", "kill", "wait_gpu_free", '
-          '"set_flag", "set_unit_option", "reset_failed", "restart", "stop"]\n')
+ENV = {
+    "MODEL": "MiniMaxAI/MiniMax-M2.5",
+    "ADVISOR_SIM_VOCAB_SIZE": "200064",
+    "ADVISOR_SIM_WEIGHTS_GIB": "230",
+    "ADVISOR_SIM_SPEED": "8",
+}
+POLICY = (
+    "min_confidence = 0.9\ncooldown_s = 0\nmax_actions_per_hour = 40\n[[allow]]\n"
+    'units = "vllm-*.service"\nkinds = ["hold_restarts", "kill", "wait_gpu_free", '
+    '"set_flag", "set_unit_option", "reset_failed", "restart", "stop"]\n'
+)
 
 
 def _journal_us(host: GpuHost, *match: str, text: str) -> int | None:
@@ -67,10 +73,14 @@ def _until_recorded(db: str, kind: str, deadline: float) -> None:
     while time.monotonic() < deadline:
         store = open_store(db)
         try:
-            kinds = {str(getattr(e.payload, "action_id", "")): str(getattr(e.payload, "kind", ""))
-                     for e in store.read(EventFilter(type="action.proposed"))}
-            done = {str(getattr(e.payload, "action_id", ""))
-                    for e in store.read(EventFilter(type="action.succeeded"))}
+            kinds = {
+                str(getattr(e.payload, "action_id", "")): str(getattr(e.payload, "kind", ""))
+                for e in store.read(EventFilter(type="action.proposed"))
+            }
+            done = {
+                str(getattr(e.payload, "action_id", ""))
+                for e in store.read(EventFilter(type="action.succeeded"))
+            }
         finally:
             store.close()
         if any(kinds.get(a) == kind for a in done):
@@ -84,23 +94,44 @@ def one_run(folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     policy.write_text(POLICY)
     with GpuHost(folder / "host", hostname="gpu-node-07", release_delay_s=2.0) as host:
-        argv = host.box.nsenter_argv([sys.executable, "-m", "advisor", "watch", "--unit",
-                                      "vllm-*.service", "--auto", "--policy", str(policy),
-                                      "--gpus-from", str(host.view)])
-        watch = subprocess.Popen(argv, env={**os.environ, "ADVISOR_DB": db,
-                                            "PYTHONPATH": str(ROOT)},
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        argv = host.box.nsenter_argv(
+            [
+                sys.executable,
+                "-m",
+                "advisor",
+                "watch",
+                "--unit",
+                "vllm-*.service",
+                "--auto",
+                "--policy",
+                str(policy),
+                "--gpus-from",
+                str(host.view),
+            ]
+        )
+        watch = subprocess.Popen(
+            argv,
+            env={**os.environ, "ADVISOR_DB": db, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
-            while True:   # nsenter forks the watcher: its child is the advisor process
+            while True:  # nsenter forks the watcher: its child is the advisor process
                 kids = Path(f"/proc/{watch.pid}/task/{watch.pid}/children").read_text().split()
                 if kids:
                     advisor_pid = int(kids[0])
                     break
                 time.sleep(0.01)
-            time.sleep(1.5)   # watching
+            time.sleep(1.5)  # watching
             cpu_before = _cpu_s(advisor_pid)
-            host.add_vllm(UNIT, list(ARGS), environment=ENV, restart="on-failure",
-                          restart_sec="3s", timeout_stop_sec="5s")
+            host.add_vllm(
+                UNIT,
+                list(ARGS),
+                environment=ENV,
+                restart="on-failure",
+                restart_sec="3s",
+                timeout_stop_sec="5s",
+            )
             host.box.systemctl("start", UNIT)
             deadline = time.monotonic() + 180
             ready_us = None
@@ -108,8 +139,11 @@ def one_run(folder: Path) -> dict[str, Any]:
                 time.sleep(0.5)
                 inv = host.box.show(UNIT, "InvocationID", "ExecStart")
                 if "--max-num-seqs 256" in inv["ExecStart"] and inv["InvocationID"]:
-                    ready_us = _journal_us(host, f"_SYSTEMD_INVOCATION_ID={inv['InvocationID']}",
-                                           text="Application startup complete")
+                    ready_us = _journal_us(
+                        host,
+                        f"_SYSTEMD_INVOCATION_ID={inv['InvocationID']}",
+                        text="Application startup complete",
+                    )
             cpu = _cpu_s(advisor_pid) - cpu_before
             _until_recorded(db, "restart", time.monotonic() + 30)
             crash_us = _journal_us(host, "_PID=1", f"UNIT={UNIT}", text="Main process exited")
@@ -129,16 +163,23 @@ def one_run(folder: Path) -> dict[str, Any]:
         if e.type in ("action.started", "action.succeeded", "action.skipped", "action.failed"):
             action = str(getattr(e.payload, "action_id", ""))
             steps.setdefault(action, {})[e.type.split(".")[1]] = e.recorded_us
-    kinds = {str(getattr(e.payload, "action_id", "")): str(getattr(e.payload, "kind", ""))
-             for e in events if e.type == "action.proposed"}
+    kinds = {
+        str(getattr(e.payload, "action_id", "")): str(getattr(e.payload, "kind", ""))
+        for e in events
+        if e.type == "action.proposed"
+    }
     store.close()
     timed = []
     for action, t in steps.items():
         end = t.get("succeeded") or t.get("skipped") or t.get("failed")
         if end and "started" in t:
             timed.append((kinds.get(action, action), (end - t["started"]) / 1e6))
-    return {"total_s": (ready_us - crash_us) / 1e6, "crash_to_plan_s": (proposed - crash_us) / 1e6,
-            "steps": timed, "advisor_cpu_s": cpu}
+    return {
+        "total_s": (ready_us - crash_us) / 1e6,
+        "crash_to_plan_s": (proposed - crash_us) / 1e6,
+        "steps": timed,
+        "advisor_cpu_s": cpu,
+    }
 
 
 def main() -> None:
@@ -154,14 +195,18 @@ def main() -> None:
             r = one_run(Path(tmp) / f"run{i}")
             results.append(r)
             steps = ", ".join(f"{k} {s:.2f}" for k, s in r["steps"])
-            print(f"run {i + 1}: first crash → ready {r['total_s']:.2f} s; crash → plan "
-                  f"{r['crash_to_plan_s']:.2f} s; advisor CPU {r['advisor_cpu_s']:.2f} s "
-                  f"({100 * r['advisor_cpu_s'] / r['total_s']:.1f}%); steps (s): {steps}")
+            print(
+                f"run {i + 1}: first crash → ready {r['total_s']:.2f} s; crash → plan "
+                f"{r['crash_to_plan_s']:.2f} s; advisor CPU {r['advisor_cpu_s']:.2f} s "
+                f"({100 * r['advisor_cpu_s'] / r['total_s']:.1f}%); steps (s): {steps}"
+            )
     totals = sorted(r["total_s"] for r in results)
     cpu = sorted(r["advisor_cpu_s"] for r in results)
-    print(f"median: first crash → fixed service ready {totals[len(totals) // 2]:.2f} s, of "
-          f"which the advisor's own CPU {cpu[len(cpu) // 2]:.2f} s "
-          f"({100 * cpu[len(cpu) // 2] / totals[len(totals) // 2]:.1f}%)")
+    print(
+        f"median: first crash → fixed service ready {totals[len(totals) // 2]:.2f} s, of "
+        f"which the advisor's own CPU {cpu[len(cpu) // 2]:.2f} s "
+        f"({100 * cpu[len(cpu) // 2] / totals[len(totals) // 2]:.1f}%)"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,13 @@ def main() -> None:
     """Parse the command line and write the corpus."""
     parser = argparse.ArgumentParser(description="Write the learned model's training corpus.")
     parser.add_argument("--out", type=Path, default=OUT, help=f"default: {OUT}")
-    parser.add_argument("--per-failure", type=int, default=None, metavar="N",
-                        help="at most N examples per label (the first N of the full corpus)")
+    parser.add_argument(
+        "--per-failure",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N examples per label (the first N of the full corpus)",
+    )
     args = parser.parse_args()
     write_corpus(args.out, args.per_failure)
 

@@ -61,19 +61,51 @@ START_US = calendar.timegm((2026, 3, 4, 13, 20, 5)) * 1_000_000
 BOOT_US = START_US - 2 * 86_400_000_000 - 3_712_554_019
 SITE = "/opt/vllm/lib/python3.12/site-packages/vllm"
 CYAN, RESET = "\x1b[1;36m", "\x1b[0;0m"
-BASE_CMD = (f"/opt/vllm/bin/python3 /opt/vllm/bin/vllm serve {MODEL} --tensor-parallel-size 2 "
-            "--gpu-memory-utilization 0.97 --no-use-tqdm-on-load")
+BASE_CMD = (
+    f"/opt/vllm/bin/python3 /opt/vllm/bin/vllm serve {MODEL} --tensor-parallel-size 2 "
+    "--gpu-memory-utilization 0.97 --no-use-tqdm-on-load"
+)
 GIB = 1024**3
 KV_AVAILABLE_GIB = 9.53
 KV_BYTES_PER_TOKEN = 80 * 4 * 128 * 2 * 2  # layers x KV heads per GPU x head dim x (K,V) x bf16
 
 PID1_ORDER = (
-    "PRIORITY", "SYSLOG_FACILITY", "TID", "CODE_FILE", "CODE_LINE", "CODE_FUNC",
-    "SYSLOG_IDENTIFIER", "UNIT", "INVOCATION_ID", "MESSAGE_ID", "JOB_ID", "JOB_TYPE",
-    "JOB_RESULT", "EXIT_CODE", "EXIT_STATUS", "COMMAND", "UNIT_RESULT", "N_RESTARTS",
-    "CPU_USAGE_NSEC", "MESSAGE", "_PID", "_UID", "_GID", "_COMM", "_EXE", "_CMDLINE",
-    "_CAP_EFFECTIVE", "_SELINUX_CONTEXT", "_SYSTEMD_CGROUP", "_SYSTEMD_UNIT", "_SYSTEMD_SLICE",
-    "_TRANSPORT", "_SOURCE_REALTIME_TIMESTAMP", "_BOOT_ID", "_MACHINE_ID", "_HOSTNAME",
+    "PRIORITY",
+    "SYSLOG_FACILITY",
+    "TID",
+    "CODE_FILE",
+    "CODE_LINE",
+    "CODE_FUNC",
+    "SYSLOG_IDENTIFIER",
+    "UNIT",
+    "INVOCATION_ID",
+    "MESSAGE_ID",
+    "JOB_ID",
+    "JOB_TYPE",
+    "JOB_RESULT",
+    "EXIT_CODE",
+    "EXIT_STATUS",
+    "COMMAND",
+    "UNIT_RESULT",
+    "N_RESTARTS",
+    "CPU_USAGE_NSEC",
+    "MESSAGE",
+    "_PID",
+    "_UID",
+    "_GID",
+    "_COMM",
+    "_EXE",
+    "_CMDLINE",
+    "_CAP_EFFECTIVE",
+    "_SELINUX_CONTEXT",
+    "_SYSTEMD_CGROUP",
+    "_SYSTEMD_UNIT",
+    "_SYSTEMD_SLICE",
+    "_TRANSPORT",
+    "_SOURCE_REALTIME_TIMESTAMP",
+    "_BOOT_ID",
+    "_MACHINE_ID",
+    "_HOSTNAME",
 )
 
 
@@ -95,8 +127,10 @@ class Run:
 
     def prefix(self, proc: str) -> str:
         name, pid = {
-            "api": ("APIServer", self.api), "core": ("EngineCore_DP0", self.core),
-            "w0": ("Worker_TP0", self.workers[0]), "w1": ("Worker_TP1", self.workers[1]),
+            "api": ("APIServer", self.api),
+            "core": ("EngineCore_DP0", self.core),
+            "w0": ("Worker_TP0", self.workers[0]),
+            "w1": ("Worker_TP1", self.workers[1]),
         }[proc]
         return f"{CYAN}({name} pid={pid}){RESET} "
 
@@ -116,21 +150,24 @@ class Journal:
         self.t += int(dt * 1_000_000) + self.rng.randrange(1, 900)
         return self.t
 
-    def add(self, dt: float, fields: dict[str, str], order: tuple[str, ...],
-            message: str) -> None:
+    def add(self, dt: float, fields: dict[str, str], order: tuple[str, ...], message: str) -> None:
         self.emit(self.advance(dt), fields, order, message)
 
-    def emit(self, t: int, fields: dict[str, str], order: tuple[str, ...],
-             message: str) -> None:
+    def emit(self, t: int, fields: dict[str, str], order: tuple[str, ...], message: str) -> None:
         assert t == self.t
         self.seq += 1 + (self.rng.randrange(1, 40) if self.rng.random() < 0.3 else 0)
         mono = self.t - BOOT_US
         entry: dict[str, object] = {
             "__CURSOR": cursor(self.seqnum_id, self.seq, self.boot_id, mono, self.t),
-            "__REALTIME_TIMESTAMP": str(self.t), "__MONOTONIC_TIMESTAMP": str(mono),
+            "__REALTIME_TIMESTAMP": str(self.t),
+            "__MONOTONIC_TIMESTAMP": str(mono),
         }
-        values = fields | {"MESSAGE": message, "_BOOT_ID": self.boot_id,
-                           "_MACHINE_ID": self.machine_id, "_HOSTNAME": HOST}
+        values = fields | {
+            "MESSAGE": message,
+            "_BOOT_ID": self.boot_id,
+            "_MACHINE_ID": self.machine_id,
+            "_HOSTNAME": HOST,
+        }
         if "_SOURCE_REALTIME_TIMESTAMP" in values:
             values["_SOURCE_REALTIME_TIMESTAMP"] = str(self.t - self.rng.randrange(20, 90))
         for key in self._order(order):
@@ -150,11 +187,17 @@ class Journal:
 # --------------------------------------------------------------------------- entry helpers
 
 
-def systemd(j: Journal, dt: float, kind: str, run: Run, extra: dict[str, str] | None = None,
-            **fmt: str) -> None:
+def systemd(
+    j: Journal, dt: float, kind: str, run: Run, extra: dict[str, str] | None = None, **fmt: str
+) -> None:
     message = SYSTEMD_MESSAGES[kind]
-    fields = {**PID1_FIELDS, **message.fields(), "UNIT": UNIT, "INVOCATION_ID": run.invocation,
-              "_SOURCE_REALTIME_TIMESTAMP": ""} | (extra or {})
+    fields = {
+        **PID1_FIELDS,
+        **message.fields(),
+        "UNIT": UNIT,
+        "INVOCATION_ID": run.invocation,
+        "_SOURCE_REALTIME_TIMESTAMP": "",
+    } | (extra or {})
     j.add(dt, fields, PID1_ORDER, message.fmt.format(status=STATUS, unit=UNIT, **fmt))
 
 
@@ -166,20 +209,35 @@ def consumed(j: Journal, run: Run, nsec: str, cpu: str) -> None:
 
 def _stream(run: Run, stream_id: str) -> dict[str, str]:
     return {
-        "_TRANSPORT": "stdout", "PRIORITY": "6", "SYSLOG_FACILITY": "3",
-        "SYSLOG_IDENTIFIER": "vllm", "_STREAM_ID": stream_id, "_PID": str(run.api),
-        "_UID": "998", "_GID": "998", "_COMM": "vllm", "_EXE": "/usr/bin/python3.12",
-        "_CMDLINE": run.cmdline, "_CAP_EFFECTIVE": "0", "_SELINUX_CONTEXT": "unconfined",
-        "_SYSTEMD_CGROUP": f"/system.slice/{UNIT}", "_SYSTEMD_UNIT": UNIT,
-        "_SYSTEMD_SLICE": "system.slice", "_SYSTEMD_INVOCATION_ID": run.invocation,
+        "_TRANSPORT": "stdout",
+        "PRIORITY": "6",
+        "SYSLOG_FACILITY": "3",
+        "SYSLOG_IDENTIFIER": "vllm",
+        "_STREAM_ID": stream_id,
+        "_PID": str(run.api),
+        "_UID": "998",
+        "_GID": "998",
+        "_COMM": "vllm",
+        "_EXE": "/usr/bin/python3.12",
+        "_CMDLINE": run.cmdline,
+        "_CAP_EFFECTIVE": "0",
+        "_SELINUX_CONTEXT": "unconfined",
+        "_SYSTEMD_CGROUP": f"/system.slice/{UNIT}",
+        "_SYSTEMD_UNIT": UNIT,
+        "_SYSTEMD_SLICE": "system.slice",
+        "_SYSTEMD_INVOCATION_ID": run.invocation,
     }
 
 
 def log(j: Journal, dt: float, run: Run, proc: str, level: str, src: str, text: str) -> None:
     """A vLLM logger record (stdout): prefix, level, local time, [file:line], message."""
     t = j.advance(dt)
-    j.emit(t, _stream(run, run.stdout_id), STDOUT_KEY_ORDER,
-           f"{run.prefix(proc)}{level} {_stamp(t)} [{src}] {text}")
+    j.emit(
+        t,
+        _stream(run, run.stdout_id),
+        STDOUT_KEY_ORDER,
+        f"{run.prefix(proc)}{level} {_stamp(t)} [{src}] {text}",
+    )
 
 
 def raw(j: Journal, dt: float, run: Run, proc: str, text: str) -> None:
@@ -202,69 +260,131 @@ def new_run(j: Journal, cmdline: str, api_pid: int) -> Run:
 
 
 def engine_config(max_len: int) -> str:
-    return (f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', "
-            f"speculative_config=None, tokenizer='{MODEL}', skip_tokenizer_init=False, "
-            "tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
-            f"max_seq_len={max_len}, download_dir=None, load_format=auto, "
-            "tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1, "
-            "disable_custom_all_reduce=False, quantization=None, enforce_eager=False, "
-            "kv_cache_dtype=auto, device_config=cuda, seed=0, "
-            f"served_model_name={MODEL}, enable_prefix_caching=True, "
-            "chunked_prefill_enabled=True, pooler_config=None, "
-            "compilation_config={'level': 3, 'cudagraph_mode': "
-            "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>, 'max_capture_size': 512}")
+    return (
+        f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', "
+        f"speculative_config=None, tokenizer='{MODEL}', skip_tokenizer_init=False, "
+        "tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
+        f"max_seq_len={max_len}, download_dir=None, load_format=auto, "
+        "tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1, "
+        "disable_custom_all_reduce=False, quantization=None, enforce_eager=False, "
+        "kv_cache_dtype=auto, device_config=cuda, seed=0, "
+        f"served_model_name={MODEL}, enable_prefix_caching=True, "
+        "chunked_prefill_enabled=True, pooler_config=None, "
+        "compilation_config={'level': 3, 'cudagraph_mode': "
+        "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>, 'max_capture_size': 512}"
+    )
 
 
 def startup_until_kv(j: Journal, run: Run, max_len: int | None, warm: bool) -> None:
     """From the API server's first line to the workers' KV-cache budget (identical in both runs)."""
-    args = (f"{{'model_tag': '{MODEL}', 'model': '{MODEL}', 'use_tqdm_on_load': False, "
-            "'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.97}")
+    args = (
+        f"{{'model_tag': '{MODEL}', 'model': '{MODEL}', 'use_tqdm_on_load': False, "
+        "'tensor_parallel_size': 2, 'gpu_memory_utilization': 0.97}"
+    )
     if max_len:
-        args = args.replace("'use_tqdm_on_load'", f"'max_model_len': {max_len}, "
-                                                    "'use_tqdm_on_load'")
+        args = args.replace("'use_tqdm_on_load'", f"'max_model_len': {max_len}, 'use_tqdm_on_load'")
     model_len = max_len or 131072
     log(j, 6.4, run, "api", "INFO", "__init__.py:216", "Automatically detected platform cuda.")
     log(j, 1.3, run, "api", "INFO", "api_server.py:1839", "vLLM API server version 0.11.0")
     log(j, 0.0, run, "api", "INFO", "utils.py:233", f"non-default args: {args}")
     log(j, 0.4, run, "api", "INFO", "model.py:547", "Resolved architecture: LlamaForCausalLM")
     log(j, 0.0, run, "api", "INFO", "model.py:1510", f"Using max model len {model_len}")
-    log(j, 0.1, run, "api", "INFO", "scheduler.py:205",
-        "Chunked prefill is enabled with max_num_batched_tokens=8192.")
+    log(
+        j,
+        0.1,
+        run,
+        "api",
+        "INFO",
+        "scheduler.py:205",
+        "Chunked prefill is enabled with max_num_batched_tokens=8192.",
+    )
     log(j, 6.1, run, "core", "INFO", "__init__.py:216", "Automatically detected platform cuda.")
     log(j, 0.2, run, "core", "INFO", "core.py:77", engine_config(model_len))
     for r in (0, 1):
-        log(j, 4.8 - 4.6 * r, run, f"w{r}", "INFO", "parallel_state.py:1208",
+        log(
+            j,
+            4.8 - 4.6 * r,
+            run,
+            f"w{r}",
+            "INFO",
+            "parallel_state.py:1208",
             f"rank {r} in world size 2 is assigned as DP rank 0, PP rank 0, TP rank {r}, "
-            f"EP rank {r}")
+            f"EP rank {r}",
+        )
     for r in (0, 1):
-        log(j, 0.3, run, f"w{r}", "INFO", "gpu_model_runner.py:2602",
-            f"Starting to load model {MODEL}...")
+        log(
+            j,
+            0.3,
+            run,
+            f"w{r}",
+            "INFO",
+            "gpu_model_runner.py:2602",
+            f"Starting to load model {MODEL}...",
+        )
     for r in (0, 1):
         log(j, 0.4, run, f"w{r}", "INFO", "cuda.py:366", "Using Flash Attention backend.")
     load = (14.87, 15.02) if warm else (38.41, 38.96)
     for r in (0, 1):
-        log(j, load[r] if r == 0 else 0.6, run, f"w{r}", "INFO", "default_loader.py:267",
-            f"Loading weights took {load[r]:.2f} seconds")
-        log(j, 0.3, run, f"w{r}", "INFO", "gpu_model_runner.py:2653",
-            f"Model loading took 65.7236 GiB and {load[r] + 0.813702:.6f} seconds")
+        log(
+            j,
+            load[r] if r == 0 else 0.6,
+            run,
+            f"w{r}",
+            "INFO",
+            "default_loader.py:267",
+            f"Loading weights took {load[r]:.2f} seconds",
+        )
+        log(
+            j,
+            0.3,
+            run,
+            f"w{r}",
+            "INFO",
+            "gpu_model_runner.py:2653",
+            f"Model loading took 65.7236 GiB and {load[r] + 0.813702:.6f} seconds",
+        )
     compile_lines(j, run, warm)
     for r in (0, 1):
-        log(j, 3.9 if r == 0 else 0.2, run, f"w{r}", "INFO", "gpu_worker.py:298",
-            f"Available KV cache memory: {KV_AVAILABLE_GIB:.2f} GiB")
+        log(
+            j,
+            3.9 if r == 0 else 0.2,
+            run,
+            f"w{r}",
+            "INFO",
+            "gpu_worker.py:298",
+            f"Available KV cache memory: {KV_AVAILABLE_GIB:.2f} GiB",
+        )
 
 
 def compile_lines(j: Journal, run: Run, warm: bool) -> None:
     cache = "/home/vllm/.cache/vllm/torch_compile_cache/5f0c3b9e2a"
     for r in (0, 1):
-        log(j, 1.6, run, f"w{r}", "INFO", "backends.py:548", f"Using cache directory: "
-            f"{cache}/rank_{r}_0/backbone for vLLM's torch.compile")
+        log(
+            j,
+            1.6,
+            run,
+            f"w{r}",
+            "INFO",
+            "backends.py:548",
+            f"Using cache directory: {cache}/rank_{r}_0/backbone for vLLM's torch.compile",
+        )
     for r, took in enumerate((36.87, 37.40) if not warm else (7.12, 7.31)):
-        text = (f"Directly load the compiled graph(s) for dynamic shape from the cache, took "
-                f"{took - 1.5:.3f} s" if warm else
-                f"Compiling a graph for dynamic shape takes {took - 8.9:.2f} s")
+        text = (
+            f"Directly load the compiled graph(s) for dynamic shape from the cache, took "
+            f"{took - 1.5:.3f} s"
+            if warm
+            else f"Compiling a graph for dynamic shape takes {took - 8.9:.2f} s"
+        )
         log(j, took - 2.0 if r == 0 else 0.5, run, f"w{r}", "INFO", "backends.py:194", text)
-        log(j, 0.3, run, f"w{r}", "INFO", "monitor.py:34",
-            f"torch.compile takes {took:.2f} s in total")
+        log(
+            j,
+            0.3,
+            run,
+            f"w{r}",
+            "INFO",
+            "monitor.py:34",
+            f"torch.compile takes {took:.2f} s in total",
+        )
 
 
 # --------------------------------------------------------------------------- run 1: KV OOM
@@ -273,11 +393,13 @@ def compile_lines(j: Journal, run: Run, warm: bool) -> None:
 def kv_error_text() -> str:
     needed = 131072 * KV_BYTES_PER_TOKEN / GIB
     max_len = int(KV_AVAILABLE_GIB * GIB // (KV_BYTES_PER_TOKEN * 16)) * 16
-    return ("ValueError: To serve at least one request with the models's max seq len (131072), "
-            f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache "
-            f"memory ({KV_AVAILABLE_GIB:.2f} GiB). Based on the available memory, the estimated "
-            f"maximum model length is {max_len}. Try increasing `gpu_memory_utilization` or "
-            "decreasing `max_model_len` when initializing the engine.")
+    return (
+        "ValueError: To serve at least one request with the models's max seq len (131072), "
+        f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+        f"memory ({KV_AVAILABLE_GIB:.2f} GiB). Based on the available memory, the estimated "
+        f"maximum model length is {max_len}. Try increasing `gpu_memory_utilization` or "
+        "decreasing `max_model_len` when initializing the engine."
+    )
 
 
 def engine_core_failure(j: Journal, run: Run) -> None:
@@ -326,13 +448,13 @@ def run_one(j: Journal, run: Run) -> None:
     systemd(j, 0.01, "started", run, job | {"JOB_RESULT": "done"})
     startup_until_kv(j, run, None, warm=False)
     engine_core_failure(j, run)
-    systemd(j, 2.1, "exited", run, exit_fields("exited", "1/FAILURE"), code="exited",
-            exit="1/FAILURE")
+    systemd(
+        j, 2.1, "exited", run, exit_fields("exited", "1/FAILURE"), code="exited", exit="1/FAILURE"
+    )
     systemd(j, 0.0, "failed", run, {"UNIT_RESULT": "exit-code"}, result="exit-code")
     consumed(j, run, "192844131000", "3min 12.844s")
     systemd(j, 30.0, "restart", run, {"N_RESTARTS": "1"}, n="1")
-    systemd(j, 0.0, "stopped", run, {"JOB_ID": "3187", "JOB_TYPE": "restart",
-                                     "JOB_RESULT": "done"})
+    systemd(j, 0.0, "stopped", run, {"JOB_ID": "3187", "JOB_TYPE": "restart", "JOB_RESULT": "done"})
 
 
 # --------------------------------------------------------------------------- run 2: healthy
@@ -359,25 +481,72 @@ def tqdm_refreshes(desc: str, total: int, seconds: float, points: tuple[int, ...
 
 def healthy_startup_tail(j: Journal, run: Run) -> None:
     tokens = int(KV_AVAILABLE_GIB * GIB // (KV_BYTES_PER_TOKEN * 16)) * 16
-    log(j, 0.3, run, "core", "INFO", "kv_cache_utils.py:1087",
-        f"GPU KV cache size: {tokens:,} tokens")
-    log(j, 0.0, run, "core", "INFO", "kv_cache_utils.py:1091",
-        f"Maximum concurrency for 32,768 tokens per request: {tokens / 32768:.2f}x")
+    log(
+        j,
+        0.3,
+        run,
+        "core",
+        "INFO",
+        "kv_cache_utils.py:1087",
+        f"GPU KV cache size: {tokens:,} tokens",
+    )
+    log(
+        j,
+        0.0,
+        run,
+        "core",
+        "INFO",
+        "kv_cache_utils.py:1091",
+        f"Maximum concurrency for 32,768 tokens per request: {tokens / 32768:.2f}x",
+    )
     points = (0, 6, 13, 20, 27, 34, 41, 48, 55, 62, 67)
-    raw(j, 4.6, run, "w0", tqdm_refreshes(
-        "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 67, 4.41, points))
-    raw(j, 2.7, run, "w0", tqdm_refreshes("Capturing CUDA graphs (decode, FULL)", 67, 2.63,
-                                          points))
+    raw(
+        j,
+        4.6,
+        run,
+        "w0",
+        tqdm_refreshes("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 67, 4.41, points),
+    )
+    raw(j, 2.7, run, "w0", tqdm_refreshes("Capturing CUDA graphs (decode, FULL)", 67, 2.63, points))
     for r in (0, 1):
-        log(j, 0.4, run, f"w{r}", "INFO", "gpu_model_runner.py:3480",
-            "Graph capturing finished in 8 secs, took 1.12 GiB")
-    log(j, 0.2, run, "core", "INFO", "core.py:210",
-        "init engine (profile, create kv cache, warmup model) took 41.87 seconds")
-    log(j, 0.6, run, "api", "INFO", "loggers.py:147", "Engine 000: vllm cache_config_info "
-        f"with initialization after num_gpu_blocks is: {tokens // 16}")
+        log(
+            j,
+            0.4,
+            run,
+            f"w{r}",
+            "INFO",
+            "gpu_model_runner.py:3480",
+            "Graph capturing finished in 8 secs, took 1.12 GiB",
+        )
+    log(
+        j,
+        0.2,
+        run,
+        "core",
+        "INFO",
+        "core.py:210",
+        "init engine (profile, create kv cache, warmup model) took 41.87 seconds",
+    )
+    log(
+        j,
+        0.6,
+        run,
+        "api",
+        "INFO",
+        "loggers.py:147",
+        "Engine 000: vllm cache_config_info "
+        f"with initialization after num_gpu_blocks is: {tokens // 16}",
+    )
     log(j, 0.1, run, "api", "INFO", "api_server.py:1634", "Supported_tasks: ['generate']")
-    log(j, 0.2, run, "api", "INFO", "api_server.py:1912",
-        "Starting vLLM API server 0 on http://0.0.0.0:8000")
+    log(
+        j,
+        0.2,
+        run,
+        "api",
+        "INFO",
+        "api_server.py:1912",
+        "Starting vLLM API server 0 on http://0.0.0.0:8000",
+    )
     raw(j, 0.1, run, "api", uvicorn_started(run.api))
     raw(j, 0.0, run, "api", UVICORN_WAITING)
     raw(j, 0.02, run, "api", UVICORN_READY)
@@ -390,14 +559,35 @@ def serve_and_stop(j: Journal, run: Run) -> None:
         (3.1, "10.20.0.44:52818", '"POST /v1/chat/completions HTTP/1.1" 200 OK'),
     ):
         raw(j, dt, run, "api", f"INFO:     {client} - {line}")
-    log(j, 7.0, run, "api", "INFO", "loggers.py:123", "Engine 000: Avg prompt throughput: "
+    log(
+        j,
+        7.0,
+        run,
+        "api",
+        "INFO",
+        "loggers.py:123",
+        "Engine 000: Avg prompt throughput: "
         "418.3 tokens/s, Avg generation throughput: 86.9 tokens/s, Running: 1 reqs, Waiting: 0 "
-        "reqs, GPU KV cache usage: 3.4%, Prefix cache hit rate: 41.7%")
-    raw(j, 2.4, run, "api", 'INFO:     10.20.0.51:33470 - "POST /v1/chat/completions '
-                            'HTTP/1.1" 200 OK')
-    log(j, 7.6, run, "api", "INFO", "loggers.py:123", "Engine 000: Avg prompt throughput: "
+        "reqs, GPU KV cache usage: 3.4%, Prefix cache hit rate: 41.7%",
+    )
+    raw(
+        j,
+        2.4,
+        run,
+        "api",
+        'INFO:     10.20.0.51:33470 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    )
+    log(
+        j,
+        7.6,
+        run,
+        "api",
+        "INFO",
+        "loggers.py:123",
+        "Engine 000: Avg prompt throughput: "
         "0.0 tokens/s, Avg generation throughput: 31.2 tokens/s, Running: 0 reqs, Waiting: 0 "
-        "reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 44.9%")
+        "reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 44.9%",
+    )
     job = {"JOB_ID": "3402", "JOB_TYPE": "stop"}
     systemd(j, 1021.3, "stopping", run, job)
     log(j, 0.01, run, "api", "INFO", "launcher.py:99", HTTP_SHUTDOWN)
@@ -411,8 +601,7 @@ def serve_and_stop(j: Journal, run: Run) -> None:
 
 
 def run_two(j: Journal, run: Run) -> None:
-    systemd(j, 0.0, "started", run, {"JOB_ID": "3187", "JOB_TYPE": "start",
-                                     "JOB_RESULT": "done"})
+    systemd(j, 0.0, "started", run, {"JOB_ID": "3187", "JOB_TYPE": "start", "JOB_RESULT": "done"})
     startup_until_kv(j, run, 32768, warm=True)
     healthy_startup_tail(j, run)
     serve_and_stop(j, run)

@@ -2,6 +2,21 @@
 NVML, GPU recordings, and a watched folder. Depends only on advisor.core and advisor.store.
 """
 
-__all__ = ["cgroup", "filejob", "files", "gpu", "gpu_recording", "gpu_samples", "journal",
-           "journal_sources", "kinds", "nvidia_smi", "nvml", "parallel", "pipeline", "sampling",
-           "text", "watch"]
+__all__ = [
+    "cgroup",
+    "filejob",
+    "files",
+    "gpu",
+    "gpu_recording",
+    "gpu_samples",
+    "journal",
+    "journal_sources",
+    "kinds",
+    "nvidia_smi",
+    "nvml",
+    "parallel",
+    "pipeline",
+    "sampling",
+    "text",
+    "watch",
+]

@@ -17,20 +17,23 @@ if TYPE_CHECKING:
 
 
 class LineParser(Protocol):
-    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
-                 consumed: int) -> Record | list[Record] | None: ...
+    def __call__(
+        self, line_no: int, line: bytes, position: dict[str, Any], consumed: int
+    ) -> Record | list[Record] | None: ...
 
     def extra(self) -> dict[str, Any] | None: ...
 
 
-def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
-                 complete_only: bool = False) -> Iterator[Record]:
+def file_records(
+    path: Path, cursor: FileCursor, parser: LineParser, *, complete_only: bool = False
+) -> Iterator[Record]:
     offset = cursor.offset
     resume = cursor.position(cursor.offset, cursor.line)
     resume.update(cursor.extra or {})
     with open(path, "rb") as fh:
-        for line_no, line, end, complete in iter_lines(fh, cursor.offset, cursor.line,
-                                                       complete_only=complete_only):
+        for line_no, line, end, complete in iter_lines(
+            fh, cursor.offset, cursor.line, complete_only=complete_only
+        ):
             if complete:
                 position = cursor.position(end, line_no)
                 record = parser(line_no, line, position, end - offset)
@@ -49,11 +52,19 @@ def file_records(path: Path, cursor: FileCursor, parser: LineParser, *,
                 yield from record
 
 
-def ingest_file(store: EventStore, path: Path, kind: str,
-                make_parser: Callable[[Path, FileCursor], LineParser], *, qualifier: str = "",
-                strict: bool = False, progress: Progress | None = None,
-                complete_only: bool = False, batch_size: int = DEFAULT_BATCH,
-                parallel: bool = False) -> IngestReport:
+def ingest_file(
+    store: EventStore,
+    path: Path,
+    kind: str,
+    make_parser: Callable[[Path, FileCursor], LineParser],
+    *,
+    qualifier: str = "",
+    strict: bool = False,
+    progress: Progress | None = None,
+    complete_only: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    parallel: bool = False,
+) -> IngestReport:
     """With `parallel`, a large file's lines are parsed in a second process (see
     ingest.parallel). `progress` is told the bytes read so far and how many there are."""
     path = resolve(path)
@@ -63,15 +74,26 @@ def ingest_file(store: EventStore, path: Path, kind: str,
     done = None if progress is None else functools.partial(_report_bytes, progress, total)
 
     if strict:  # parsers keep state from line to line: each pass gets its own
-        check_strict(file_records(path, cursor, make_parser(path, cursor),
-                                  complete_only=complete_only), str(path))
-    records = functools.partial(file_records, path, cursor, make_parser(path, cursor),
-                                complete_only=complete_only)
+        check_strict(
+            file_records(path, cursor, make_parser(path, cursor), complete_only=complete_only),
+            str(path),
+        )
+    records = functools.partial(
+        file_records, path, cursor, make_parser(path, cursor), complete_only=complete_only
+    )
     if parallel and total >= PARALLEL_MIN_BYTES:
-        return ingest_parallel(store, str(path), records, checkpoint=name, strict=strict,
-                               batch_size=batch_size, progress=done)
-    ingester = Ingester(store, str(path), checkpoint=name, strict=strict, progress=done,
-                        batch_size=batch_size)
+        return ingest_parallel(
+            store,
+            str(path),
+            records,
+            checkpoint=name,
+            strict=strict,
+            batch_size=batch_size,
+            progress=done,
+        )
+    ingester = Ingester(
+        store, str(path), checkpoint=name, strict=strict, progress=done, batch_size=batch_size
+    )
     return ingester.feed(records())
 
 

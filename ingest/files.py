@@ -30,8 +30,13 @@ class FileCursor:
     extra: dict[str, Any] | None = None
 
     def position(self, offset: int, line: int) -> dict[str, Any]:
-        pos: dict[str, Any] = {"device": self.device, "inode": self.inode, "offset": offset,
-                               "line": line, "head": self.head}
+        pos: dict[str, Any] = {
+            "device": self.device,
+            "inode": self.inode,
+            "offset": offset,
+            "line": line,
+            "head": self.head,
+        }
         if self.extra:
             pos.update(self.extra)
         return pos
@@ -82,8 +87,9 @@ def start_cursor(path: Path, saved: dict[str, Any] | None) -> FileCursor:
     return FileCursor(st.st_dev, st.st_ino, offset, int(saved["line"]), saved_head, extra or None)
 
 
-def iter_lines(fh: BinaryIO, offset: int, line: int, *,
-               complete_only: bool = False) -> Iterator[tuple[int, bytes, int, bool]]:
+def iter_lines(
+    fh: BinaryIO, offset: int, line: int, *, complete_only: bool = False
+) -> Iterator[tuple[int, bytes, int, bool]]:
     """Yield (line number, line without its newline, offset after it, complete) from `offset`.
 
     A last line without its newline is incomplete: a writer may still be appending to it.

@@ -25,8 +25,9 @@ REPLAY_KIND = "gpu-recording"
 class RecordingParser:
     """One recording line holds one tick of every GPU: several events, one position."""
 
-    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
-                 consumed: int) -> list[Record] | None:
+    def __call__(
+        self, line_no: int, line: bytes, position: dict[str, Any], consumed: int
+    ) -> list[Record] | None:
         if not line.strip():
             return None
         try:
@@ -38,27 +39,54 @@ class RecordingParser:
             return None
         # Only the line's last record carries the position: a batch that ends in the middle
         # of a line must not checkpoint past the GPUs it has not stored yet.
-        return [Record(line_no, ev, None, position if i == len(events) - 1 else None,
-                       consumed if i == 0 else 0) for i, ev in enumerate(events)]
+        return [
+            Record(
+                line_no,
+                ev,
+                None,
+                position if i == len(events) - 1 else None,
+                consumed if i == 0 else 0,
+            )
+            for i, ev in enumerate(events)
+        ]
 
     def extra(self) -> dict[str, Any] | None:
         return None
 
 
-def replay_recording(store: EventStore, path: Path, *, strict: bool = False,
-                     progress: Progress | None = None,
-                     complete_only: bool = False) -> IngestReport:
+def replay_recording(
+    store: EventStore,
+    path: Path,
+    *,
+    strict: bool = False,
+    progress: Progress | None = None,
+    complete_only: bool = False,
+) -> IngestReport:
     def parser(_p: Path, _c: FileCursor) -> RecordingParser:
         return RecordingParser()
 
-    return ingest_file(store, path, REPLAY_KIND, parser, strict=strict, progress=progress,
-                       complete_only=complete_only)
+    return ingest_file(
+        store,
+        path,
+        REPLAY_KIND,
+        parser,
+        strict=strict,
+        progress=progress,
+        complete_only=complete_only,
+    )
 
 
-def sample_live(store: EventStore | None, sampler: NvmlSampler, *, interval_s: float,
-                count: int | None = None, duration_s: float | None = None,
-                record: IO[bytes] | None = None, stop: threading.Event | None = None,
-                on_tick: Callable[[int, list[GpuSampled]], None] | None = None) -> IngestReport:
+def sample_live(
+    store: EventStore | None,
+    sampler: NvmlSampler,
+    *,
+    interval_s: float,
+    count: int | None = None,
+    duration_s: float | None = None,
+    record: IO[bytes] | None = None,
+    stop: threading.Event | None = None,
+    on_tick: Callable[[int, list[GpuSampled]], None] | None = None,
+) -> IngestReport:
     """Sample until count/duration/stop; each tick is one committed batch."""
     ingester = Ingester(store, f"nvml:{sampler.host}") if store is not None else None
     report = ingester.report if ingester is not None else IngestReport(f"nvml:{sampler.host}")
@@ -76,6 +104,5 @@ def sample_live(store: EventStore | None, sampler: NvmlSampler, *, interval_s: f
         if on_tick is not None:
             on_tick(time_us, samples)
 
-    sampling_loop(sampler, interval_s, count=count, duration_s=duration_s, stop=stop,
-                  on_tick=tick)
+    sampling_loop(sampler, interval_s, count=count, duration_s=duration_s, stop=stop, on_tick=tick)
     return report

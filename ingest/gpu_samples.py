@@ -25,6 +25,10 @@ def gpu_key(time_us: int, index: int) -> int:
 def sample_event(time_us: int, sample: GpuSampled) -> dict[str, Any]:
     if not 0 <= sample.index <= MAX_GPU_INDEX:
         raise ValueError(f"GPU index {sample.index} out of range 0-{MAX_GPU_INDEX}")
-    return {"stream": f"{clean_name(sample.host)}/gpu{sample.index}", "time_us": time_us,
-            "source": gpu_source(sample.host), "key": gpu_key(time_us, sample.index),
-            "payload": sample}
+    return {
+        "stream": f"{clean_name(sample.host)}/gpu{sample.index}",
+        "time_us": time_us,
+        "source": gpu_source(sample.host),
+        "key": gpu_key(time_us, sample.index),
+        "payload": sample,
+    }

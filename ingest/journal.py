@@ -41,9 +41,24 @@ NO_CURSOR_SOURCE = "journald:no-cursor"
 # Fields kept besides the ones that have a payload attribute of their own: what diagnosis
 # (exit status, restarts, results, drops) and audit need, not every trusted field.
 KEPT_FIELDS = (
-    "EXIT_CODE", "EXIT_STATUS", "UNIT_RESULT", "N_RESTARTS", "JOB_TYPE", "JOB_RESULT", "JOB_ID",
-    "COMMAND", "N_DROPPED", "COREDUMP_UNIT", "COREDUMP_SIGNAL_NAME", "COREDUMP_PID", "_LINE_BREAK",
-    "OBJECT_SYSTEMD_UNIT", "CPU_USAGE_NSEC", "MEMORY_PEAK", "ERRNO", "SYSLOG_PID",
+    "EXIT_CODE",
+    "EXIT_STATUS",
+    "UNIT_RESULT",
+    "N_RESTARTS",
+    "JOB_TYPE",
+    "JOB_RESULT",
+    "JOB_ID",
+    "COMMAND",
+    "N_DROPPED",
+    "COREDUMP_UNIT",
+    "COREDUMP_SIGNAL_NAME",
+    "COREDUMP_PID",
+    "_LINE_BREAK",
+    "OBJECT_SYSTEMD_UNIT",
+    "CPU_USAGE_NSEC",
+    "MEMORY_PEAK",
+    "ERRNO",
+    "SYSLOG_PID",
 )
 
 
@@ -81,10 +96,14 @@ def _value(name: str, v: Any) -> tuple[str | None, str | None, bool]:
         parts = [_value(name, item) for item in v]
         texts = [p[0] for p in parts if p[0] is not None]
         raws = [p[1] for p in parts if p[1] is not None]
-        return ("\n".join(texts) if texts else None, raws[0] if raws else None,
-                all(p[2] for p in parts))
-    raise EntryError(f"field {name}: expected a string, a byte array or null, "
-                     f"got {type(v).__name__}")
+        return (
+            "\n".join(texts) if texts else None,
+            raws[0] if raws else None,
+            all(p[2] for p in parts),
+        )
+    raise EntryError(
+        f"field {name}: expected a string, a byte array or null, got {type(v).__name__}"
+    )
 
 
 def _first(name: str, v: Any) -> str | None:
@@ -112,14 +131,24 @@ def _int(text: str | None) -> int | None:
 
 
 # (journald field, payload attribute) for the plain text fields, in canonical order.
-_TEXT_FIELDS = (("_COMM", "comm"), ("SYSLOG_IDENTIFIER", "identifier"), ("_BOOT_ID", "boot_id"),
-                ("__CURSOR", "cursor"), ("MESSAGE_ID", "message_id"), ("_TRANSPORT", "transport"))
-_INT_FIELDS = (("PRIORITY", "priority"), ("_PID", "pid"),
-               ("__MONOTONIC_TIMESTAMP", "monotonic_us"))
+_TEXT_FIELDS = (
+    ("_COMM", "comm"),
+    ("SYSLOG_IDENTIFIER", "identifier"),
+    ("_BOOT_ID", "boot_id"),
+    ("__CURSOR", "cursor"),
+    ("MESSAGE_ID", "message_id"),
+    ("_TRANSPORT", "transport"),
+)
+_INT_FIELDS = (("PRIORITY", "priority"), ("_PID", "pid"), ("__MONOTONIC_TIMESTAMP", "monotonic_us"))
 # What a sender may say about a unit, kept in `fields` when not believed (COREDUMP_UNIT and
 # OBJECT_SYSTEMD_UNIT are in KEPT_FIELDS anyway).
-_CLAIMS = ("UNIT", "INVOCATION_ID", "OBJECT_SYSTEMD_INVOCATION_ID", "USER_UNIT",
-           "USER_INVOCATION_ID")
+_CLAIMS = (
+    "UNIT",
+    "INVOCATION_ID",
+    "OBJECT_SYSTEMD_INVOCATION_ID",
+    "USER_UNIT",
+    "USER_INVOCATION_ID",
+)
 
 
 def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
@@ -134,31 +163,41 @@ def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
     return False  # missing, null, or several values: journald writes its fields once
 
 
-def _about(fields: Mapping[str, Any], text: Callable[[str], str | None],
-           systemd_unit: str | None) -> tuple[str | None, str | None, dict[str, str]]:
+def _about(
+    fields: Mapping[str, Any], text: Callable[[str], str | None], systemd_unit: str | None
+) -> tuple[str | None, str | None, dict[str, str]]:
     """(unit, invocation id) the entry is about, from what journald vouches for, and the
     claims that were not believed (see the module's docstring)."""
     used: tuple[str, ...] = ()
-    if "UNIT" in fields and _trusted(fields, "_PID", "1") \
-            and (unit := text("UNIT")) is not None:
+    if "UNIT" in fields and _trusted(fields, "_PID", "1") and (unit := text("UNIT")) is not None:
         invocation, used = text("INVOCATION_ID"), ("UNIT", "INVOCATION_ID")
-    elif "COREDUMP_UNIT" in fields and _trusted(fields, "_UID", "0") \
-            and (unit := text("COREDUMP_UNIT")) is not None:
+    elif (
+        "COREDUMP_UNIT" in fields
+        and _trusted(fields, "_UID", "0")
+        and (unit := text("COREDUMP_UNIT")) is not None
+    ):
         invocation = None
-    elif "OBJECT_SYSTEMD_UNIT" in fields and _trusted(fields, "_UID", "0") \
-            and (unit := text("OBJECT_SYSTEMD_UNIT")) is not None:
+    elif (
+        "OBJECT_SYSTEMD_UNIT" in fields
+        and _trusted(fields, "_UID", "0")
+        and (unit := text("OBJECT_SYSTEMD_UNIT")) is not None
+    ):
         invocation, used = text("OBJECT_SYSTEMD_INVOCATION_ID"), ("OBJECT_SYSTEMD_INVOCATION_ID",)
     else:
         unit, invocation = systemd_unit, text("_SYSTEMD_INVOCATION_ID")
     if fields.keys().isdisjoint(_CLAIMS):  # the common case: nothing claimed
         return unit, invocation, {}
-    claims = {name: v for name in _CLAIMS
-              if name in fields and name not in used and (v := text(name)) is not None}
+    claims = {
+        name: v
+        for name in _CLAIMS
+        if name in fields and name not in used and (v := text(name)) is not None
+    }
     return unit, invocation, claims
 
 
-def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
-                identity: bytes | None = None) -> dict[str, Any]:
+def entry_event(
+    fields: Mapping[str, Any], *, default_host: str | None = None, identity: bytes | None = None
+) -> dict[str, Any]:
     """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable.
 
     Almost every value is a plain string; anything else goes through `_first`."""
@@ -213,14 +252,27 @@ def entry_event(fields: Mapping[str, Any], *, default_host: str | None = None,
         source, key = JOURNALD_SOURCE, stable_key(cursor.encode("utf-8", "surrogatepass"))
     else:
         source = NO_CURSOR_SOURCE
-        key = stable_key(identity if identity is not None else orjson.dumps(
-            fields, option=orjson.OPT_SORT_KEYS, default=repr))
-    return {"stream": f"{clean_name(host)}/{clean_name(stream_unit)}", "time_us": realtime,
-            "source": source, "key": key, "payload": payload}
+        key = stable_key(
+            identity
+            if identity is not None
+            else orjson.dumps(fields, option=orjson.OPT_SORT_KEYS, default=repr)
+        )
+    return {
+        "stream": f"{clean_name(host)}/{clean_name(stream_unit)}",
+        "time_us": realtime,
+        "source": source,
+        "key": key,
+        "payload": payload,
+    }
 
 
-def json_line_record(line: bytes, line_no: int, *, default_host: str | None = None,
-                     position: dict[str, Any] | None = None) -> Record:
+def json_line_record(
+    line: bytes,
+    line_no: int,
+    *,
+    default_host: str | None = None,
+    position: dict[str, Any] | None = None,
+) -> Record:
     """Decode one `journalctl -o json` line; malformed lines come back with `error` set."""
     stripped = line.strip()
     if stripped.startswith(b"\x1e"):  # -o json-seq record separator
@@ -228,11 +280,13 @@ def json_line_record(line: bytes, line_no: int, *, default_host: str | None = No
     try:
         obj = orjson.loads(stripped)
     except orjson.JSONDecodeError as e:
-        return Record(line_no, None, f"invalid JSON: {str(e).splitlines()[0][:120]}",
-                      position, len(line))
+        return Record(
+            line_no, None, f"invalid JSON: {str(e).splitlines()[0][:120]}", position, len(line)
+        )
     if not isinstance(obj, dict):
-        return Record(line_no, None, f"expected a JSON object, got {type(obj).__name__}",
-                      position, len(line))
+        return Record(
+            line_no, None, f"expected a JSON object, got {type(obj).__name__}", position, len(line)
+        )
     try:
         event = entry_event(obj, default_host=default_host, identity=stripped)
     except EntryError as e:

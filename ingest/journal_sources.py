@@ -44,8 +44,9 @@ class JsonLineParser:
     def __init__(self, default_host: str | None = None) -> None:
         self.default_host = default_host
 
-    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
-                 consumed: int) -> Record | None:
+    def __call__(
+        self, line_no: int, line: bytes, position: dict[str, Any], consumed: int
+    ) -> Record | None:
         if not line.strip():
             return None
         return json_line_record(line, line_no, default_host=self.default_host, position=position)
@@ -54,19 +55,39 @@ class JsonLineParser:
         return None
 
 
-def ingest_json_file(store: EventStore, path: Path, *, strict: bool = False,
-                     default_host: str | None = None,
-                     progress: Progress | None = None,
-                     complete_only: bool = False, parallel: bool = False) -> IngestReport:
+def ingest_json_file(
+    store: EventStore,
+    path: Path,
+    *,
+    strict: bool = False,
+    default_host: str | None = None,
+    progress: Progress | None = None,
+    complete_only: bool = False,
+    parallel: bool = False,
+) -> IngestReport:
     def parser(_path: Path, _cursor: FileCursor) -> JsonLineParser:
         return JsonLineParser(default_host)
 
-    return ingest_file(store, path, JSON_KIND, parser, strict=strict, progress=progress,
-                       complete_only=complete_only, parallel=parallel)
+    return ingest_file(
+        store,
+        path,
+        JSON_KIND,
+        parser,
+        strict=strict,
+        progress=progress,
+        complete_only=complete_only,
+        parallel=parallel,
+    )
 
 
-def ingest_json_stream(store: EventStore, stream: IO[bytes], *, strict: bool = False,
-                       default_host: str | None = None, name: str = "<stdin>") -> IngestReport:
+def ingest_json_stream(
+    store: EventStore,
+    stream: IO[bytes],
+    *,
+    strict: bool = False,
+    default_host: str | None = None,
+    name: str = "<stdin>",
+) -> IngestReport:
     """stdin has no position to resume from: idempotency keys make a re-run harmless.
     With --strict it is spooled to a temporary file first, so that nothing is written
     unless all of it is good."""
@@ -86,8 +107,12 @@ def _stream_records(stream: IO[bytes], default_host: str | None) -> Iterator[Rec
             yield json_line_record(line, line_no, default_host=default_host)
 
 
-def export_records(entries: Iterator[dict[str, Any]], *, default_host: str | None = None,
-                   skip_cursor: str | None = None) -> Iterator[Record]:
+def export_records(
+    entries: Iterator[dict[str, Any]],
+    *,
+    default_host: str | None = None,
+    skip_cursor: str | None = None,
+) -> Iterator[Record]:
     for n, entry in enumerate(entries, start=1):
         cursor = entry.get("__CURSOR")
         cursor_text = cursor.decode("utf-8", "replace") if isinstance(cursor, bytes) else None
@@ -145,11 +170,19 @@ class UnitGlobs:
         pass
 
 
-def ingest_journalctl(store: EventStore, *, files: Sequence[Path] = (), units: Sequence[str] = (),
-                      follow: bool = False, since: str | None = None, strict: bool = False,
-                      default_host: str | None = None, batch_size: int = DEFAULT_BATCH,
-                      selection: Selection | None = None,
-                      resume_from: Sequence[str] = ()) -> IngestReport:
+def ingest_journalctl(
+    store: EventStore,
+    *,
+    files: Sequence[Path] = (),
+    units: Sequence[str] = (),
+    follow: bool = False,
+    since: str | None = None,
+    strict: bool = False,
+    default_host: str | None = None,
+    batch_size: int = DEFAULT_BATCH,
+    selection: Selection | None = None,
+    resume_from: Sequence[str] = (),
+) -> IngestReport:
     """Read through journalctl's export stream, resuming at the saved cursor.
 
     Following with `units` (or any `selection`), journalctl reads every entry and the
@@ -168,17 +201,23 @@ def ingest_journalctl(store: EventStore, *, files: Sequence[Path] = (), units: S
         if saved is None:
             saved = store.checkpoint(older)
     cursor = saved.get("cursor") if saved else None
-    argv = build_argv(files=files, units=units, follow=follow, cursor=cursor, since=since,
-                      executable=journalctl_path())
+    argv = build_argv(
+        files=files,
+        units=units,
+        follow=follow,
+        cursor=cursor,
+        since=since,
+        executable=journalctl_path(),
+    )
     if strict and not follow:
         with spawn(argv) as out:
-            records = export_records(export_entries(out), default_host=default_host,
-                                     skip_cursor=cursor)
+            records = export_records(
+                export_entries(out), default_host=default_host, skip_cursor=cursor
+            )
             check_strict(_selected(records, selection), name)
     ingester = _Reader(store, name, checkpoint=name, strict=strict, batch_size=batch_size)
     with spawn(argv) as out:
-        records = export_records(export_entries(out), default_host=default_host,
-                                 skip_cursor=cursor)
+        records = export_records(export_entries(out), default_host=default_host, skip_cursor=cursor)
         if follow:
             _flush_on_idle(ingester, records, selection)
         else:
@@ -223,9 +262,14 @@ class _Reader(Ingester):
 _END = object()
 
 
-def _flush_on_idle(ingester: _Reader, records: Iterator[Record],
-                   selection: Selection | None = None, idle_s: float = 0.2,
-                   tick_s: float = 0.5, save_every_s: float = 5.0) -> None:
+def _flush_on_idle(
+    ingester: _Reader,
+    records: Iterator[Record],
+    selection: Selection | None = None,
+    idle_s: float = 0.2,
+    tick_s: float = 0.5,
+    save_every_s: float = 5.0,
+) -> None:
     """Add records as they come; whenever the stream pauses for `idle_s`, commit what we
     have, so a live entry is stored within moments instead of waiting for a full batch.
     The queue is bounded: a slow store slows the reader instead of growing memory.
@@ -256,8 +300,9 @@ def _flush_on_idle(ingester: _Reader, records: Iterator[Record],
                     selection.tick()
                     next_tick = now + tick_s
             if item is None:
-                if ingester.pending or (ingester.unsaved and
-                                        time.monotonic() - ingester.saved_at >= save_every_s):
+                if ingester.pending or (
+                    ingester.unsaved and time.monotonic() - ingester.saved_at >= save_every_s
+                ):
                     ingester.flush()
                 continue
             if item is _END:
@@ -273,8 +318,9 @@ def _flush_on_idle(ingester: _Reader, records: Iterator[Record],
         ingester.flush()
 
 
-def checkpoint_name_for(files: Sequence[Path], units: Sequence[str], *,
-                        selection: str | None = None) -> str:
+def checkpoint_name_for(
+    files: Sequence[Path], units: Sequence[str], *, selection: str | None = None
+) -> str:
     """`journalctl:WHERE:WHAT`: WHERE the files (or `system`), WHAT the units (or `*`), or a
     selection's name."""
     where = ",".join(str(Path(f).expanduser().resolve()) for f in files) or "system"

@@ -25,8 +25,17 @@ if TYPE_CHECKING:
 KIND = "nvidia-smi"
 MIB = 1024 * 1024
 REQUIRED = ("timestamp", "index", "memory.total", "memory.used")
-_MISSING = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]",
-            "[insufficient permissions]", "[gpu is lost]", "[gpu requires reset]"}
+_MISSING = {
+    "",
+    "n/a",
+    "[n/a]",
+    "[not supported]",
+    "not supported",
+    "[unknown error]",
+    "[insufficient permissions]",
+    "[gpu is lost]",
+    "[gpu requires reset]",
+}
 # Larger values (or inf/nan) are garbage; this bound keeps MiB × 2**20 within a 64-bit int.
 _MAX_VALUE = 2.0**42
 
@@ -71,8 +80,9 @@ class CsvParser:
     def extra(self) -> dict[str, Any] | None:
         return {"header": self.columns} if self.columns else None
 
-    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
-                 consumed: int) -> Record | None:
+    def __call__(
+        self, line_no: int, line: bytes, position: dict[str, Any], consumed: int
+    ) -> Record | None:
         text = line.decode("utf-8", "replace")
         if not text.strip():
             return None
@@ -84,22 +94,32 @@ class CsvParser:
             columns = [_column_name(c) for c in cells]
             missing = [c for c in REQUIRED if c not in columns]
             if missing:
-                raise InputError(f"{self.path}: line {line_no}: nvidia-smi CSV header lacks "
-                                 f"{', '.join(missing)} (log with --query-gpu=timestamp,index,"
-                                 "memory.total,memory.used,...)")
+                raise InputError(
+                    f"{self.path}: line {line_no}: nvidia-smi CSV header lacks "
+                    f"{', '.join(missing)} (log with --query-gpu=timestamp,index,"
+                    "memory.total,memory.used,...)"
+                )
             self.columns = columns
             return None
         if self.columns is None:
             return Record(line_no, None, "data before the CSV header line", position, consumed)
         if len(cells) != len(self.columns):
-            return Record(line_no, None, f"expected {len(self.columns)} columns, got "
-                          f"{len(cells)}", position, consumed)
+            return Record(
+                line_no,
+                None,
+                f"expected {len(self.columns)} columns, got {len(cells)}",
+                position,
+                consumed,
+            )
         row = dict(zip(self.columns, cells, strict=True))
         try:
             event = self._event(row)
         except (ValueError, ValidationError) as e:
-            reason = str(e).splitlines()[0] if not isinstance(e, ValidationError) else \
-                f"{e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}"
+            reason = (
+                str(e).splitlines()[0]
+                if not isinstance(e, ValidationError)
+                else f"{e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}"
+            )
             return Record(line_no, None, f"bad value: {reason}"[:200], position, consumed)
         return Record(line_no, event, None, position, consumed)
 
@@ -119,26 +139,50 @@ class CsvParser:
         def opt(name: str) -> float | None:
             return _number(row[name]) if name in row else None
 
-        util, mem_util, temp = opt("utilization.gpu"), opt("utilization.memory"), \
-            opt("temperature.gpu")
+        util, mem_util, temp = (
+            opt("utilization.gpu"),
+            opt("utilization.memory"),
+            opt("temperature.gpu"),
+        )
         sample = GpuSampled(
-            origin="nvidia-smi", host=self.host, index=int(row["index"]),
-            uuid=row.get("uuid") or None, name=row.get("name") or None,
-            memory_total_bytes=total, memory_used_bytes=used,
+            origin="nvidia-smi",
+            host=self.host,
+            index=int(row["index"]),
+            uuid=row.get("uuid") or None,
+            name=row.get("name") or None,
+            memory_total_bytes=total,
+            memory_used_bytes=used,
             memory_free_bytes=free if free is not None else max(0, total - used),
             utilization_gpu_pct=None if util is None else int(util),
             utilization_memory_pct=None if mem_util is None else int(mem_util),
-            temperature_c=None if temp is None else int(temp), power_w=opt("power.draw"))
+            temperature_c=None if temp is None else int(temp),
+            power_w=opt("power.draw"),
+        )
         return sample_event(time_us, sample)
 
 
-def ingest_nvidia_smi_file(store: EventStore, path: Path, host: str, *, tz: str = "UTC",
-                           strict: bool = False, progress: Progress | None = None,
-                           complete_only: bool = False) -> IngestReport:
+def ingest_nvidia_smi_file(
+    store: EventStore,
+    path: Path,
+    host: str,
+    *,
+    tz: str = "UTC",
+    strict: bool = False,
+    progress: Progress | None = None,
+    complete_only: bool = False,
+) -> IngestReport:
     zone = timezone(tz)
 
     def parser(p: Path, cursor: FileCursor) -> CsvParser:
         return CsvParser(p, cursor, host, zone)
 
-    return ingest_file(store, path, KIND, parser, qualifier=host, strict=strict,
-                       progress=progress, complete_only=complete_only)
+    return ingest_file(
+        store,
+        path,
+        KIND,
+        parser,
+        qualifier=host,
+        strict=strict,
+        progress=progress,
+        complete_only=complete_only,
+    )

@@ -52,24 +52,35 @@ def parse_worker(job: IO[bytes], out: IO[bytes]) -> None:
         return AppendResult()
 
     try:
-        ingester = Ingester(None, name, checkpoint=checkpoint, strict=strict,
-                            batch_size=batch_size, sink=hand_over)
+        ingester = Ingester(
+            None, name, checkpoint=checkpoint, strict=strict, batch_size=batch_size, sink=hand_over
+        )
         report = ingester.feed(produce())
         _send(out, ("done", report.read, report.malformed_count, report.malformed))
     except AdvisorError as e:
         _send(out, ("error", e))
 
 
-def ingest_parallel(store: EventStore, name: str, produce: Callable[[], Iterable[Record]], *,
-                    checkpoint: str | None = None, strict: bool = False,
-                    batch_size: int = DEFAULT_BATCH,
-                    progress: Callable[[int], None] | None = None) -> IngestReport:
+def ingest_parallel(
+    store: EventStore,
+    name: str,
+    produce: Callable[[], Iterable[Record]],
+    *,
+    checkpoint: str | None = None,
+    strict: bool = False,
+    batch_size: int = DEFAULT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
     """`produce` must pickle (a module-level function, or a functools.partial of one)."""
     job = pickle.dumps((name, checkpoint, strict, batch_size, produce))
     with tempfile.TemporaryFile() as errors:
-        parser = subprocess.Popen([sys.executable, "-m", "ingest.parallel"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-                                  bufsize=1 << 20)
+        parser = subprocess.Popen(
+            [sys.executable, "-m", "ingest.parallel"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            bufsize=1 << 20,
+        )
         assert parser.stdin is not None and parser.stdout is not None
         try:
             parser.stdin.write(job)
@@ -82,9 +93,14 @@ def ingest_parallel(store: EventStore, name: str, produce: Callable[[], Iterable
             parser.wait()
 
 
-def _collect(store: EventStore, name: str, messages: IO[bytes],
-             progress: Callable[[int], None] | None, parser: subprocess.Popen[bytes],
-             errors: IO[bytes]) -> IngestReport:
+def _collect(
+    store: EventStore,
+    name: str,
+    messages: IO[bytes],
+    progress: Callable[[int], None] | None,
+    parser: subprocess.Popen[bytes],
+    errors: IO[bytes],
+) -> IngestReport:
     report = IngestReport(name)
     while True:
         try:
@@ -93,8 +109,10 @@ def _collect(store: EventStore, name: str, messages: IO[bytes],
             parser.wait()
             errors.seek(0)
             last = (errors.read().decode("utf-8", "replace").strip().splitlines() or [""])[-1]
-            raise InputError(f"{name}: the parser process ended unexpectedly "
-                             f"(exit {parser.returncode}){': ' + last if last else ''}") from None
+            raise InputError(
+                f"{name}: the parser process ended unexpectedly "
+                f"(exit {parser.returncode}){': ' + last if last else ''}"
+            ) from None
         if message[0] == "batch":
             _, batch, cp, consumed = message
             result = store.append_prepared(batch, cp)

@@ -40,14 +40,19 @@ class IngestReport:
             self.malformed.append(Malformed(line_no, reason))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "read": self.read, "appended": self.appended,
-                "duplicates": self.duplicates, "malformed": self.malformed_count,
-                "malformed_lines": [{"line": m.line_no, "reason": m.reason}
-                                    for m in self.malformed]}
+        return {
+            "source": self.source,
+            "read": self.read,
+            "appended": self.appended,
+            "duplicates": self.duplicates,
+            "malformed": self.malformed_count,
+            "malformed_lines": [{"line": m.line_no, "reason": m.reason} for m in self.malformed],
+        }
 
 
-def _validate(records: list[Record], report: IngestReport, strict: bool,
-              name: str) -> list[Prepared]:
+def _validate(
+    records: list[Record], report: IngestReport, strict: bool, name: str
+) -> list[Prepared]:
     raw = [r.event for r in records if r.event is not None]
     try:
         return prepare(raw)
@@ -88,9 +93,17 @@ class Ingester:
 
     `sink` replaces the store's append (the parallel reader hands batches to another process)."""
 
-    def __init__(self, store: EventStore | None, name: str, *, checkpoint: str | None = None,
-                 batch_size: int = DEFAULT_BATCH, strict: bool = False,
-                 progress: Callable[[int], None] | None = None, sink: Sink | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore | None,
+        name: str,
+        *,
+        checkpoint: str | None = None,
+        batch_size: int = DEFAULT_BATCH,
+        strict: bool = False,
+        progress: Callable[[int], None] | None = None,
+        sink: Sink | None = None,
+    ) -> None:
         if sink is None:
             assert store is not None
             sink = store.append_prepared
@@ -120,8 +133,9 @@ class Ingester:
             self._position = record.position
         if record.event is None:
             if self.strict:
-                raise MalformedInputError(f"{self.name}: line {record.line_no}: {record.error}",
-                                          record.line_no)
+                raise MalformedInputError(
+                    f"{self.name}: line {record.line_no}: {record.error}", record.line_no
+                )
             self.report.note_malformed(record.line_no, record.error or "malformed")
         else:
             self._pending.append(record)

@@ -29,18 +29,29 @@ if TYPE_CHECKING:
 
 KIND = "text"
 
-_ISO = re.compile(rb"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"
-                  rb"\s*(Z|[+-]\d\d:?\d\d)?")
+_ISO = re.compile(
+    rb"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?"
+    rb"\s*(Z|[+-]\d\d:?\d\d)?"
+)
 _EPOCH = re.compile(rb"^(\d{10})\.(\d{6})\s")
-_SYSLOG = re.compile(rb"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) "
-                     rb"(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s")
+_SYSLOG = re.compile(
+    rb"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) "
+    rb"(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\s"
+)
 # vLLM's logger, after colour codes are removed; worker processes prefix their lines with
 # "(APIServer pid=1) ", "(EngineCore_DP0 pid=2) ", "(VllmWorker rank=0 pid=3) ".
-_VLLM = re.compile(rb"^(?:\([^()]{1,80}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-                   rb"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\s")
+_VLLM = re.compile(
+    rb"^(?:\([^()]{1,80}\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    rb"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\s"
+)
 _ANSI = re.compile(rb"\x1b\[[0-9;]*m")
-_MONTHS = {m.encode(): i for i, m in enumerate(
-    ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], start=1)}
+_MONTHS = {
+    m.encode(): i
+    for i, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"],
+        start=1,
+    )
+}
 
 
 def _us(dt: datetime) -> int:
@@ -68,8 +79,18 @@ def line_time_us(line: bytes, year: int) -> int | None:
         m = _SYSLOG.match(line)
         if m:
             micro = int(((m.group(6) or b"0").decode() + "000000")[:6])
-            return _us(datetime(year, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)),
-                                int(m.group(4)), int(m.group(5)), micro, tzinfo=UTC))
+            return _us(
+                datetime(
+                    year,
+                    _MONTHS[m.group(1)],
+                    int(m.group(2)),
+                    int(m.group(3)),
+                    int(m.group(4)),
+                    int(m.group(5)),
+                    micro,
+                    tzinfo=UTC,
+                )
+            )
         m = _VLLM.match(_ANSI.sub(b"", line[:200]).lstrip())
         if m:
             month, day, hour, minute, second = (int(g) for g in m.groups())
@@ -91,8 +112,9 @@ class TextLineParser:
         self.service = service
         self.host = host
 
-    def __call__(self, line_no: int, line: bytes, position: dict[str, Any],
-                 consumed: int) -> Record | None:
+    def __call__(
+        self, line_no: int, line: bytes, position: dict[str, Any], consumed: int
+    ) -> Record | None:
         self.chain = hashlib.blake2b(self.chain + line + b"\n", digest_size=8).digest()
         if not line.strip():
             return None
@@ -100,22 +122,49 @@ class TextLineParser:
         if t is not None:
             self.last_time = t
         message, raw = decode_text(line)
-        payload = {"type": "log.recorded", "origin": "text", "message": message,
-                   "message_b64": raw, "unit": self.service, "host": self.host,
-                   "path": self.path, "line_no": line_no}
-        event = {"stream": self.stream, "time_us": self.last_time, "source": self.source,
-                 "key": int.from_bytes(self.chain, "big") >> 1, "payload": payload}
+        payload = {
+            "type": "log.recorded",
+            "origin": "text",
+            "message": message,
+            "message_b64": raw,
+            "unit": self.service,
+            "host": self.host,
+            "path": self.path,
+            "line_no": line_no,
+        }
+        event = {
+            "stream": self.stream,
+            "time_us": self.last_time,
+            "source": self.source,
+            "key": int.from_bytes(self.chain, "big") >> 1,
+            "payload": payload,
+        }
         return Record(line_no, event, None, position, consumed)
 
     def extra(self) -> dict[str, Any] | None:
         return {"last_time_us": self.last_time, "chain": self.chain.hex()}
 
 
-def ingest_text_file(store: EventStore, path: Path, service: str, host: str, *,
-                     strict: bool = False, progress: Progress | None = None,
-                     complete_only: bool = False) -> IngestReport:
+def ingest_text_file(
+    store: EventStore,
+    path: Path,
+    service: str,
+    host: str,
+    *,
+    strict: bool = False,
+    progress: Progress | None = None,
+    complete_only: bool = False,
+) -> IngestReport:
     def parser(p: Path, cursor: FileCursor) -> TextLineParser:
         return TextLineParser(p, cursor, service, host)
 
-    return ingest_file(store, path, KIND, parser, qualifier=service, strict=strict,
-                       progress=progress, complete_only=complete_only)
+    return ingest_file(
+        store,
+        path,
+        KIND,
+        parser,
+        qualifier=service,
+        strict=strict,
+        progress=progress,
+        complete_only=complete_only,
+    )

@@ -42,8 +42,11 @@ SNIFF_BYTES = 1 << 20
 def sniff(path: Path) -> str | None:
     """What kind of file this is, from its first non-empty line; None to ignore it (or, while
     that line is still being written, to look again later)."""
-    if (path.name.startswith(".") or path.suffix in SKIPPED_SUFFIXES
-            or _SQLITE_SIDE_FILE.search(path.name)):
+    if (
+        path.name.startswith(".")
+        or path.suffix in SKIPPED_SUFFIXES
+        or _SQLITE_SIDE_FILE.search(path.name)
+    ):
         return None
     try:
         with open(path, "rb") as fh:
@@ -95,10 +98,17 @@ class _Changed(FileSystemEventHandler):
 
 
 class FolderWatcher:
-    def __init__(self, store: EventStore, folder: Path, *, host: str,
-                 service: str | None = None, tz: str = "UTC",
-                 on_report: Callable[[Path, IngestReport], None] | None = None,
-                 on_error: Callable[[Path, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        folder: Path,
+        *,
+        host: str,
+        service: str | None = None,
+        tz: str = "UTC",
+        on_report: Callable[[Path, IngestReport], None] | None = None,
+        on_error: Callable[[Path, str], None] | None = None,
+    ) -> None:
         self.store = store
         self.folder = folder
         self.host = host
@@ -114,16 +124,23 @@ class FolderWatcher:
         kind = sniff(path)
         try:
             if kind == "journal-json":
-                report = ingest_json_file(self.store, path, default_host=self.host,
-                                          complete_only=True)
+                report = ingest_json_file(
+                    self.store, path, default_host=self.host, complete_only=True
+                )
             elif kind == "nvidia-smi":
-                report = ingest_nvidia_smi_file(self.store, path, self.host, tz=self.tz,
-                                                complete_only=True)
+                report = ingest_nvidia_smi_file(
+                    self.store, path, self.host, tz=self.tz, complete_only=True
+                )
             elif kind == "gpu-recording":
                 report = replay_recording(self.store, path, complete_only=True)
             elif kind == "text":
-                report = ingest_text_file(self.store, path, self.service or service_name(path),
-                                          self.host, complete_only=True)
+                report = ingest_text_file(
+                    self.store,
+                    path,
+                    self.service or service_name(path),
+                    self.host,
+                    complete_only=True,
+                )
             else:
                 return None
         except AdvisorError as e:  # one bad file must not stop the watcher

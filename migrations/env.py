@@ -15,8 +15,11 @@ if connection is not None:
     with context.begin_transaction():
         context.run_migrations()
 else:  # plain `alembic upgrade head` with sqlalchemy.url set in a config file
-    engine = engine_from_config(config.get_section(config.config_ini_section) or {},
-                                prefix="sqlalchemy.", poolclass=pool.NullPool)
+    engine = engine_from_config(
+        config.get_section(config.config_ini_section) or {},
+        prefix="sqlalchemy.",
+        poolclass=pool.NullPool,
+    )
     with engine.connect() as conn:
         context.configure(connection=conn, target_metadata=metadata, render_as_batch=True)
         with context.begin_transaction():

@@ -19,8 +19,12 @@ from tests.conftest import ROOT
 TIMEOUT_S = 30.0
 
 
-def wait(what: str, check: Callable[[], bool], proc: subprocess.Popen[bytes] | None = None,
-         timeout: float = TIMEOUT_S) -> None:
+def wait(
+    what: str,
+    check: Callable[[], bool],
+    proc: subprocess.Popen[bytes] | None = None,
+    timeout: float = TIMEOUT_S,
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if proc is not None and proc.poll() is not None:
@@ -34,12 +38,20 @@ class Watch:
     """`advisor watch` (or another command) run inside the box (nsenter forks it: signals go
     to the child)."""
 
-    def __init__(self, box: SystemdBox, db_url: str, *args: str,
-                 command: tuple[str, ...] = ("watch", "--no-gpu")) -> None:
+    def __init__(
+        self,
+        box: SystemdBox,
+        db_url: str,
+        *args: str,
+        command: tuple[str, ...] = ("watch", "--no-gpu"),
+    ) -> None:
         env = {**os.environ, "ADVISOR_DB": db_url, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
             box.nsenter_argv([sys.executable, "-m", "advisor", *command, *args]),
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -81,8 +93,9 @@ class Watch:
 
 
 @contextmanager
-def watching(box: SystemdBox, db_url: str, *args: str,
-             command: tuple[str, ...] = ("watch", "--no-gpu")) -> Iterator[Watch]:
+def watching(
+    box: SystemdBox, db_url: str, *args: str, command: tuple[str, ...] = ("watch", "--no-gpu")
+) -> Iterator[Watch]:
     watch = Watch(box, db_url, *args, command=command)
     try:
         yield watch
@@ -90,11 +103,22 @@ def watching(box: SystemdBox, db_url: str, *args: str,
         watch.close()
 
 
-def advisor_in(box: SystemdBox, db_url: str, *args: str, timeout: float = 180,
-               env: dict[str, str] | None = None,
-               input: str | None = None) -> subprocess.CompletedProcess[str]:
+def advisor_in(
+    box: SystemdBox,
+    db_url: str,
+    *args: str,
+    timeout: float = 180,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """`advisor ARGS` run to completion inside the box (as on the box's own host)."""
     full = {**os.environ, "ADVISOR_DB": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run(box.nsenter_argv([sys.executable, "-m", "advisor", *args]),
-                          env=full, capture_output=True, text=True, timeout=timeout,
-                          input=input, check=False)
+    return subprocess.run(
+        box.nsenter_argv([sys.executable, "-m", "advisor", *args]),
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+        check=False,
+    )

@@ -90,8 +90,9 @@ def seed_journal() -> Path:
 
 
 @pytest.fixture
-def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
-              seed_journal: Path) -> EventStore:
+def diagnosed(
+    sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> EventStore:
     """A SQLite store holding the seed scenario, ingested and diagnosed."""
     store = opener(sqlite_url)
     ingest_json_file(store, seed_journal)
@@ -99,8 +100,9 @@ def diagnosed(sqlite_url: str, opener: Callable[[str], EventStore],
     return store
 
 
-def seed_on_host(folder: Path, seed_journal: Path, host: str, *,
-                 diagnose: bool = False) -> EventStore:
+def seed_on_host(
+    folder: Path, seed_journal: Path, host: str, *, diagnose: bool = False
+) -> EventStore:
     """A SQLite store in `folder` holding the seed scenario as seen on `host` (the caller
     closes it)."""
     journal = folder / f"{host}.jsonl"
@@ -121,11 +123,13 @@ def advisor_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "advisor", *args]
 
 
-def run_advisor(*args: str, input: bytes | None = None, timeout: float = 120,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_advisor(
+    *args: str, input: bytes | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """The real CLI as a process."""
-    return subprocess.run(advisor_argv(*args), input=input, capture_output=True,
-                          timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        advisor_argv(*args), input=input, capture_output=True, timeout=timeout, env=env, check=False
+    )
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def node_of(module: str, depth: int) -> str:
     """The graph node a module belongs to: `ingest` is one stage; advisor's are its
     sub-packages (or, in a flat layout, its modules)."""
     parts = module.split(".")
-    return ".".join(parts[:depth - 1 if parts[0] == "ingest" else depth])
+    return ".".join(parts[: depth - 1 if parts[0] == "ingest" else depth])
 
 
 def stage_edges(depth: int = 2, root: Path = ROOT) -> collections.Counter[tuple[str, str]]:
@@ -85,8 +85,7 @@ def main() -> None:
     for (a, b), n in sorted(edges.items()):
         print(f"{a} -> {b} ({n})")
     found = cycles(edges)
-    print(f"{len(edges)} edges; cycles: " + (", ".join(f"{a} <-> {b}" for a, b in found)
-                                           or "none"))
+    print(f"{len(edges)} edges; cycles: " + (", ".join(f"{a} <-> {b}" for a, b in found) or "none"))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,13 @@ from advisor.core.records import Record
 
 def numbered(n: int) -> Iterator[Record]:
     for i in range(1, n + 1):
-        event = {"stream": "h/u.service", "time_us": i, "source": "parallel-test", "key": i,
-                 "payload": {"type": "log.recorded", "origin": "text", "message": f"line {i}"}}
+        event = {
+            "stream": "h/u.service",
+            "time_us": i,
+            "source": "parallel-test",
+            "key": i,
+            "payload": {"type": "log.recorded", "origin": "text", "message": f"line {i}"},
+        }
         yield Record(i, event, None, {"offset": i}, 10)
     yield Record(n + 1, None, "not a log line", {"offset": n + 1}, 10)
 

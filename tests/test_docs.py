@@ -21,12 +21,23 @@ DOCS = ROOT / "docs"
 GOLDEN_LOG = ROOT / "tests/golden/sampler_warmup_oom/llama31-8b-v085-rtx4090-journalctl.log"
 
 # Written in pieces so that this file does not name them itself.
-FORBIDDEN = ("../" "shared", "DESIGN" ".md", "DOM" "AIN.md", "STY" "LE.md")
+FORBIDDEN = ("../shared", "DESIGN.md", "DOMAIN.md", "STYLE.md")
 FORBIDDEN_CITATION = re.compile(r"\bDOM" r"AIN\s+\d")
-SCANNED = ("advisor", "ingest", "docs", "README.md", "tests", "bench", "data", "deploy", "rules",
-           "migrations")
-_BINARY_SUFFIXES = frozenset({".gz", ".pyc", ".png", ".jpg", ".db", ".sqlite", ".parquet",
-                              ".journal", ".zip", ".whl"})
+SCANNED = (
+    "advisor",
+    "ingest",
+    "docs",
+    "README.md",
+    "tests",
+    "bench",
+    "data",
+    "deploy",
+    "rules",
+    "migrations",
+)
+_BINARY_SUFFIXES = frozenset(
+    {".gz", ".pyc", ".png", ".jpg", ".db", ".sqlite", ".parquet", ".journal", ".zip", ".whl"}
+)
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _KEY_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|")
 _CODE_HEADING = re.compile(r"^## `([^`]+)`\s*$")
@@ -51,8 +62,11 @@ def _sections(text: str) -> dict[str, str]:
 
 def _code_sections(text: str) -> dict[str, str]:
     """The sections whose heading is one name in backticks (`## \\`kv_cache_oom\\``)."""
-    return {m.group(1): body for heading, body in _sections(text).items()
-            if (m := _CODE_HEADING.match(f"## {heading}"))}
+    return {
+        m.group(1): body
+        for heading, body in _sections(text).items()
+        if (m := _CODE_HEADING.match(f"## {heading}"))
+    }
 
 
 def _table_keys(section: str) -> list[str]:
@@ -78,8 +92,11 @@ def test_taxonomy_has_one_section_per_label_and_no_other() -> None:
 
 def test_every_shipped_rule_is_named_under_its_label() -> None:
     sections = _code_sections(_read("taxonomy.md"))
-    missing = [f"{rule.id} ({rule.spec.label})" for rule in load_rules().rules
-               if f"`{rule.id}`" not in sections.get(rule.spec.label, "")]
+    missing = [
+        f"{rule.id} ({rule.spec.label})"
+        for rule in load_rules().rules
+        if f"`{rule.id}`" not in sections.get(rule.spec.label, "")
+    ]
     assert not missing, f"rules not described under their label in docs/taxonomy.md: {missing}"
 
 
@@ -107,8 +124,10 @@ def test_bounds_table_matches_the_code() -> None:
     assert sorted(rows) == sorted(expected)
     for name, bound in expected.items():
         low, high = rows[name][0], rows[name][1]
-        assert (low, high) == (_number(bound.low, bound.integer),
-                               _number(bound.high, bound.integer)), name
+        assert (low, high) == (
+            _number(bound.low, bound.integer),
+            _number(bound.high, bound.integer),
+        ), name
 
 
 # ------------------------------------------------------------------ classify --json
@@ -130,9 +149,13 @@ def test_classify_nested_keys_are_documented(contract: dict[str, Any]) -> None:
     sections = _sections(_read("classify.md"))
     assert contract["evidence"] and contract["candidates"] and contract["runs"]
     assert contract["actions"]
-    samples = {"`evidence` items": contract["evidence"], "`candidates` items":
-               contract["candidates"], "`runs` items": contract["runs"],
-               "`actions` items": contract["actions"], "`input`": [contract["input"]]}
+    samples = {
+        "`evidence` items": contract["evidence"],
+        "`candidates` items": contract["candidates"],
+        "`runs` items": contract["runs"],
+        "`actions` items": contract["actions"],
+        "`input`": [contract["input"]],
+    }
     for heading, items in samples.items():
         documented = set(_table_keys(sections[heading]))
         seen = {key for item in items for key in item}
@@ -158,8 +181,11 @@ def _text_files() -> list[Path]:
         if top.is_file():
             files.append(top)
             continue
-        files.extend(p for p in sorted(top.rglob("*")) if p.is_file()
-                     and "__pycache__" not in p.parts and p.suffix not in _BINARY_SUFFIXES)
+        files.extend(
+            p
+            for p in sorted(top.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in _BINARY_SUFFIXES
+        )
     return files
 
 
@@ -173,15 +199,16 @@ def forbidden_in(path: Path) -> list[str]:
     for n, line in enumerate(text.splitlines(), start=1):
         hits = [s for s in FORBIDDEN if s in line]
         hits += [m.group(0) for m in FORBIDDEN_CITATION.finditer(line)]
-        found += [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{n}: {h}"
-                  for h in hits]
+        found += [
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{n}: {h}"
+            for h in hits
+        ]
     return found
 
 
 def test_the_forbidden_pointer_check_finds_them(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("ok\n# see " + FORBIDDEN[1] + "\n# as in DOM" "AIN 6.4\n",
-                      encoding="utf-8")
+    sample.write_text("ok\n# see " + FORBIDDEN[1] + "\n# as in DOMAIN 6.4\n", encoding="utf-8")
     found = forbidden_in(sample)
     assert len(found) == 2 and found[0].endswith(":2: " + FORBIDDEN[1])
     assert forbidden_in(Path(__file__)) == []
@@ -209,8 +236,9 @@ def broken_links(markdown: Path, root: Path = ROOT) -> list[str]:
 def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     (tmp_path / "there.md").write_text("x\n", encoding="utf-8")
-    page.write_text("[a](there.md) [b](missing.md#part) [c](https://example.org/x)\n",
-                    encoding="utf-8")
+    page.write_text(
+        "[a](there.md) [b](missing.md#part) [c](https://example.org/x)\n", encoding="utf-8"
+    )
     assert broken_links(page, tmp_path) == ["page.md: missing.md#part"]
 
 

@@ -27,8 +27,11 @@ def sections(text: str) -> dict[str, str]:
 
 
 def named_paths(text: str) -> set[str]:
-    return {p for p in re.findall(r"`([\w./<>-]+)`", text)
-            if "/" in p and not p.startswith(("advisor ", "-"))}
+    return {
+        p
+        for p in re.findall(r"`([\w./<>-]+)`", text)
+        if "/" in p and not p.startswith(("advisor ", "-"))
+    }
 
 
 def test_every_path_it_names_exists() -> None:
@@ -55,8 +58,11 @@ def test_each_recipe_lists_as_many_files_as_it_says(title: str) -> None:
 
 
 def test_every_label_follows_the_label_recipe() -> None:
-    rule_labels = {rule.get("label") for path in (ROOT / "rules").glob("*.toml")
-                   for rule in tomllib.loads(path.read_text(encoding="utf-8")).get("rule", [])}
+    rule_labels = {
+        rule.get("label")
+        for path in (ROOT / "rules").glob("*.toml")
+        for rule in tomllib.loads(path.read_text(encoding="utf-8")).get("rule", [])
+    }
     families = {p.stem for p in (ROOT / "data" / "corpus" / "families").glob("*.py")}
     taxonomy = (ROOT / "docs" / "taxonomy.md").read_text(encoding="utf-8")
     for label in FAILURE_LABELS:
@@ -75,8 +81,11 @@ def test_every_action_kind_follows_the_kind_recipe() -> None:
 
 def test_every_input_kind_is_read_by_the_watcher() -> None:
     watcher = (ROOT / "ingest" / "watch.py").read_text(encoding="utf-8")
-    found = [v for k, v in vars(kinds).items() if k.isupper() and isinstance(v, str)
-             and k not in ("JOURNAL_KEYS",)]
+    found = [
+        v
+        for k, v in vars(kinds).items()
+        if k.isupper() and isinstance(v, str) and k not in ("JOURNAL_KEYS",)
+    ]
     assert found
     for kind in found:
         assert f'"{kind}"' in watcher, f"ingest/watch.py does not read {kind!r} inputs"

@@ -24,8 +24,14 @@ PACKAGES = sorted(name for name, path in modules().items() if path.name == "__in
 def test_import_linter_contracts_are_kept() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert exe is not None, "import-linter is a test dependency: pip install -e '.[test]'"
-    done = subprocess.run([exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [exe, "--config", str(ROOT / ".importlinter"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout
 
@@ -46,8 +52,11 @@ def _library_files() -> list[Path]:
 
 
 def test_no_library_module_is_over_the_limit() -> None:
-    long = {str(p.relative_to(ROOT)): n for p in _library_files()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _library_files()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 
@@ -69,7 +78,8 @@ def test_each_package_has_a_sorted_true_face(package: str) -> None:
     assert isinstance(names, list) and names, f"{package} has no __all__"
     assert names == sorted(names), f"{package}.__all__ is not sorted"
     for name in names:
-        assert hasattr(module, name) or importlib.util.find_spec(f"{package}.{name}"), \
+        assert hasattr(module, name) or importlib.util.find_spec(f"{package}.{name}"), (
             f"{package}.__all__ names {name!r}, which is neither an attribute nor a module"
+        )
     sub = {m.name for m in pkgutil.iter_modules(module.__path__) if not m.name.startswith("_")}
     assert sub <= set(names), f"{package}: modules not on its face: {sorted(sub - set(names))}"

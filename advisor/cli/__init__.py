@@ -1,4 +1,17 @@
 """The `advisor` command line: one module per family of commands (`main` is the group)."""
 
-__all__ = ["actions", "analytics", "central", "common", "demo", "diagnose", "group", "heads",
-           "ingest", "main", "projections", "verify", "watch"]
+__all__ = [
+    "actions",
+    "analytics",
+    "central",
+    "common",
+    "demo",
+    "diagnose",
+    "group",
+    "heads",
+    "ingest",
+    "main",
+    "projections",
+    "verify",
+    "watch",
+]

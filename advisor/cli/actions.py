@@ -110,8 +110,10 @@ def rollback(action_id: str, systemd_root: Path, db_url: str | None) -> None:
 
 def _show_plan(plan: OpenPlan) -> None:
     incident = plan.incident
-    click.echo(f"{safe_text(plan.plan_id)}: {incident['label']} ({incident['confidence']:.2f}), "
-               f"{incident['runs']} run(s)")
+    click.echo(
+        f"{safe_text(plan.plan_id)}: {incident['label']} ({incident['confidence']:.2f}), "
+        f"{incident['runs']} run(s)"
+    )
     for row in plan.rows:
         click.echo("  " + _describe(row))
         for line in orjson.loads(row["spec"]).get("arithmetic", []):
@@ -133,13 +135,17 @@ def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: s
         if row["status"] != "proposed" or row["alternative"]:
             continue
         alternative = by_step.get(row["step"] + 1)
-        has_alt = alternative is not None and alternative["alternative"] and \
-            alternative["status"] == "proposed"
+        has_alt = (
+            alternative is not None
+            and alternative["alternative"]
+            and alternative["status"] == "proposed"
+        )
         choices = ["y", "n", "all", "q"] + (["a"] if has_alt else [])
-        text = (f"Run step {row['step']} ({row['kind']})? y yes, n no (reject), all (this and "
-                f"the rest), q stop asking{', a the alternative' if has_alt else ''}")
-        answer = click.prompt(text, type=click.Choice(choices), default="n",
-                              show_choices=False)
+        text = (
+            f"Run step {row['step']} ({row['kind']})? y yes, n no (reject), all (this and "
+            f"the rest), q stop asking{', a the alternative' if has_alt else ''}"
+        )
+        answer = click.prompt(text, type=click.Choice(choices), default="n", show_choices=False)
         if answer == "all":
             approve_(store, plan_id, who)
             return
@@ -156,22 +162,33 @@ def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: s
 
 
 def _report(report: ExecReport) -> None:
-    click.echo(f"ran {len(report.ran)} step(s), skipped {len(report.skipped)}; plan "
-               f"{report.state}{': ' + safe_text(report.why) if report.why else ''}")
+    click.echo(
+        f"ran {len(report.ran)} step(s), skipped {len(report.skipped)}; plan "
+        f"{report.state}{': ' + safe_text(report.why) if report.why else ''}"
+    )
 
 
 @click.command()
 @click.argument("service")
 @click.option("--yes", is_flag=True, help="Approve the plan's main steps without asking.")
-@click.option("--dry-run", is_flag=True,
-              help="Say what each step would do now (the unit read from systemd); change and "
-                   "record nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what each step would do now (the unit read from systemd); change and record nothing.",
+)
 @backend_option
 @root_option
 @gpus_option
 @db_option
-def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root: Path,
-              gpus_from: Path | None, db_url: str | None) -> None:
+def remediate(
+    service: str,
+    yes: bool,
+    dry_run: bool,
+    backend: str,
+    systemd_root: Path,
+    gpus_from: Path | None,
+    db_url: str | None,
+) -> None:
     """Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it),
     ask step by step (or --yes), and carry it out."""
     from advisor.pipeline.remediate import backend_for, carry_out, open_plan, preview
@@ -191,8 +208,10 @@ def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root
     outcome = carry_out(store, chosen, plan.plan_id)
     _report(outcome.report)
     if outcome.again is not None:
-        click.echo(f"proposed a new plan from the unit's current state: "
-                   f"{outcome.again.new_plan} (`advisor remediate {service}`)")
+        click.echo(
+            f"proposed a new plan from the unit's current state: "
+            f"{outcome.again.new_plan} (`advisor remediate {service}`)"
+        )
     if not outcome.settled:
         raise SystemExit(PLAN_STOPPED_EXIT)
 
@@ -202,8 +221,7 @@ def remediate(service: str, yes: bool, dry_run: bool, backend: str, systemd_root
 @root_option
 @gpus_option
 @db_option
-def replan(service: str, systemd_root: Path, gpus_from: Path | None,
-           db_url: str | None) -> None:
+def replan(service: str, systemd_root: Path, gpus_from: Path | None, db_url: str | None) -> None:
     """Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and
     propose a new plan from the unit's current state."""
     from advisor.core.units import parse_service
@@ -218,22 +236,37 @@ def replan(service: str, systemd_root: Path, gpus_from: Path | None,
     done = replan_(store, chosen, host, unit)
     for note in done.notes:
         click.echo(safe_text(note))
-    click.echo(f"new plan {safe_text(done.new_plan)} for {safe_text(done.incident_id)} "
-               f"(see `advisor remediate {service}`)")
+    click.echo(
+        f"new plan {safe_text(done.new_plan)} for {safe_text(done.incident_id)} "
+        f"(see `advisor remediate {service}`)"
+    )
 
 
 @click.command()
-@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
-              help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds.")
-@click.option("--interval", type=seconds(0.1), default=5.0, show_default=True,
-              help="Seconds between passes.")
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds.",
+)
+@click.option(
+    "--interval", type=seconds(0.1), default=5.0, show_default=True, help="Seconds between passes."
+)
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @backend_option
 @root_option
 @gpus_option
 @db_option
-def auto(policy_path: Path, interval: float, once: bool, backend: str, systemd_root: Path,
-         gpus_from: Path | None, db_url: str | None) -> None:
+def auto(
+    policy_path: Path,
+    interval: float,
+    once: bool,
+    backend: str,
+    systemd_root: Path,
+    gpus_from: Path | None,
+    db_url: str | None,
+) -> None:
     """Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person."""
     from advisor.pipeline.auto import run_auto
     from advisor.pipeline.remediate import backend_for
@@ -243,5 +276,6 @@ def auto(policy_path: Path, interval: float, once: bool, backend: str, systemd_r
     store = store_for(db_url)
     conf = settings(gpu_twin=gpus_from)
     chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
-    run_auto(store, chosen, policy, policy_path.name, interval_s=interval, once=once,
-             say=click.echo)
+    run_auto(
+        store, chosen, policy, policy_path.name, interval_s=interval, once=once, say=click.echo
+    )

@@ -22,15 +22,29 @@ from advisor.core.units import parse_service, service_host
 @click.argument("sql")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of row objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row.")
-@click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
-              help="Answer from a Parquet export (advisor export parquet) instead of the store.")
+@click.option(
+    "--parquet",
+    "parquet_dir",
+    type=click.Path(path_type=Path),
+    help="Answer from a Parquet export (advisor export parquet) instead of the store.",
+)
 @click.option("--verbose", is_flag=True, help="Say how DuckDB reads the data (on stderr).")
-@click.option("--allow-files", is_flag=True,
-              help="Let the SQL read and write files and load extensions, as DuckDB does "
-                   "(the store stays attached read-only).")
+@click.option(
+    "--allow-files",
+    is_flag=True,
+    help="Let the SQL read and write files and load extensions, as DuckDB does "
+    "(the store stays attached read-only).",
+)
 @db_option
-def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbose: bool,
-          allow_files: bool, db_url: str | None) -> None:
+def query(
+    sql: str,
+    as_json: bool,
+    as_csv: bool,
+    parquet_dir: Path | None,
+    verbose: bool,
+    allow_files: bool,
+    db_url: str | None,
+) -> None:
     """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions.
     The store is attached read-only and, unless --allow-files, the SQL reaches nothing else:
     no files, no extensions, no settings."""
@@ -39,20 +53,28 @@ def query(sql: str, as_json: bool, as_csv: bool, parquet_dir: Path | None, verbo
     if as_json and as_csv:
         raise click.UsageError("--json and --csv exclude each other")
     check_sql(sql, sandbox=not allow_files)  # refused before the store is opened
-    conn = (connect_parquet(parquet_dir, sandbox=not allow_files) if parquet_dir is not None
-            else connect_store(settings(db=db_url).db_url, sandbox=not allow_files))
+    conn = (
+        connect_parquet(parquet_dir, sandbox=not allow_files)
+        if parquet_dir is not None
+        else connect_store(settings(db=db_url).db_url, sandbox=not allow_files)
+    )
     try:
         if verbose:
-            click.echo(f"duckdb: reading through the {conn.path}"
-                       + ("" if allow_files else " (sandboxed: the store and nothing else)"),
-                       err=True)
+            click.echo(
+                f"duckdb: reading through the {conn.path}"
+                + ("" if allow_files else " (sandboxed: the store and nothing else)"),
+                err=True,
+            )
         columns, rows = conn.query(sql)
     finally:
         conn.close()
     if as_json:
-        click.echo(orjson.dumps([dict(zip(columns, (_plain(v) for v in row), strict=True))
-                                 for row in rows],
-                                option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+        click.echo(
+            orjson.dumps(
+                [dict(zip(columns, (_plain(v) for v in row), strict=True)) for row in rows],
+                option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            ).decode()
+        )
     elif as_csv and columns:
         # Quoted as CSV (a newline stays a newline, inside quotes); every other control
         # character from a log (ESC, CR, BEL) shown as \xNN, never sent raw to a terminal.
@@ -79,19 +101,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
-        return value if -2**63 <= value < 2**64 else str(value)
+        return value if -(2**63) <= value < 2**64 else str(value)
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, bytes):
-        return "".join(chr(b) if 0x20 <= b < 0x7f and b != 0x5c else f"\\x{b:02x}"
-                       for b in value)
+        return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in value)
     if isinstance(value, dt.timedelta):
         return str(value)
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {k if isinstance(k, str | int | float) else str(k): _plain(v)
-                for k, v in value.items()}
+        return {
+            k if isinstance(k, str | int | float) else str(k): _plain(v) for k, v in value.items()
+        }
     return value
 
 
@@ -108,24 +130,45 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
     from advisor.reports.analytics import export_parquet
 
     counts = export_parquet(settings(db=db_url).db_url, folder)
-    click.echo(", ".join(f"{n:,} {name}" for name, n in counts.items())
-               + f" → {safe_text(str(folder))}")
+    click.echo(
+        ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
+    )
 
 
 @click.command()
-@click.option("--service", help="Only this unit (UNIT or HOST/UNIT; `vllm` means vllm.service, "
-                                "as in systemctl).")
+@click.option(
+    "--service",
+    help="Only this unit (UNIT or HOST/UNIT; `vllm` means vllm.service, as in systemctl).",
+)
 @click.option("--host", help="Only this host.")
 @click.option("--since", help="Only incidents and runs since (ISO 8601, @EPOCH, -7d).")
-@click.option("--parquet", "parquet_dir", type=click.Path(path_type=Path),
-              help="From a Parquet export instead of the store.")
+@click.option(
+    "--parquet",
+    "parquet_dir",
+    type=click.Path(path_type=Path),
+    help="From a Parquet export instead of the store.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
-              show_default=True, help="How to print (html: one self-contained page).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="How to print (html: one self-contained page).",
+)
 @click.option("--out", type=click.Path(path_type=Path), help="Write to this file.")
 @db_option
-def stats(service: str | None, host: str | None, since: str | None, parquet_dir: Path | None,
-          as_json: bool, fmt: str, out: Path | None, db_url: str | None) -> None:
+def stats(
+    service: str | None,
+    host: str | None,
+    since: str | None,
+    parquet_dir: Path | None,
+    as_json: bool,
+    fmt: str,
+    out: Path | None,
+    db_url: str | None,
+) -> None:
     """Crashes by label, service and week; time to recovery; restart loops; GPU headroom
     per service; GPU memory release after a kill, per host."""
     from advisor.core.timefmt import parse_time_us
@@ -136,11 +179,15 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
     if service is not None:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
-    conn = (connect_parquet(parquet_dir, sandbox=True) if parquet_dir is not None
-            else connect_store(settings(db=db_url).db_url, sandbox=True))
+    conn = (
+        connect_parquet(parquet_dir, sandbox=True)
+        if parquet_dir is not None
+        else connect_store(settings(db=db_url).db_url, sandbox=True)
+    )
     try:
-        report = stats_(conn, unit=unit, host=host,
-                        since_us=parse_time_us(since) if since else None)
+        report = stats_(
+            conn, unit=unit, host=host, since_us=parse_time_us(since) if since else None
+        )
     finally:
         conn.close()
     if fmt == "html":
@@ -163,18 +210,37 @@ def stats(service: str | None, host: str | None, since: str | None, parquet_dir:
 
 
 @click.command()
-@click.option("--to", "central_url", required=True, metavar="URL",
-              help="The central store (postgresql+psycopg://...).")
+@click.option(
+    "--to",
+    "central_url",
+    required=True,
+    metavar="URL",
+    help="The central store (postgresql+psycopg://...).",
+)
 @click.option("--host", help="This host's name in the central store (default: the hostname).")
-@click.option("--give-up-after", type=click.FloatRange(min=0), default=300.0,
-              show_default=True, help="Seconds to keep retrying an unreachable central store.")
-@click.option("--key", "key_path", type=click.Path(path_type=Path, dir_okay=False),
-              metavar="PATH",
-              help="The host key that signs the chain head stored centrally after each batch "
-                   "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).")
+@click.option(
+    "--give-up-after",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="Seconds to keep retrying an unreachable central store.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH",
+    help="The host key that signs the chain head stored centrally after each batch "
+    "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).",
+)
 @db_option
-def ship(central_url: str, host: str | None, give_up_after: float, key_path: Path | None,
-         db_url: str | None) -> None:
+def ship(
+    central_url: str,
+    host: str | None,
+    give_up_after: float,
+    key_path: Path | None,
+    db_url: str | None,
+) -> None:
     """Copy this host's events to a central store: resumable, idempotent, in order, checked
     against what the central store already holds for this host."""
     from advisor.core.errors import InputError
@@ -188,33 +254,54 @@ def ship(central_url: str, host: str | None, give_up_after: float, key_path: Pat
         raise InputError(f"--key {key_path}: no such file")
     central = open_central(central_url, give_up_after_s=give_up_after)
     try:
-        report = ship_(local, central, settings(host=host).host, give_up_after_s=give_up_after,
-                       key=key, store_label=store_label(local.url) or "")
+        report = ship_(
+            local,
+            central,
+            settings(host=host).host,
+            give_up_after_s=give_up_after,
+            key=key,
+            store_label=store_label(local.url) or "",
+        )
     finally:
         central.close()
     if report.behind:
-        click.echo(f"the central store held this host's events only up to its seq "
-                   f"{report.central_seq}, {report.behind:,} behind the local position: "
-                   "refilled from there (restored from an older backup?)", err=True)
-    click.echo(f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
-               f"{report.retries} retries) to {central.display_url}; local position "
-               f"{report.last_seq}" + (f"; {report.heads} signed heads stored"
-                                       if report.heads else "")
-               + ("" if report.folded else
-                  "; not folded there (the central store's owner folds: advisor fold)"))
+        click.echo(
+            f"the central store held this host's events only up to its seq "
+            f"{report.central_seq}, {report.behind:,} behind the local position: "
+            "refilled from there (restored from an older backup?)",
+            err=True,
+        )
+    click.echo(
+        f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
+        f"{report.retries} retries) to {central.display_url}; local position "
+        f"{report.last_seq}"
+        + (f"; {report.heads} signed heads stored" if report.heads else "")
+        + (
+            ""
+            if report.folded
+            else "; not folded there (the central store's owner folds: advisor fold)"
+        )
+    )
 
 
 @click.command()
-@click.option("--before", required=True,
-              help="Retain partitions whose events were all recorded before this (ISO 8601, "
-                   "@EPOCH, or -90d).")
-@click.option("--to", "folder", required=True, type=click.Path(path_type=Path),
-              help="Write the retained events as Parquet under this folder.")
+@click.option(
+    "--before",
+    required=True,
+    help="Retain partitions whose events were all recorded before this (ISO 8601, "
+    "@EPOCH, or -90d).",
+)
+@click.option(
+    "--to",
+    "folder",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Write the retained events as Parquet under this folder.",
+)
 @click.option("--dry-run", is_flag=True, help="Only list the partitions that would go.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @db_option
-def retention(before: str, folder: Path, dry_run: bool, as_json: bool,
-              db_url: str | None) -> None:
+def retention(before: str, folder: Path, dry_run: bool, as_json: bool, db_url: str | None) -> None:
     """Central PostgreSQL store: export old partitions of events to Parquet, record that as a
     store.retained event, and detach them."""
     from advisor.core.timefmt import parse_time_us
@@ -223,22 +310,40 @@ def retention(before: str, folder: Path, dry_run: bool, as_json: bool,
     store = store_for(db_url)
     cutoff = parse_time_us(before)
     if dry_run:
-        rows = [{"partition": p.name, "first_seq": p.first_seq, "last_seq": p.last_seq,
-                 "events": p.events} for p in retainable(store, cutoff)]
+        rows = [
+            {
+                "partition": p.name,
+                "first_seq": p.first_seq,
+                "last_seq": p.last_seq,
+                "events": p.events,
+            }
+            for p in retainable(store, cutoff)
+        ]
     else:
-        rows = [{"partition": r.partition, "first_seq": r.first_seq, "last_seq": r.last_seq,
-                 "events": r.events, "files": r.files, "recorded_by_seq": r.event_seq}
-                for r in retain(store, cutoff, folder)]
+        rows = [
+            {
+                "partition": r.partition,
+                "first_seq": r.first_seq,
+                "last_seq": r.last_seq,
+                "events": r.events,
+                "files": r.files,
+                "recorded_by_seq": r.event_seq,
+            }
+            for r in retain(store, cutoff, folder)
+        ]
     if as_json:
         echo_json(rows)
         return
     verb = "would retain" if dry_run else "retained"
     for row in rows:
-        click.echo(f"{verb} {row['partition']}: seq {row['first_seq']}–{row['last_seq']}, "
-                   f"{row['events']:,} events" + ("" if dry_run else f" → {folder}"))
+        click.echo(
+            f"{verb} {row['partition']}: seq {row['first_seq']}–{row['last_seq']}, "
+            f"{row['events']:,} events" + ("" if dry_run else f" → {folder}")
+        )
     if not rows:
-        click.echo("nothing to retain: no partition holds only events recorded before "
-                   f"{before}")
+        click.echo(f"nothing to retain: no partition holds only events recorded before {before}")
     elif not dry_run:
-        click.echo("detached; drop them once the export is kept safe: "
-                   + "; ".join(f"DROP TABLE {row['partition']}" for row in rows))
+        click.echo(
+            "detached; drop them once the export is kept safe: "
+            + "; ".join(f"DROP TABLE {row['partition']}" for row in rows)
+        )

@@ -28,10 +28,15 @@ def seconds(low: float, high: float = 86_400) -> click.FloatRange:
 
 
 def db_option(f: F) -> F:
-    return click.option("--db", "db_url", default=None, metavar="URL",
-                        help="Store URL (sqlite:///PATH or postgresql+psycopg://...). "
-                             "Default: $ADVISOR_DB, else a SQLite file under "
-                             "$XDG_DATA_HOME/advisor/.")(f)
+    return click.option(
+        "--db",
+        "db_url",
+        default=None,
+        metavar="URL",
+        help="Store URL (sqlite:///PATH or postgresql+psycopg://...). "
+        "Default: $ADVISOR_DB, else a SQLite file under "
+        "$XDG_DATA_HOME/advisor/.",
+    )(f)
 
 
 def json_option(f: F) -> F:
@@ -46,16 +51,16 @@ def settings(**flags: Any) -> Settings:
     return load_settings(**flags)
 
 
-def store_for(db_url: str | None, *, read_only: bool = False,
-              shared_schema: bool = False) -> EventStore:
+def store_for(
+    db_url: str | None, *, read_only: bool = False, shared_schema: bool = False
+) -> EventStore:
     """Open the store for this command; it is closed when the command ends. `read_only`
     for commands that only read: a store that does not exist is refused, not created, and
     nothing is migrated or written (a store on read-only media can be read).
     `shared_schema`: see `open_store`."""
     from advisor.store import open_store
 
-    store = open_store(settings(db=db_url).db_url, read_only=read_only,
-                       shared_schema=shared_schema)
+    store = open_store(settings(db=db_url).db_url, read_only=read_only, shared_schema=shared_schema)
     return click.get_current_context().with_resource(store)
 
 
@@ -79,8 +84,9 @@ def write_file(path: Path, data: bytes) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise AdvisorError(f"--out {path}: cannot write there: "
-                           f"{e.strerror or e.__class__.__name__}") from e
+        raise AdvisorError(
+            f"--out {path}: cannot write there: {e.strerror or e.__class__.__name__}"
+        ) from e
 
 
 def echo_json(obj: Any) -> None:
@@ -88,14 +94,26 @@ def echo_json(obj: Any) -> None:
 
 
 backend_option = click.option(
-    "--backend", type=click.Choice(["systemd", "dry-run"]), default="systemd",
+    "--backend",
+    type=click.Choice(["systemd", "dry-run"]),
+    default="systemd",
     show_default=True,
     help="Where actions take effect; dry-run: say what would be done, change and record "
-         "nothing (the plan stays to be approved and run).")
+    "nothing (the plan stays to be approved and run).",
+)
 root_option = click.option(
-    "--systemd-root", type=click.Path(path_type=Path), default=Path("/etc/systemd/system"),
-    show_default=True, help="Folder for the unit drop-ins advisor writes.")
+    "--systemd-root",
+    type=click.Path(path_type=Path),
+    default=Path("/etc/systemd/system"),
+    show_default=True,
+    help="Folder for the unit drop-ins advisor writes.",
+)
 gpus_option = click.option(
-    "--gpus-from", "gpus_from", type=click.Path(path_type=Path), default=None, metavar="FILE",
+    "--gpus-from",
+    "gpus_from",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
     help="Read GPU memory from this NVML twin file (a simulated node's driver) instead of "
-         "NVML. Env: ADVISOR_GPU_TWIN.")
+    "NVML. Env: ADVISOR_GPU_TWIN.",
+)

@@ -12,12 +12,19 @@ from advisor.cli.common import db_option, store_for
 
 @click.command()
 @click.option("--yes", is_flag=True, help="Grant the approvals it asks for.")
-@click.option("--workdir", type=click.Path(path_type=Path),
-              help="Where the simulated node keeps its journal, GPU samples and claims "
-                   "(default: a temporary folder).")
-@click.option("--systemd", "under_systemd", is_flag=True,
-              help="Run the story under real systemd, booted in a box of namespaces (needs "
-                   "root); the advisor acts through its systemd backend.")
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    help="Where the simulated node keeps its journal, GPU samples and claims "
+    "(default: a temporary folder).",
+)
+@click.option(
+    "--systemd",
+    "under_systemd",
+    is_flag=True,
+    help="Run the story under real systemd, booted in a box of namespaces (needs "
+    "root); the advisor acts through its systemd backend.",
+)
 @db_option
 def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
@@ -46,8 +53,7 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
         if under_systemd:
             from advisor.demo.systemd import run_systemd_demo
 
-            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask,
-                                      say=click.echo)
+            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask, say=click.echo)
         else:
             result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=click.echo)
     if not result.healthy:

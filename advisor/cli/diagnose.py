@@ -11,11 +11,18 @@ from advisor.cli.group import AdvisorGroup
 from advisor.core.render import safe_text
 
 rules_option = click.option(
-    "--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
-    help="A folder of extra .toml rule files (repeatable); a rule with a shipped id replaces it.")
+    "--rules",
+    "rules_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A folder of extra .toml rule files (repeatable); a rule with a shipped id replaces it.",
+)
 model_option = click.option(
-    "--model", "model_path", type=click.Path(path_type=Path),
-    help="A model file written by `advisor model train` instead of the shipped one.")
+    "--model",
+    "model_path",
+    type=click.Path(path_type=Path),
+    help="A model file written by `advisor model train` instead of the shipped one.",
+)
 
 
 @click.command()
@@ -23,8 +30,9 @@ model_option = click.option(
 @rules_option
 @model_option
 @json_option
-def classify(file: str, rules_dirs: tuple[Path, ...], model_path: Path | None,
-             as_json: bool) -> None:
+def classify(
+    file: str, rules_dirs: tuple[Path, ...], model_path: Path | None, as_json: bool
+) -> None:
     """Classify a log FILE (journalctl -o json, or plain text; - for stdin).
 
     Exit 0 whenever the log could be read, whatever the label.
@@ -58,8 +66,10 @@ def classify(file: str, rules_dirs: tuple[Path, ...], model_path: Path | None,
     if len(result["runs"]) > 1:
         click.echo("runs:")
         for run in result["runs"]:
-            click.echo(f"  lines {run['first_line']}-{run['last_line']}: {run['label']} "
-                       f"({run['confidence']:.2f})")
+            click.echo(
+                f"  lines {run['first_line']}-{run['last_line']}: {run['label']} "
+                f"({run['confidence']:.2f})"
+            )
 
 
 @click.group("rules", cls=AdvisorGroup)
@@ -75,14 +85,24 @@ def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
     from advisor.diagnosis.rules import load_rules
 
     ruleset = load_rules(rules_dirs)
-    rows = [{"id": r.id, "label": r.spec.label, "tier": r.spec.tier,
-             "confidence": r.spec.confidence, "file": r.origin} for r in ruleset.rules]
+    rows = [
+        {
+            "id": r.id,
+            "label": r.spec.label,
+            "tier": r.spec.tier,
+            "confidence": r.spec.confidence,
+            "file": r.origin,
+        }
+        for r in ruleset.rules
+    ]
     if as_json:
         echo_json(rows)
         return
     for row in rows:
-        click.echo(f"{row['id']:<40} {row['label']:<20} {row['tier']:<9} "
-                   f"{row['confidence']:.2f}  {row['file']}")
+        click.echo(
+            f"{row['id']:<40} {row['label']:<20} {row['tier']:<9} "
+            f"{row['confidence']:.2f}  {row['file']}"
+        )
 
 
 @rules_group.command("test")
@@ -117,14 +137,21 @@ def model_group() -> None:
 
 
 corpus_option = click.option(
-    "--corpus", type=click.Path(path_type=Path), default=None,
-    help="Training corpus (default: data/corpus.jsonl.gz of this checkout).")
+    "--corpus",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Training corpus (default: data/corpus.jsonl.gz of this checkout).",
+)
 
 
 @model_group.command("train")
 @corpus_option
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Where to write the model (default: the shipped advisor/diagnosis/model.json).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write the model (default: the shipped advisor/diagnosis/model.json).",
+)
 @rules_option
 def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...]) -> None:
     """Train the model on the corpus (deterministic) and write it as JSON."""
@@ -134,20 +161,31 @@ def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, .
     result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
     target = out or training.shipped_model_path()
     write_file(target, result.model.to_json())
-    click.echo(f"trained on {result.examples} examples, {len(result.model.weights)} features, "
-               f"temperature {result.model.temperature:.2f}, in {result.seconds:.1f} s")
+    click.echo(
+        f"trained on {result.examples} examples, {len(result.model.weights)} features, "
+        f"temperature {result.model.temperature:.2f}, in {result.seconds:.1f} s"
+    )
     click.echo(f"wrote {target}")
 
 
 @model_group.command("evaluate")
 @corpus_option
 @click.option("--folds", type=click.IntRange(min=2, max=20), default=5, show_default=True)
-@click.option("--golden", type=click.Path(path_type=Path), default=None,
-              help="Also score the shipped model on a folder of golden logs (label folders).")
+@click.option(
+    "--golden",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also score the shipped model on a folder of golden logs (label folders).",
+)
 @rules_option
 @json_option
-def model_evaluate(corpus: Path | None, folds: int, golden: Path | None,
-                   rules_dirs: tuple[Path, ...], as_json: bool) -> None:
+def model_evaluate(
+    corpus: Path | None,
+    folds: int,
+    golden: Path | None,
+    rules_dirs: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Stratified cross-validation: per-label precision, recall, F1, confusion matrix."""
     from advisor.diagnosis import training
     from advisor.diagnosis.rules import load_rules

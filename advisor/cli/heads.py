@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from advisor.store import EventStore
     from advisor.store.audit import HeadsReport
 
-SHOWN_FINDINGS = 5     # findings printed; the rest counted
-JSON_FINDINGS = 100    # findings in --json; `findings_total` counts them all
+SHOWN_FINDINGS = 5  # findings printed; the rest counted
+JSON_FINDINGS = 100  # findings in --json; `findings_total` counts them all
 
 
 def sign_heads(store: EventStore) -> None:
@@ -35,23 +35,37 @@ def sign_heads(store: EventStore) -> None:
         return
     path = default_key_path()
     key = load_or_create_key(path)
-    writer = HeadWriter(store, key, host=settings().host, label=label,
-                        heads_file=heads_file_for(path),
-                        on_error=lambda m: click.echo(f"heads: {safe_text(m)}", err=True))
+    writer = HeadWriter(
+        store,
+        key,
+        host=settings().host,
+        label=label,
+        heads_file=heads_file_for(path),
+        on_error=lambda m: click.echo(f"heads: {safe_text(m)}", err=True),
+    )
     click.get_current_context().call_on_close(writer.close)
 
 
 def heads_json(collected: Collected, report: HeadsReport) -> dict[str, Any]:
     read = collected.read
-    return {"ok": report.ok, "store": read.label, "key": str(collected.key_path),
-            "public_key": None if collected.trusted_key is None else collected.trusted_key.hex(),
-            "heads": report.heads, "sources": read.sources, "unreadable": read.unreadable,
-            "notes": read.notes, "last_seq": report.last_seq,
-            "latest_head_seq": report.latest_head_seq, "not_covered": report.not_covered,
-            "retained": report.retained,
-            "findings": [{"ok": f.ok, "seq": f.seq, "reason": f.reason}
-                         for f in report.findings[:JSON_FINDINGS]],
-            "findings_total": len(report.findings)}
+    return {
+        "ok": report.ok,
+        "store": read.label,
+        "key": str(collected.key_path),
+        "public_key": None if collected.trusted_key is None else collected.trusted_key.hex(),
+        "heads": report.heads,
+        "sources": read.sources,
+        "unreadable": read.unreadable,
+        "notes": read.notes,
+        "last_seq": report.last_seq,
+        "latest_head_seq": report.latest_head_seq,
+        "not_covered": report.not_covered,
+        "retained": report.retained,
+        "findings": [
+            {"ok": f.ok, "seq": f.seq, "reason": f.reason} for f in report.findings[:JSON_FINDINGS]
+        ],
+        "findings_total": len(report.findings),
+    }
 
 
 def print_heads(collected: Collected, report: HeadsReport) -> None:
@@ -63,8 +77,10 @@ def print_heads(collected: Collected, report: HeadsReport) -> None:
     if read.unreadable:
         click.echo(f"heads: {read.unreadable} lines or journal entries are not heads (ignored)")
     if report.latest_head_seq is not None and report.not_covered:
-        click.echo(f"heads: {report.not_covered} events after the latest head (seq "
-                   f"{report.latest_head_seq}) are not covered by one yet")
+        click.echo(
+            f"heads: {report.not_covered} events after the latest head (seq "
+            f"{report.latest_head_seq}) are not covered by one yet"
+        )
     if report.retained:
         click.echo(f"heads: {report.retained} heads are at retained events (not checkable)")
     bad = [f for f in report.findings if not f.ok]
@@ -74,5 +90,4 @@ def print_heads(collected: Collected, report: HeadsReport) -> None:
     for finding in bad[:SHOWN_FINDINGS]:
         click.echo(f"Error: heads: {safe_text(finding.reason)}", err=True)
     if len(bad) > SHOWN_FINDINGS:
-        click.echo(f"Error: heads: ... and {len(bad) - SHOWN_FINDINGS} more (see --json)",
-                   err=True)
+        click.echo(f"Error: heads: ... and {len(bad) - SHOWN_FINDINGS} more (see --json)", err=True)

@@ -35,32 +35,41 @@ if TYPE_CHECKING:
     from advisor.pipeline.processing import ProcessReport
     from advisor.store import EventStore
 
-strict_option = click.option("--strict", is_flag=True,
-                             help="A line that cannot be parsed is an error; nothing is written.")
+strict_option = click.option(
+    "--strict", is_flag=True, help="A line that cannot be parsed is an error; nothing is written."
+)
 diagnose_option = click.option(
-    "--diagnose/--no-diagnose", default=True, show_default=True,
+    "--diagnose/--no-diagnose",
+    default=True,
+    show_default=True,
     help="Diagnose what was ingested (runs, incidents) before returning; --no-diagnose "
-         "leaves it to `advisor diagnose` (faster bulk imports).")
-host_option = click.option("--host", default=None,
-                           help="Host name for entries that lack one (default: this host).")
+    "leaves it to `advisor diagnose` (faster bulk imports).",
+)
+host_option = click.option(
+    "--host", default=None, help="Host name for entries that lack one (default: this host)."
+)
 
 
-def print_report(report: IngestReport, as_json: bool,
-                 diagnosis: ProcessReport | None = None) -> None:
+def print_report(
+    report: IngestReport, as_json: bool, diagnosis: ProcessReport | None = None
+) -> None:
     if as_json:
-        echo_json({**report.as_dict(),
-                   **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
+        echo_json({**report.as_dict(), **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
         return
-    click.echo(f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
-               f"new events, {report.duplicates} already stored, "
-               f"{report.malformed_count} malformed")
+    click.echo(
+        f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
+        f"new events, {report.duplicates} already stored, "
+        f"{report.malformed_count} malformed"
+    )
     for m in report.malformed:
         click.echo(f"  line {m.line_no}: {safe_text(m.reason)}", err=True)
     if report.malformed_count > len(report.malformed):
         click.echo(f"  ... and {report.malformed_count - len(report.malformed)} more", err=True)
     if diagnosis is not None and diagnosis.diagnosed:
-        click.echo(f"diagnosed {diagnosis.diagnosed} runs ({diagnosis.diagnosis_events} new "
-                   "diagnosis events; see `advisor incidents`)")
+        click.echo(
+            f"diagnosed {diagnosis.diagnosed} runs ({diagnosis.diagnosis_events} new "
+            "diagnosis events; see `advisor incidents`)"
+        )
 
 
 def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
@@ -80,10 +89,19 @@ def ingest() -> None:
 
 
 @ingest.command("journal")
-@click.option("--file", "file_", metavar="F",
-              help="journalctl -o json output (one JSON object per line); '-' for stdin.")
-@click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
-              help="A binary .journal file, read through journalctl --file (repeatable).")
+@click.option(
+    "--file",
+    "file_",
+    metavar="F",
+    help="journalctl -o json output (one JSON object per line); '-' for stdin.",
+)
+@click.option(
+    "--journal-file",
+    "journal_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A binary .journal file, read through journalctl --file (repeatable).",
+)
 @click.option("--follow", is_flag=True, help="Follow the live journal until interrupted.")
 @click.option("--unit", "units", multiple=True, help="Only these units (globs allowed).")
 @click.option("--since", help="Without a saved cursor, start here (journalctl --since).")
@@ -92,9 +110,18 @@ def ingest() -> None:
 @diagnose_option
 @json_option
 @db_option
-def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: bool,
-                   units: tuple[str, ...], since: str | None, strict: bool, host: str | None,
-                   diagnose: bool, as_json: bool, db_url: str | None) -> None:
+def ingest_journal(
+    file_: str | None,
+    journal_files: tuple[Path, ...],
+    follow: bool,
+    units: tuple[str, ...],
+    since: str | None,
+    strict: bool,
+    host: str | None,
+    diagnose: bool,
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
     from ingest import journal_sources as js
 
@@ -116,19 +143,25 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
     if follow and diagnose:
         diagnose_after(store, follow=True)
     if file_ == "-":
-        report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict,
-                                       default_host=host)
+        report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict, default_host=host)
     elif file_ is not None:
         path = Path(file_)
         with byte_progress(f"ingesting {path.name}") as progress:
-            report = js.ingest_json_file(store, path, strict=strict, default_host=host,
-                                         progress=progress, parallel=True)
+            report = js.ingest_json_file(
+                store, path, strict=strict, default_host=host, progress=progress, parallel=True
+            )
     else:
         try:
             with sigterm_as_interrupt():
-                report = js.ingest_journalctl(store, files=journal_files, units=units,
-                                              follow=follow, since=since, strict=strict,
-                                              default_host=host)
+                report = js.ingest_journalctl(
+                    store,
+                    files=journal_files,
+                    units=units,
+                    follow=follow,
+                    since=since,
+                    strict=strict,
+                    default_host=host,
+                )
         except KeyboardInterrupt:
             return
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
@@ -136,16 +169,26 @@ def ingest_journal(file_: str | None, journal_files: tuple[Path, ...], follow: b
 
 @ingest.command("text")
 @click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
-@click.option("--service", required=True,
-              help="The unit the log belongs to (UNIT or HOST/UNIT; `vllm` means vllm.service, "
-                   "as in systemctl).")
+@click.option(
+    "--service",
+    required=True,
+    help="The unit the log belongs to (UNIT or HOST/UNIT; `vllm` means vllm.service, "
+    "as in systemctl).",
+)
 @strict_option
 @host_option
 @diagnose_option
 @json_option
 @db_option
-def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagnose: bool,
-                as_json: bool, db_url: str | None) -> None:
+def ingest_text(
+    file_: Path,
+    service: str,
+    strict: bool,
+    host: str | None,
+    diagnose: bool,
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """A plain text log (docker logs, a server's log file, pasted terminal output)."""
     from ingest.text import ingest_text_file
 
@@ -155,22 +198,35 @@ def ingest_text(file_: Path, service: str, strict: bool, host: str | None, diagn
     store = store_for(db_url)
     sign_heads(store)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_text_file(store, file_, unit, settings(host=host).host, strict=strict,
-                                  progress=progress)
+        report = ingest_text_file(
+            store, file_, unit, settings(host=host).host, strict=strict, progress=progress
+        )
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
 
 @ingest.command("nvidia-smi")
 @click.argument("file_", metavar="FILE", type=click.Path(path_type=Path))
-@click.option("--timezone", "tz", default="UTC", show_default=True,
-              help="Time zone the log's timestamps were written in.")
+@click.option(
+    "--timezone",
+    "tz",
+    default="UTC",
+    show_default=True,
+    help="Time zone the log's timestamps were written in.",
+)
 @strict_option
 @host_option
 @diagnose_option
 @json_option
 @db_option
-def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diagnose: bool,
-                      as_json: bool, db_url: str | None) -> None:
+def ingest_nvidia_smi(
+    file_: Path,
+    tz: str,
+    strict: bool,
+    host: str | None,
+    diagnose: bool,
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
     from ingest.nvidia_smi import ingest_nvidia_smi_file
 
@@ -179,30 +235,57 @@ def ingest_nvidia_smi(file_: Path, tz: str, strict: bool, host: str | None, diag
     sign_heads(store)  # tamper evidence: docs/integrity.md
     host = settings(host=host).host
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict,
-                                        progress=progress)
+        report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict, progress=progress)
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
 
 
 @ingest.command("gpu")
-@click.option("--interval", type=seconds(0.05), default=1.0, show_default=True,
-              help="Seconds between samples.")
+@click.option(
+    "--interval",
+    type=seconds(0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between samples.",
+)
 @click.option("--count", type=COUNT, help="Stop after N samples.")
 @click.option("--duration", type=seconds(0, DURATION_MAX_S), help="Stop after S seconds.")
-@click.option("--process-every", type=click.IntRange(1, 10**6), default=1, show_default=True,
-              help="List GPU processes every Nth sample (the costly NVML call).")
-@click.option("--record", "record_path", type=click.Path(path_type=Path),
-              help="Also append the samples as JSON lines to this file.")
-@click.option("--replay", "replay_path", type=click.Path(path_type=Path),
-              help="Ingest a recording made with --record instead of sampling.")
+@click.option(
+    "--process-every",
+    type=click.IntRange(1, 10**6),
+    default=1,
+    show_default=True,
+    help="List GPU processes every Nth sample (the costly NVML call).",
+)
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(path_type=Path),
+    help="Also append the samples as JSON lines to this file.",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(path_type=Path),
+    help="Ingest a recording made with --record instead of sampling.",
+)
 @strict_option
 @host_option
 @diagnose_option
 @json_option
 @db_option
-def ingest_gpu(interval: float, count: int | None, duration: float | None, process_every: int,
-               record_path: Path | None, replay_path: Path | None, strict: bool,
-               host: str | None, diagnose: bool, as_json: bool, db_url: str | None) -> None:
+def ingest_gpu(
+    interval: float,
+    count: int | None,
+    duration: float | None,
+    process_every: int,
+    record_path: Path | None,
+    replay_path: Path | None,
+    strict: bool,
+    host: str | None,
+    diagnose: bool,
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
     from ingest.gpu import replay_recording, sample_live
     from ingest.nvml import NvmlSampler
@@ -225,8 +308,14 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
             record = stack.enter_context(open(record_path, "ab")) if record_path else None
             try:
                 with sigterm_as_interrupt():
-                    report = sample_live(store, sampler, interval_s=interval, count=count,
-                                         duration_s=duration, record=record)
+                    report = sample_live(
+                        store,
+                        sampler,
+                        interval_s=interval,
+                        count=count,
+                        duration_s=duration,
+                        record=record,
+                    )
             except KeyboardInterrupt:
                 return
     print_report(report, as_json)
@@ -234,15 +323,24 @@ def ingest_gpu(interval: float, count: int | None, duration: float | None, proce
 
 @ingest.command("watch")
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--service", help="File every text log under this unit (UNIT or HOST/UNIT; "
-                                "`vllm` means vllm.service; default: the file name without "
-                                ".log and rotation suffixes).")
-@click.option("--timezone", "tz", default="UTC", show_default=True,
-              help="Time zone of nvidia-smi CSV timestamps.")
+@click.option(
+    "--service",
+    help="File every text log under this unit (UNIT or HOST/UNIT; "
+    "`vllm` means vllm.service; default: the file name without "
+    ".log and rotation suffixes).",
+)
+@click.option(
+    "--timezone",
+    "tz",
+    default="UTC",
+    show_default=True,
+    help="Time zone of nvidia-smi CSV timestamps.",
+)
 @host_option
 @db_option
-def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
-                 db_url: str | None) -> None:
+def ingest_watch(
+    folder: Path, service: str | None, tz: str, host: str | None, db_url: str | None
+) -> None:
     """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
     recording files until interrupted (SIGINT or SIGTERM)."""
     from ingest.watch import FolderWatcher
@@ -256,14 +354,23 @@ def ingest_watch(folder: Path, service: str | None, tz: str, host: str | None,
     diagnose_after(store, follow=True)
 
     def reported(path: Path, report: IngestReport) -> None:
-        click.echo(f"{safe_text(str(path))}: stored {report.appended} new events, "
-                   f"{report.malformed_count} malformed")
+        click.echo(
+            f"{safe_text(str(path))}: stored {report.appended} new events, "
+            f"{report.malformed_count} malformed"
+        )
 
     def failed(path: Path, message: str) -> None:
         click.echo(f"Error: {safe_text(message)}", err=True)
 
-    watcher = FolderWatcher(store, folder.resolve(), host=settings(host=host).host, service=unit,
-                            tz=tz, on_report=reported, on_error=failed)
+    watcher = FolderWatcher(
+        store,
+        folder.resolve(),
+        host=settings(host=host).host,
+        service=unit,
+        tz=tz,
+        on_report=reported,
+        on_error=failed,
+    )
     stop = threading.Event()
     try:
         with signals_set(stop):

@@ -46,9 +46,12 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.option("--shared-schema", is_flag=True,
-              help="Create the tables even where the database (PostgreSQL: the schema) "
-                   "already holds other tables.")
+@click.option(
+    "--shared-schema",
+    is_flag=True,
+    help="Create the tables even where the database (PostgreSQL: the schema) "
+    "already holds other tables.",
+)
 @db_option
 def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
     """Create the store or bring its schema up to date."""
@@ -67,11 +70,21 @@ def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
 @click.option("--limit", type=COUNT, help="Only the last N matching events.")
 @json_option
 @db_option
-def events(stream: str | None, type_: str | None, since: str | None, limit: int | None,
-           as_json: bool, db_url: str | None) -> None:
+def events(
+    stream: str | None,
+    type_: str | None,
+    since: str | None,
+    limit: int | None,
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """List stored events, oldest first (with --json: one JSON object per line)."""
-    flt = EventFilter(stream=stream, type=type_, limit=limit,
-                      since_us=None if since is None else parse_time_us(since))
+    flt = EventFilter(
+        stream=stream,
+        type=type_,
+        limit=limit,
+        since_us=None if since is None else parse_time_us(since),
+    )
     store = store_for(db_url, read_only=True)
     for event in store.read(flt):
         if as_json:
@@ -97,8 +110,11 @@ def status(as_json: bool, db_url: str | None) -> None:
     click.echo(f"store:     {st.url}")
     click.echo(f"schema:    {st.revision} (head {st.head_revision})")
     click.echo(f"events:    {st.events} (last seq {st.last_seq})")
-    click.echo("skipped:   " + ", ".join(f"{stage} {n}" for stage, n in skipped.items())
-               + "  (events the fold, runs the diagnoser could not use: pipeline.skipped)")
+    click.echo(
+        "skipped:   "
+        + ", ".join(f"{stage} {n}" for stage, n in skipped.items())
+        + "  (events the fold, runs the diagnoser could not use: pipeline.skipped)"
+    )
     for title, counts in (("by type", st.by_type), ("by stream", st.by_stream)):
         click.echo(f"{title}:")
         for name, count in counts.items():
@@ -106,8 +122,10 @@ def status(as_json: bool, db_url: str | None) -> None:
     click.echo("checkpoints:")
     for name, pos in st.checkpoints.items():
         shown = {k: v for k, v in pos.items() if k not in ("updated_time_us", "header")}
-        click.echo(f"  {safe_text(name)}  {safe_text(str(shown))}  "
-                   f"(at {format_us(pos['updated_time_us'])})")
+        click.echo(
+            f"  {safe_text(name)}  {safe_text(str(shown))}  "
+            f"(at {format_us(pos['updated_time_us'])})"
+        )
 
 
 cli.add_command(ingest)
@@ -118,9 +136,25 @@ cli.add_command(runs)
 cli.add_command(incidents)
 cli.add_command(rebuild)
 cli.add_command(diagnose)
-for command in (verify, actions_cmd, approve, reject, rollback, remediate, replan, explain, auto,
-                watch, demo,
-                query, export_group, stats, ship, fold, retention):
+for command in (
+    verify,
+    actions_cmd,
+    approve,
+    reject,
+    rollback,
+    remediate,
+    replan,
+    explain,
+    auto,
+    watch,
+    demo,
+    query,
+    export_group,
+    stats,
+    ship,
+    fold,
+    retention,
+):
     cli.add_command(command)
 
 

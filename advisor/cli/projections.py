@@ -28,8 +28,10 @@ def _split_service(service: str | None) -> tuple[str | None, str | None]:
 
 
 @click.command()
-@click.option("--service", help="Only runs of this unit (UNIT or HOST/UNIT; `vllm` means "
-                                "vllm.service, as in systemctl).")
+@click.option(
+    "--service",
+    help="Only runs of this unit (UNIT or HOST/UNIT; `vllm` means vllm.service, as in systemctl).",
+)
 @json_option
 @db_option
 def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
@@ -49,13 +51,18 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
         if r["peak_gpu_used_bytes"] is not None and r["peak_gpu_total_bytes"]:
             peak = f" peak GPU {r['peak_gpu_used_bytes'] / r['peak_gpu_total_bytes']:.0%}"
         label = f" {r['label']} ({r['confidence']:.2f})" if r["label"] else ""
-        click.echo(f"{format_us(r['started_us'])}  {safe_text(r['stream'])}  {r['outcome']:<8} "
-                   f"phase={r['last_phase'] or '-'}{label}{peak}")
+        click.echo(
+            f"{format_us(r['started_us'])}  {safe_text(r['stream'])}  {r['outcome']:<8} "
+            f"phase={r['last_phase'] or '-'}{label}{peak}"
+        )
 
 
 @click.command()
-@click.option("--service", help="Only incidents of this unit (UNIT or HOST/UNIT; `vllm` "
-                                "means vllm.service, as in systemctl).")
+@click.option(
+    "--service",
+    help="Only incidents of this unit (UNIT or HOST/UNIT; `vllm` "
+    "means vllm.service, as in systemctl).",
+)
 @click.option("--open", "only_open", is_flag=True, help="Only incidents not resolved yet.")
 @json_option
 @db_option
@@ -74,9 +81,11 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
         echo_json(rows)
         return
     for r in rows:
-        click.echo(f"{format_us(r['opened_us'])}  {safe_text(r['host'])}/{safe_text(r['unit'])}  "
-                   f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
-                   f"  runs={r['runs']}  {r['status']}")
+        click.echo(
+            f"{format_us(r['opened_us'])}  {safe_text(r['host'])}/{safe_text(r['unit'])}  "
+            f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
+            f"  runs={r['runs']}  {r['status']}"
+        )
 
 
 @click.command()
@@ -91,8 +100,10 @@ def diagnose(as_json: bool, db_url: str | None) -> None:
     if as_json:
         echo_json(report.as_dict())
         return
-    click.echo(f"folded {report.folded} events, diagnosed {report.diagnosed} runs, "
-               f"{report.diagnosis_events} new diagnosis events")
+    click.echo(
+        f"folded {report.folded} events, diagnosed {report.diagnosed} runs, "
+        f"{report.diagnosis_events} new diagnosis events"
+    )
 
 
 @click.command()
@@ -108,14 +119,24 @@ def rebuild(db_url: str | None) -> None:
 @click.command()
 @click.argument("service")
 @click.option("--incident", "incident_id", help="This incident instead of the latest.")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "html"]),
-              default="text", show_default=True, help="How to print the post-mortem.")
-@click.option("--out", "out", type=click.Path(path_type=Path),
-              help="Write to this file instead of stdout (with --format html, one "
-                   "self-contained page).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="How to print the post-mortem.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    help="Write to this file instead of stdout (with --format html, one self-contained page).",
+)
 @db_option
-def explain(service: str, incident_id: str | None, fmt: str, out: Path | None,
-            db_url: str | None) -> None:
+def explain(
+    service: str, incident_id: str | None, fmt: str, out: Path | None, db_url: str | None
+) -> None:
     """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means
     vllm.service, as in systemctl)."""
     from advisor.reports.postmortem import build, render_text

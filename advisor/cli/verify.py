@@ -19,23 +19,47 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option("--heads", "with_heads", is_flag=True,
-              help="Also compare the chain with the heads this host signed (the heads file, "
-                   "the journal): finds a re-chained history, a cut tail, a deleted store.")
-@click.option("--key", "key_path", type=click.Path(path_type=Path), metavar="PATH",
-              help="The host key the heads must be signed with (implies --heads). Default: "
-                   "$ADVISOR_KEY, else /etc/advisor/host-key for root, "
-                   "$XDG_CONFIG_HOME/advisor/host-key for others. Never created here.")
-@click.option("--heads-file", type=click.Path(path_type=Path), metavar="PATH",
-              help="The heads file (implies --heads; default: KEY.heads, beside the key).")
-@click.option("--heads-journal-file", "heads_journal_files", multiple=True,
-              type=click.Path(path_type=Path), metavar="PATH",
-              help="Read heads from this .journal file instead of the system journal "
-                   "(repeatable; implies --heads).")
+@click.option(
+    "--heads",
+    "with_heads",
+    is_flag=True,
+    help="Also compare the chain with the heads this host signed (the heads file, "
+    "the journal): finds a re-chained history, a cut tail, a deleted store.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="The host key the heads must be signed with (implies --heads). Default: "
+    "$ADVISOR_KEY, else /etc/advisor/host-key for root, "
+    "$XDG_CONFIG_HOME/advisor/host-key for others. Never created here.",
+)
+@click.option(
+    "--heads-file",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="The heads file (implies --heads; default: KEY.heads, beside the key).",
+)
+@click.option(
+    "--heads-journal-file",
+    "heads_journal_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Read heads from this .journal file instead of the system journal "
+    "(repeatable; implies --heads).",
+)
 @json_option
 @db_option
-def verify(with_heads: bool, key_path: Path | None, heads_file: Path | None,
-           heads_journal_files: tuple[Path, ...], as_json: bool, db_url: str | None) -> None:
+def verify(
+    with_heads: bool,
+    key_path: Path | None,
+    heads_file: Path | None,
+    heads_journal_files: tuple[Path, ...],
+    as_json: bool,
+    db_url: str | None,
+) -> None:
     """Walk the hash chain; name the first event that does not match (exit 3). In a central
     store, also walk each host's own chain as it was shipped. With --heads, also compare it
     with the heads the host signed (exit 3 on a mismatch, a cut tail or a deleted store)."""
@@ -72,45 +96,76 @@ def _say_missing_store(collected: Collected, as_json: bool) -> None:
 
     report = missing_store_heads(collected)
     if as_json:
-        echo_json({"ok": False, "checked": 0, "last_seq": 0, "first_bad_seq": None,
-                   "reason": "the store does not exist", "hosts": [],
-                   "heads": heads_json(collected, report)})
+        echo_json(
+            {
+                "ok": False,
+                "checked": 0,
+                "last_seq": 0,
+                "first_bad_seq": None,
+                "reason": "the store does not exist",
+                "hosts": [],
+                "heads": heads_json(collected, report),
+            }
+        )
     else:
-        click.echo(f"Error: {safe_text(collected.read.label)}: the store does not exist",
-                   err=True)
+        click.echo(f"Error: {safe_text(collected.read.label)}: the store does not exist", err=True)
         print_heads(collected, report)
 
 
 def _echo_json(store: EventStore, result: Verification, collected: Collected | None) -> None:
     from advisor.views.skipped import count_skipped
 
-    echo_json({"ok": result.ok, **asdict(result.report),
-               "hosts": [{"ok": h.ok, **asdict(h)} for h in result.hosts],
-               "skipped": count_skipped(store),
-               **({"host_heads": {host: [asdict(f) for f in found]
-                                  for host, found in result.host_heads.items()}}
-                  if result.host_heads else {}),
-               **({} if collected is None or result.heads is None
-                  else {"heads": heads_json(collected, result.heads)})})
+    echo_json(
+        {
+            "ok": result.ok,
+            **asdict(result.report),
+            "hosts": [{"ok": h.ok, **asdict(h)} for h in result.hosts],
+            "skipped": count_skipped(store),
+            **(
+                {
+                    "host_heads": {
+                        host: [asdict(f) for f in found]
+                        for host, found in result.host_heads.items()
+                    }
+                }
+                if result.host_heads
+                else {}
+            ),
+            **(
+                {}
+                if collected is None or result.heads is None
+                else {"heads": heads_json(collected, result.heads)}
+            ),
+        }
+    )
 
 
 def _print(result: Verification, collected: Collected | None) -> None:
     report = result.report
     if report.ok:
-        click.echo(f"verified {report.checked} events: hash chain intact "
-                   f"(last seq {report.last_seq})")
+        click.echo(
+            f"verified {report.checked} events: hash chain intact (last seq {report.last_seq})"
+        )
     else:
-        click.echo(f"Error: hash chain broken at seq {report.first_bad_seq}: "
-                   f"{report.reason}", err=True)
+        click.echo(
+            f"Error: hash chain broken at seq {report.first_bad_seq}: {report.reason}", err=True
+        )
     for h in result.hosts:
-        unchecked = (f"; {h.unchecked} shipped before origins were kept, not checkable"
-                     if h.unchecked else "")
+        unchecked = (
+            f"; {h.unchecked} shipped before origins were kept, not checkable"
+            if h.unchecked
+            else ""
+        )
         if h.ok:
-            click.echo(f"host {h.host}: verified {h.checked} shipped events of its own "
-                       f"chain (host seq 1–{h.last_seq}){unchecked}")
+            click.echo(
+                f"host {h.host}: verified {h.checked} shipped events of its own "
+                f"chain (host seq 1–{h.last_seq}){unchecked}"
+            )
         else:
-            click.echo(f"Error: host {h.host}: chain broken at its seq {h.first_bad_seq}: "
-                       f"{h.reason}", err=True)
+            click.echo(
+                f"Error: host {h.host}: chain broken at its seq {h.first_bad_seq}: {h.reason}",
+                err=True,
+            )
     if collected is not None and result.heads is not None:
         print_heads(collected, result.heads)
     for host, found in result.host_heads.items():

@@ -24,27 +24,59 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option("--unit", "units", multiple=True,
-              help="A unit to watch (globs allowed; repeatable), also one that does not exist "
-                   "yet. Default: every service unit, in any state, whose ExecStart is an "
-                   "inference server (vLLM, SGLang, TGI), re-discovered as units come and go.")
-@click.option("--journal-file", "journal_files", multiple=True, type=click.Path(path_type=Path),
-              help="Follow these .journal files instead of the system journal.")
-@click.option("--gpu-interval", type=seconds(0.1), default=1.0, show_default=True,
-              help="Seconds between GPU samples.")
+@click.option(
+    "--unit",
+    "units",
+    multiple=True,
+    help="A unit to watch (globs allowed; repeatable), also one that does not exist "
+    "yet. Default: every service unit, in any state, whose ExecStart is an "
+    "inference server (vLLM, SGLang, TGI), re-discovered as units come and go.",
+)
+@click.option(
+    "--journal-file",
+    "journal_files",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Follow these .journal files instead of the system journal.",
+)
+@click.option(
+    "--gpu-interval",
+    type=seconds(0.1),
+    default=1.0,
+    show_default=True,
+    help="Seconds between GPU samples.",
+)
 @click.option("--no-gpu", is_flag=True, help="Do not sample the GPUs.")
 @click.option("--auto", "auto_", is_flag=True, help="Also apply what --policy allows.")
-@click.option("--ship-to", "ship_to", metavar="URL",
-              help="Also ship the events to this central store, every few seconds.")
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path),
-              help="The auto-remediation policy (with --auto).")
+@click.option(
+    "--ship-to",
+    "ship_to",
+    metavar="URL",
+    help="Also ship the events to this central store, every few seconds.",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    help="The auto-remediation policy (with --auto).",
+)
 @backend_option
 @root_option
 @gpus_option
 @db_option
-def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval: float,
-          no_gpu: bool, auto_: bool, ship_to: str | None, policy_path: Path | None,
-          backend: str, systemd_root: Path, gpus_from: Path | None, db_url: str | None) -> None:
+def watch(
+    units: tuple[str, ...],
+    journal_files: tuple[Path, ...],
+    gpu_interval: float,
+    no_gpu: bool,
+    auto_: bool,
+    ship_to: str | None,
+    policy_path: Path | None,
+    backend: str,
+    systemd_root: Path,
+    gpus_from: Path | None,
+    db_url: str | None,
+) -> None:
     """Follow the journal and the GPUs, diagnose as lines arrive, propose plans (and apply
     what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it has."""
     from advisor.pipeline.daemon import AutoSetup, WatchConfig
@@ -58,8 +90,9 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
     if auto_ and policy is not None and policy_path is not None:
         setup = AutoSetup(policy, policy_path.name, backend, systemd_root)
     conf = settings(gpu_twin=gpus_from)
-    config = WatchConfig(units, journal_files, gpu_interval, no_gpu, ship_to, conf.host,
-                         conf.gpu_twin, setup)
+    config = WatchConfig(
+        units, journal_files, gpu_interval, no_gpu, ship_to, conf.host, conf.gpu_twin, setup
+    )
 
     def open_store() -> EventStore:
         store = store_for(db_url)
@@ -72,5 +105,3 @@ def watch(units: tuple[str, ...], journal_files: tuple[Path, ...], gpu_interval:
 def say(line: str) -> None:
     """The daemon's lines for the operator go to stderr (the journal, under systemd)."""
     click.echo(line, err=True)
-
-

@@ -3,6 +3,23 @@ names, times, text safety, and the outside formats several stages read (journal 
 journalctl, the GPU sampler's shape).
 """
 
-__all__ = ["actions", "errors", "events", "host", "journal_export", "journalctl", "journald",
-           "payloads", "progress", "quantiles", "records", "release", "render", "sampler",
-           "settings", "timefmt", "toml", "units"]
+__all__ = [
+    "actions",
+    "errors",
+    "events",
+    "host",
+    "journal_export",
+    "journalctl",
+    "journald",
+    "payloads",
+    "progress",
+    "quantiles",
+    "records",
+    "release",
+    "render",
+    "sampler",
+    "settings",
+    "timefmt",
+    "toml",
+    "units",
+]

@@ -10,8 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.core.payloads import Payload
 
-ActionKind = Literal["stop", "kill", "wait_gpu_free", "set_flag", "set_unit_option", "restart",
-                     "reset_failed", "hold_restarts", "notify"]
+ActionKind = Literal[
+    "stop",
+    "kill",
+    "wait_gpu_free",
+    "set_flag",
+    "set_unit_option",
+    "restart",
+    "reset_failed",
+    "hold_restarts",
+    "notify",
+]
 
 
 class ActionStep(BaseModel):
@@ -29,12 +38,12 @@ class ActionStep(BaseModel):
     why: str
     arithmetic: tuple[str, ...] = ()
     expected: str | None = None
-    alternative: bool = False   # instead of the set_flag before it, not as well
+    alternative: bool = False  # instead of the set_flag before it, not as well
     # What the plan was made for, so the executor can tell a stale step (version 2): the
     # invocation of the run it is about, and the value a set_flag changes (as the log said).
     invocation_id: str | None = None
     from_value: int | float | str | None = None
-    gpus: tuple[int, ...] | None = None   # wait_gpu_free: the GPUs the unit used
+    gpus: tuple[int, ...] | None = None  # wait_gpu_free: the GPUs the unit used
 
 
 class ActionProposed(ActionStep, Payload):
@@ -53,7 +62,7 @@ class ActionProposed(ActionStep, Payload):
 class ActionApproved(Payload):
     type: Literal["action.approved"] = "action.approved"
     action_id: str
-    by: str          # "human:<user>" or "policy:<file>"
+    by: str  # "human:<user>" or "policy:<file>"
 
 
 class ActionRejected(Payload):
@@ -92,7 +101,7 @@ class ActionSucceeded(Payload):
     # content was kept (version 1: a copy's path; version 2 keeps the text in action.started).
     dropin: str | None = None
     previous: str | None = None
-    after: dict[str, UnitStateValue] | None = None   # the unit as systemd showed it after
+    after: dict[str, UnitStateValue] | None = None  # the unit as systemd showed it after
 
 
 class ActionFailed(Payload):

@@ -49,32 +49,88 @@ from advisor.core.payloads import (
 )
 
 __all__ = [
-    "ACTION_EVENT_TYPES", "MAX_KEY", "PAYLOAD_TYPES", "UPCASTERS", "ActionApproved",
-    "ActionFailed", "ActionKind", "ActionProposed", "ActionRejected", "ActionRolledBack",
-    "ActionSkipped", "ActionStarted", "ActionStep", "ActionSucceeded", "AnyPayload",
-    "CandidateLabel", "ChainAnchor", "EvidenceLine", "GpuProcess", "GpuSampled",
-    "IncidentClassified", "IncidentOpened", "IncidentRecurred", "IncidentResolved",
-    "LogRecorded", "NewEvent", "Payload", "PipelineSkipped", "Prepared", "RunClassified",
-    "StoreRetained", "StoredEvent", "UnitStateValue", "canonical_payload", "load_payload",
-    "prepare", "prepare_events", "validate_batch"]
+    "ACTION_EVENT_TYPES",
+    "MAX_KEY",
+    "PAYLOAD_TYPES",
+    "UPCASTERS",
+    "ActionApproved",
+    "ActionFailed",
+    "ActionKind",
+    "ActionProposed",
+    "ActionRejected",
+    "ActionRolledBack",
+    "ActionSkipped",
+    "ActionStarted",
+    "ActionStep",
+    "ActionSucceeded",
+    "AnyPayload",
+    "CandidateLabel",
+    "ChainAnchor",
+    "EvidenceLine",
+    "GpuProcess",
+    "GpuSampled",
+    "IncidentClassified",
+    "IncidentOpened",
+    "IncidentRecurred",
+    "IncidentResolved",
+    "LogRecorded",
+    "NewEvent",
+    "Payload",
+    "PipelineSkipped",
+    "Prepared",
+    "RunClassified",
+    "StoreRetained",
+    "StoredEvent",
+    "UnitStateValue",
+    "canonical_payload",
+    "load_payload",
+    "prepare",
+    "prepare_events",
+    "validate_batch",
+]
 
 
-AnyPayload = Annotated[LogRecorded | GpuSampled | RunClassified | IncidentOpened
-                       | IncidentClassified | IncidentRecurred | IncidentResolved
-                       | ActionProposed | ActionApproved | ActionRejected | ActionStarted
-                       | ActionSucceeded | ActionFailed | ActionSkipped | ActionRolledBack
-                       | StoreRetained | PipelineSkipped,
-                       Field(discriminator="type")]
+AnyPayload = Annotated[
+    LogRecorded
+    | GpuSampled
+    | RunClassified
+    | IncidentOpened
+    | IncidentClassified
+    | IncidentRecurred
+    | IncidentResolved
+    | ActionProposed
+    | ActionApproved
+    | ActionRejected
+    | ActionStarted
+    | ActionSucceeded
+    | ActionFailed
+    | ActionSkipped
+    | ActionRolledBack
+    | StoreRetained
+    | PipelineSkipped,
+    Field(discriminator="type"),
+]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
-    "log.recorded": LogRecorded, "gpu.sampled": GpuSampled, "run.classified": RunClassified,
-    "incident.opened": IncidentOpened, "incident.classified": IncidentClassified,
-    "incident.recurred": IncidentRecurred, "incident.resolved": IncidentResolved,
-    "action.proposed": ActionProposed, "action.approved": ActionApproved,
-    "action.rejected": ActionRejected, "action.started": ActionStarted,
-    "action.succeeded": ActionSucceeded, "action.failed": ActionFailed,
-    "action.skipped": ActionSkipped, "action.rolled_back": ActionRolledBack,
-    "store.retained": StoreRetained, "pipeline.skipped": PipelineSkipped}
+    "log.recorded": LogRecorded,
+    "gpu.sampled": GpuSampled,
+    "run.classified": RunClassified,
+    "incident.opened": IncidentOpened,
+    "incident.classified": IncidentClassified,
+    "incident.recurred": IncidentRecurred,
+    "incident.resolved": IncidentResolved,
+    "action.proposed": ActionProposed,
+    "action.approved": ActionApproved,
+    "action.rejected": ActionRejected,
+    "action.started": ActionStarted,
+    "action.succeeded": ActionSucceeded,
+    "action.failed": ActionFailed,
+    "action.skipped": ActionSkipped,
+    "action.rolled_back": ActionRolledBack,
+    "store.retained": StoreRetained,
+    "pipeline.skipped": PipelineSkipped,
+}
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
+
 
 def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 only added optional fields: a version 1 payload is a valid version 2."""
@@ -82,8 +138,10 @@ def _unchanged(data: dict[str, Any]) -> dict[str, Any]:
 
 
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
-    ("action.proposed", 1): _unchanged, ("action.started", 1): _unchanged,
-    ("action.succeeded", 1): _unchanged, ("action.failed", 1): _unchanged,
+    ("action.proposed", 1): _unchanged,
+    ("action.started", 1): _unchanged,
+    ("action.succeeded", 1): _unchanged,
+    ("action.failed", 1): _unchanged,
     ("run.classified", 1): _unchanged,
 }
 
@@ -154,8 +212,18 @@ def canonical_payload(payload: Payload) -> bytes:
 
 
 def prepare_events(events: Sequence[NewEvent]) -> list[Prepared]:
-    out: list[Prepared] = [(e.stream, e.payload.type, e.payload.version, e.time_us, e.source, e.key,
-             canonical_payload(e.payload)) for e in events]
+    out: list[Prepared] = [
+        (
+            e.stream,
+            e.payload.type,
+            e.payload.version,
+            e.time_us,
+            e.source,
+            e.key,
+            canonical_payload(e.payload),
+        )
+        for e in events
+    ]
     return out
 
 
@@ -176,8 +244,7 @@ def prepare(raw: Sequence[dict[str, Any]]) -> list[Prepared]:
             body = orjson.dumps(p, option=orjson.OPT_SORT_KEYS)
         else:
             body = canonical_payload(m.payload)
-        out.append((m.stream, m.payload.type, m.payload.version, m.time_us, m.source, m.key,
-                    body))
+        out.append((m.stream, m.payload.type, m.payload.version, m.time_us, m.source, m.key, body))
     return out
 
 

@@ -35,7 +35,7 @@ def iter_export(stream: IO[bytes]) -> Iterator[dict[str, bytes | list[bytes]]]:
         eq = line.find(b"=")
         if eq > 0:
             name = line[:eq].decode("ascii", "replace")
-            value = line[eq + 1:-1] if line.endswith(b"\n") else line[eq + 1:]
+            value = line[eq + 1 : -1] if line.endswith(b"\n") else line[eq + 1 :]
         else:
             name = line.rstrip(b"\n").decode("ascii", "replace")
             size_raw = read(8)

@@ -37,9 +37,15 @@ def journalctl_path() -> str:
     return found
 
 
-def build_argv(*, files: Sequence[Path] = (), units: Sequence[str] = (), follow: bool = False,
-               cursor: str | None = None, since: str | None = None,
-               executable: str = "journalctl") -> list[str]:
+def build_argv(
+    *,
+    files: Sequence[Path] = (),
+    units: Sequence[str] = (),
+    follow: bool = False,
+    cursor: str | None = None,
+    since: str | None = None,
+    executable: str = "journalctl",
+) -> list[str]:
     """The journalctl command line. Resuming starts *at* the saved cursor rather than after it:
     `--after-cursor` with `-u` skipped an entry on older systemd; the entry at the cursor is
     re-read and dropped as a duplicate instead.
@@ -71,8 +77,13 @@ def build_argv(*, files: Sequence[Path] = (), units: Sequence[str] = (), follow:
 def spawn(argv: list[str]) -> Iterator[IO[bytes]]:
     """Run journalctl; yield its stdout; on exit stop it and report its failure, if any."""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, bufsize=1 << 20)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            bufsize=1 << 20,
+        )
     except OSError as e:
         raise PrerequisiteError(f"cannot run {argv[0]}: {e.strerror}") from e
     assert proc.stdout is not None and proc.stderr is not None

@@ -19,8 +19,9 @@ from rich.progress import (
 
 
 @contextmanager
-def byte_progress(description: str,
-                  enabled: bool | None = None) -> Iterator[Callable[[int, int], None] | None]:
+def byte_progress(
+    description: str, enabled: bool | None = None
+) -> Iterator[Callable[[int, int], None] | None]:
     """Yield a callback taking (bytes done, bytes in all), or None when output is not a
     terminal."""
     with _progress(description, None, DownloadColumn(), enabled) as callback:
@@ -31,16 +32,18 @@ def byte_progress(description: str,
 
 
 @contextmanager
-def count_progress(description: str, total: int | None,
-                   enabled: bool | None = None) -> Iterator[Callable[[int], None] | None]:
+def count_progress(
+    description: str, total: int | None, enabled: bool | None = None
+) -> Iterator[Callable[[int], None] | None]:
     """Yield a callback taking items done so far, or None when output is not a terminal."""
     with _progress(description, total, MofNCompleteColumn(), enabled) as callback:
         yield None if callback is None else (lambda done: callback(done, total))
 
 
 @contextmanager
-def _progress(description: str, total: int | None, amount: ProgressColumn,
-              enabled: bool | None) -> Iterator[Callable[[int, int | None], None] | None]:
+def _progress(
+    description: str, total: int | None, amount: ProgressColumn, enabled: bool | None
+) -> Iterator[Callable[[int, int | None], None] | None]:
     if enabled is None:
         enabled = sys.stderr.isatty()
     if not enabled:

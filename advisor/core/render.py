@@ -44,8 +44,7 @@ def markdown_text(text: str) -> str:
     characters escaped (`safe_text`), `&`, `<` and `>` as HTML entities (no raw HTML) and the
     characters that open emphasis, links, code, tables or close a heading backslash-escaped.
     Log lines go in `markdown_code` or `markdown_code_block` instead."""
-    return _MD_INLINE.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()),
-                               safe_text(text))
+    return _MD_INLINE.sub(lambda m: _MD_ENTITIES.get(m.group(), "\\" + m.group()), safe_text(text))
 
 
 def _fence_for(text: str, least: int) -> str:
@@ -78,8 +77,11 @@ def summary(event: StoredEvent) -> str:
     p = event.payload
     if isinstance(p, LogRecorded):
         if p.message is None:
-            return "[message not stored: over 4 KiB in journalctl -o json]" \
-                if p.message_truncated else "[no message]"
+            return (
+                "[message not stored: over 4 KiB in journalctl -o json]"
+                if p.message_truncated
+                else "[no message]"
+            )
         return safe_text(p.message)
     if isinstance(p, GpuSampled):
         parts = [f"gpu{p.index} {p.memory_used_bytes // MIB}/{p.memory_total_bytes // MIB} MiB"]
@@ -90,8 +92,12 @@ def summary(event: StoredEvent) -> str:
         if p.power_w is not None:
             parts.append(f"{p.power_w:.0f}W")
         if p.processes:
-            parts.append("procs " + ",".join(
-                f"{q.pid}{'(' + safe_text(q.unit) + ')' if q.unit else ''}" for q in p.processes))
+            parts.append(
+                "procs "
+                + ",".join(
+                    f"{q.pid}{'(' + safe_text(q.unit) + ')' if q.unit else ''}" for q in p.processes
+                )
+            )
         return " ".join(parts)
     if isinstance(p, IncidentClassified | RunClassified):
         what = p.incident_id if isinstance(p, IncidentClassified) else p.run_id
@@ -103,13 +109,22 @@ def summary(event: StoredEvent) -> str:
 
 
 def event_line(event: StoredEvent) -> str:
-    return (f"{event.seq:>8}  {format_us(event.time_us)}  {safe_text(event.stream)}  "
-            f"{event.type}  {summary(event)}")
+    return (
+        f"{event.seq:>8}  {format_us(event.time_us)}  {safe_text(event.stream)}  "
+        f"{event.type}  {summary(event)}"
+    )
 
 
 def event_json(event: StoredEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "stream": event.stream, "type": event.type,
-            "schema_version": event.version, "time_us": event.time_us,
-            "time": format_us(event.time_us), "recorded_time_us": event.recorded_us,
-            "source": event.source, "idem_key": event.key,
-            "payload": event.payload.model_dump(mode="json", exclude_none=True)}
+    return {
+        "seq": event.seq,
+        "stream": event.stream,
+        "type": event.type,
+        "schema_version": event.version,
+        "time_us": event.time_us,
+        "time": format_us(event.time_us),
+        "recorded_time_us": event.recorded_us,
+        "source": event.source,
+        "idem_key": event.key,
+        "payload": event.payload.model_dump(mode="json", exclude_none=True),
+    }

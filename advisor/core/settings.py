@@ -55,12 +55,13 @@ def config_path(environ: dict[str, str] | None = None) -> Path | None:
 class Settings(BaseSettings):
     """What every command may need; see the module docstring for where each value comes from."""
 
-    model_config = SettingsConfigDict(env_prefix="ADVISOR_", env_ignore_empty=True,
-                                      extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="ADVISOR_", env_ignore_empty=True, extra="forbid", frozen=True
+    )
 
-    db: str | None = None            # the store URL; None: a SQLite file (`db_url`)
-    host: str = Field(default_factory=this_host)   # this host's name in events and the fleet
-    gpu_twin: Path | None = None     # read GPU memory from this NVML twin file, not NVML
+    db: str | None = None  # the store URL; None: a SQLite file (`db_url`)
+    host: str = Field(default_factory=this_host)  # this host's name in events and the fleet
+    gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
 
     @property
     def db_url(self) -> str:
@@ -68,10 +69,12 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(
-            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         path = config_path()
         sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
@@ -89,6 +92,7 @@ def load_settings(**flags: Any) -> Settings:
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"settings file {config_path()}: not TOML: {e}") from e
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}"
-                             for err in e.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '?'}: {err['msg']}" for err in e.errors()
+        )
         raise InputError(f"settings: {problems}") from e

@@ -10,9 +10,21 @@ from datetime import UTC, datetime, timedelta
 from advisor.core.errors import InputError
 
 _RELATIVE = re.compile(r"^-?(\d+)\s*(s|sec|m|min|h|hour|hours|d|day|days|w|week|weeks)(?:\s+ago)?$")
-_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "hours": 3600,
-           "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800,
-           "weeks": 604800}
+_UNIT_S = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+}
 MAX_TIME_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_US = timedelta(microseconds=1)

@@ -13,10 +13,22 @@ from typing import Final
 
 from advisor.core.errors import InputError
 
-UNIT_TYPES: Final = ("service", "scope", "socket", "target", "timer", "mount", "slice", "path",
-                     "swap", "automount", "device")
+UNIT_TYPES: Final = (
+    "service",
+    "scope",
+    "socket",
+    "target",
+    "timer",
+    "mount",
+    "slice",
+    "path",
+    "swap",
+    "automount",
+    "device",
+)
 _UNIT_NAME = re.compile(
-    r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\@-]{0,240}\.(?:" + "|".join(UNIT_TYPES) + r")$")
+    r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\@-]{0,240}\.(?:" + "|".join(UNIT_TYPES) + r")$"
+)
 _GLOB = re.compile(r"[*?\[]")
 # A host as streams hold it: what journald's _HOSTNAME or --host gave, without control
 # characters or slashes.

@@ -1,4 +1,3 @@
-"""`advisor demo`: the whole pipeline end to end on a simulated node (or a booted systemd).
-"""
+"""`advisor demo`: the whole pipeline end to end on a simulated node (or a booted systemd)."""
 
 __all__ = ["simulated", "systemd"]

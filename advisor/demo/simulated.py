@@ -32,12 +32,31 @@ if TYPE_CHECKING:
 
 UNIT: Final = "vllm-minimax-m25.service"
 HOST: Final = "gpu-node-07"
-ARGS: Final = ("--model", "MiniMaxAI/MiniMax-M2.5", "--host", "0.0.0.0", "--port", "8000",
-               "--trust-remote-code", "--max-model-len", "131072",
-               "--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.9",
-               "--max-num-seqs", "1024", "--enable-expert-parallel",
-               "--vocab-size", "200064", "--weights-gib", "230", "--speed", "8",
-               "--wedge-on-stop")
+ARGS: Final = (
+    "--model",
+    "MiniMaxAI/MiniMax-M2.5",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "8000",
+    "--trust-remote-code",
+    "--max-model-len",
+    "131072",
+    "--tensor-parallel-size",
+    "4",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--max-num-seqs",
+    "1024",
+    "--enable-expert-parallel",
+    "--vocab-size",
+    "200064",
+    "--weights-gib",
+    "230",
+    "--speed",
+    "8",
+    "--wedge-on-stop",
+)
 DEADLINE_S: Final = 55.0
 
 
@@ -49,8 +68,7 @@ class DemoResult:
     steps: list[str] = field(default_factory=list)
 
 
-def observer(store: EventStore, node: SimNode,
-             processor: Processor) -> Callable[[float], None]:
+def observer(store: EventStore, node: SimNode, processor: Processor) -> Callable[[float], None]:
     """Advance the node, read its journal and GPU samples through the ingestion path,
     fold and diagnose."""
     from ingest.gpu import replay_recording
@@ -67,11 +85,17 @@ def observer(store: EventStore, node: SimNode,
     return observe
 
 
-def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
-                      ask: Callable[[str], bool], say: Callable[[str], None],
-                      deadline_s: float = DEADLINE_S,
-                      ready_to_act: Callable[[str, UnitState], bool] | None = None,
-                      healthy: Callable[[UnitState], bool] | None = None) -> DemoResult:
+def remediate_on_node(
+    store: EventStore,
+    node: SimNode,
+    unit: str,
+    *,
+    ask: Callable[[str], bool],
+    say: Callable[[str], None],
+    deadline_s: float = DEADLINE_S,
+    ready_to_act: Callable[[str, UnitState], bool] | None = None,
+    healthy: Callable[[UnitState], bool] | None = None,
+) -> DemoResult:
     """Watch `unit` on the node and carry out the plans of its open incidents, newest first,
     one step at a time (reading the node again after each), until it is healthy — by default
     ready with no open incident — or the deadline passes."""
@@ -80,18 +104,35 @@ def remediate_on_node(store: EventStore, node: SimNode, unit: str, *,
     processor = Processor(store)
     is_healthy = healthy or (lambda state: state.ready and not _open(store, unit))
     acts = ready_to_act
-    return remediate(store, unit, SimBackend(node), observe=observer(store, node, processor),
-                     healthy=lambda: is_healthy(node.unit_state(unit)),
-                     ready_to_act=None if acts is None else
-                     (lambda plan_id: acts(plan_id, node.unit_state(unit))),
-                     ask=ask, say=say, deadline_s=deadline_s, processor=processor)
+    return remediate(
+        store,
+        unit,
+        SimBackend(node),
+        observe=observer(store, node, processor),
+        healthy=lambda: is_healthy(node.unit_state(unit)),
+        ready_to_act=None
+        if acts is None
+        else (lambda plan_id: acts(plan_id, node.unit_state(unit))),
+        ask=ask,
+        say=say,
+        deadline_s=deadline_s,
+        processor=processor,
+    )
 
 
-def remediate(store: EventStore, unit: str, backend: Backend, *,
-              observe: Callable[[float], None], healthy: Callable[[], bool],
-              ask: Callable[[str], bool], say: Callable[[str], None],
-              deadline_s: float = DEADLINE_S, processor: Processor | None = None,
-              ready_to_act: Callable[[str], bool] | None = None) -> DemoResult:
+def remediate(
+    store: EventStore,
+    unit: str,
+    backend: Backend,
+    *,
+    observe: Callable[[float], None],
+    healthy: Callable[[], bool],
+    ask: Callable[[str], bool],
+    say: Callable[[str], None],
+    deadline_s: float = DEADLINE_S,
+    processor: Processor | None = None,
+    ready_to_act: Callable[[str], bool] | None = None,
+) -> DemoResult:
     """The demo's loop on any backend: observe, and carry out the newest open incident's plan
     one step at a time until `healthy()` or the deadline."""
     started = time.monotonic()
@@ -131,31 +172,43 @@ def remediate(store: EventStore, unit: str, backend: Backend, *,
     return result
 
 
-def run_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
-             say: Callable[[str], None]) -> DemoResult:
+def run_demo(
+    store: EventStore, workdir: Path, *, ask: Callable[[str], bool], say: Callable[[str], None]
+) -> DemoResult:
     from advisor.sim import SimNode, UnitSpec
 
     # The driver frees a dead run's memory 2 s after it died; RestartSec=3 waits for that, as
     # the seed unit's ExecStartPre does, so every start of the loop fails the same way.
-    with SimNode(workdir, host=HOST, gpus=8, gpu_gib=96.0, release_delay_s=2.0,
-                 sample_interval_s=0.5) as node:
-        node.add_unit(UnitSpec(name=UNIT, args=list(ARGS),
-                               description="vLLM MiniMax-M2.5 FP8 230B MoE Inference Server",
-                               restart="on-failure", restart_sec=3.0, timeout_stop_sec=4.0,
-                               gpus=(0, 1, 2, 3)))
-        say(f"starting {UNIT} on the simulated node {HOST} (8 × 96 GiB GPUs, TP 4, "
-            "--max-num-seqs 1024, --max-model-len 131072)")
+    with SimNode(
+        workdir, host=HOST, gpus=8, gpu_gib=96.0, release_delay_s=2.0, sample_interval_s=0.5
+    ) as node:
+        node.add_unit(
+            UnitSpec(
+                name=UNIT,
+                args=list(ARGS),
+                description="vLLM MiniMax-M2.5 FP8 230B MoE Inference Server",
+                restart="on-failure",
+                restart_sec=3.0,
+                timeout_stop_sec=4.0,
+                gpus=(0, 1, 2, 3),
+            )
+        )
+        say(
+            f"starting {UNIT} on the simulated node {HOST} (8 × 96 GiB GPUs, TP 4, "
+            "--max-num-seqs 1024, --max-model-len 131072)"
+        )
         node.start(UNIT)
 
         def ready_to_act(plan_id: str, state: UnitState) -> bool:
             # Let the restart loop show itself (two failed runs), and act while the next start
             # is under way: holding the restarts then stops a live server (which wedges).
             return _is_wedge(store, UNIT, plan_id) or (
-                _runs(store, UNIT, plan_id) >= 2 and state.active_state == "active"
-                and state.output_lines >= 3)
+                _runs(store, UNIT, plan_id) >= 2
+                and state.active_state == "active"
+                and state.output_lines >= 3
+            )
 
-        result = remediate_on_node(store, node, UNIT, ask=ask, say=say,
-                                   ready_to_act=ready_to_act)
+        result = remediate_on_node(store, node, UNIT, ask=ask, say=say, ready_to_act=ready_to_act)
         if result.healthy:
             say(f"{UNIT} is up: Application startup complete")
     return result
@@ -176,22 +229,33 @@ def _next_plan(store: EventStore, unit: str) -> str | None:
 
 
 def _runs(store: EventStore, unit: str, plan_id: str) -> int:
-    return max((int(str(i["runs"])) for i in read_rows(store, "incidents", unit=unit)
-                if i["incident_id"] == plan_id), default=0)
+    return max(
+        (
+            int(str(i["runs"]))
+            for i in read_rows(store, "incidents", unit=unit)
+            if i["incident_id"] == plan_id
+        ),
+        default=0,
+    )
 
 
 def _is_wedge(store: EventStore, unit: str, plan_id: str) -> bool:
-    return any(i["incident_id"] == plan_id and i["label"] == "wedged_stop"
-               for i in read_rows(store, "incidents", unit=unit))
+    return any(
+        i["incident_id"] == plan_id and i["label"] == "wedged_stop"
+        for i in read_rows(store, "incidents", unit=unit)
+    )
 
 
 def _describe(store: EventStore, unit: str, plan_id: str) -> str:
     import orjson
 
-    incident = next(i for i in read_rows(store, "incidents", unit=unit)
-                    if i["incident_id"] == plan_id)
-    lines = [f"{incident['label']} (confidence {incident['confidence']:.2f}, "
-             f"{incident['runs']} failed run(s)); the plan:"]
+    incident = next(
+        i for i in read_rows(store, "incidents", unit=unit) if i["incident_id"] == plan_id
+    )
+    lines = [
+        f"{incident['label']} (confidence {incident['confidence']:.2f}, "
+        f"{incident['runs']} failed run(s)); the plan:"
+    ]
     for row in plan_rows(store, plan_id):
         spec = orjson.loads(row["spec"])
         what = row["kind"] + (f" {spec['flag']} {spec['value']}" if spec.get("flag") else "")

@@ -23,26 +23,59 @@ from advisor.store import EventStore
 
 UNIT: Final = "vllm-minimax-m25.service"
 HOST: Final = "gpu-node-07"
-ARGS: Final = ("serve", "${MODEL}", "--served-model-name", "minimax m25", "--host", "0.0.0.0",
-               "--port", "8000", "--trust-remote-code", "--max-model-len", "131072",
-               "--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.9",
-               "--max-num-seqs", "1024", "--enable-expert-parallel")
-ENVIRONMENT: Final = {"MODEL": "MiniMaxAI/MiniMax-M2.5", "ADVISOR_SIM_VOCAB_SIZE": "200064",
-                      "ADVISOR_SIM_WEIGHTS_GIB": "230", "ADVISOR_SIM_SPEED": "8",
-                      "ADVISOR_SIM_WEDGE_ON_STOP": "1"}
+ARGS: Final = (
+    "serve",
+    "${MODEL}",
+    "--served-model-name",
+    "minimax m25",
+    "--host",
+    "0.0.0.0",
+    "--port",
+    "8000",
+    "--trust-remote-code",
+    "--max-model-len",
+    "131072",
+    "--tensor-parallel-size",
+    "4",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--max-num-seqs",
+    "1024",
+    "--enable-expert-parallel",
+)
+ENVIRONMENT: Final = {
+    "MODEL": "MiniMaxAI/MiniMax-M2.5",
+    "ADVISOR_SIM_VOCAB_SIZE": "200064",
+    "ADVISOR_SIM_WEIGHTS_GIB": "230",
+    "ADVISOR_SIM_SPEED": "8",
+    "ADVISOR_SIM_WEDGE_ON_STOP": "1",
+}
 DEADLINE_S: Final = 120.0
 
 
-def run_systemd_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], bool],
-                     say: Callable[[str], None],
-                     deadline_s: float = DEADLINE_S) -> DemoResult:
+def run_systemd_demo(
+    store: EventStore,
+    workdir: Path,
+    *,
+    ask: Callable[[str], bool],
+    say: Callable[[str], None],
+    deadline_s: float = DEADLINE_S,
+) -> DemoResult:
     from advisor.sim.gpuhost import GpuHost
 
     with GpuHost(workdir, hostname=HOST, release_delay_s=2.0) as host:
-        say(f"booted systemd in a box ({host.box.boot_s:.2f} s); {UNIT} installed as a real "
-            "unit (8 × 96 GiB simulated GPUs, TP 4, --max-num-seqs 1024)")
-        host.add_vllm(UNIT, list(ARGS), environment=ENVIRONMENT, restart="on-failure",
-                      restart_sec="3s", timeout_stop_sec="5s")
+        say(
+            f"booted systemd in a box ({host.box.boot_s:.2f} s); {UNIT} installed as a real "
+            "unit (8 × 96 GiB simulated GPUs, TP 4, --max-num-seqs 1024)"
+        )
+        host.add_vllm(
+            UNIT,
+            list(ARGS),
+            environment=ENVIRONMENT,
+            restart="on-failure",
+            restart_sec="3s",
+            timeout_stop_sec="5s",
+        )
         host.box.systemctl("start", UNIT)
         backend = host.backend()
         processor = Processor(store)
@@ -55,23 +88,36 @@ def run_systemd_demo(store: EventStore, workdir: Path, *, ask: Callable[[str], b
 
         def healthy() -> bool:
             now = backend.observe(UNIT)
-            ready = any(r["invocation_id"] == now.invocation_id and r["ready_us"]
-                        for r in _runs_of(store))
+            ready = any(
+                r["invocation_id"] == now.invocation_id and r["ready_us"] for r in _runs_of(store)
+            )
             return now.running and ready and not _open(store, UNIT)
 
         def ready_to_act(plan_id: str) -> bool:
             # As in the simulated demo: let the loop show itself (two failed runs), and act
             # while the next start is under way, so the hold stops a live server (it wedges).
             return _is_wedge(store, UNIT, plan_id) or (
-                _runs(store, UNIT, plan_id) >= 2 and backend.observe(UNIT).running)
+                _runs(store, UNIT, plan_id) >= 2 and backend.observe(UNIT).running
+            )
 
-        result = remediate(store, UNIT, backend, observe=observe, healthy=healthy, ask=ask,
-                           say=say, deadline_s=deadline_s, processor=processor,
-                           ready_to_act=ready_to_act)
+        result = remediate(
+            store,
+            UNIT,
+            backend,
+            observe=observe,
+            healthy=healthy,
+            ask=ask,
+            say=say,
+            deadline_s=deadline_s,
+            processor=processor,
+            ready_to_act=ready_to_act,
+        )
         if result.healthy:
             now = backend.observe(UNIT)
-            say(f"{UNIT} is up under systemd: {now.describe()}; ExecStart now ends "
-                f"{' '.join(now.exec_start[0].argv[-4:])}")
+            say(
+                f"{UNIT} is up under systemd: {now.describe()}; ExecStart now ends "
+                f"{' '.join(now.exec_start[0].argv[-4:])}"
+            )
     return result
 
 

@@ -21,7 +21,7 @@ from advisor.parsing.lines import LogLine
 from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
 
 UNKNOWN_BELOW: Final = 0.55
-TRUSTED_RULE: Final = 0.85      # a rule at least this sure keeps its label against the model
+TRUSTED_RULE: Final = 0.85  # a rule at least this sure keeps its label against the model
 MAX_EVIDENCE: Final = 8
 _NOT_FAILURES: Final = ("healthy", "unknown")
 
@@ -30,7 +30,7 @@ _NOT_FAILURES: Final = ("healthy", "unknown")
 class Candidate:
     label: str
     confidence: float
-    source: str          # "rules" | "model"
+    source: str  # "rules" | "model"
     rule_id: str | None = None
 
 
@@ -59,8 +59,9 @@ class RuleVote:
     rule_id: str
 
 
-def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
-           ) -> tuple[str, float, list[Candidate]]:
+def decide(
+    hit: RuleVote | None, probabilities: dict[str, float] | None
+) -> tuple[str, float, list[Candidate]]:
     """Combine the best rule hit and the model's probabilities."""
     candidates: list[Candidate] = []
     if hit is not None:
@@ -95,8 +96,13 @@ def decide(hit: RuleVote | None, probabilities: dict[str, float] | None
     return label, round(confidence, 4), candidates
 
 
-def final_label(vote: RuleVote | None, probabilities: dict[str, float] | None, *,
-                healthy_seen: bool, trouble: bool) -> tuple[str, float, list[Candidate]]:
+def final_label(
+    vote: RuleVote | None,
+    probabilities: dict[str, float] | None,
+    *,
+    healthy_seen: bool,
+    trouble: bool,
+) -> tuple[str, float, list[Candidate]]:
     """`decide`, with two guards: `healthy` needs the server to have said so (`healthy_seen`:
     a healthy rule fired — ready, or a clean stop — or it was serving requests), and the
     model alone does not name a failure from lifecycle lines only (`trouble`)."""
@@ -114,28 +120,46 @@ def final_label(vote: RuleVote | None, probabilities: dict[str, float] | None, *
     return label, confidence, candidates
 
 
-def judge_run(run: Run, parsed: Sequence[Parsed], rules: RuleSet,
-              model: LinearModel | None, gpu_peak_fraction: float | None = None) -> RunVerdict:
+def judge_run(
+    run: Run,
+    parsed: Sequence[Parsed],
+    rules: RuleSet,
+    model: LinearModel | None,
+    gpu_peak_fraction: float | None = None,
+) -> RunVerdict:
     hits = match_run(rules, run, parsed)
     hit = hits[0] if hits else None
-    probabilities = (model.probabilities(featurize(run, parsed, gpu_peak_fraction))
-                     if model is not None else None)
+    probabilities = (
+        model.probabilities(featurize(run, parsed, gpu_peak_fraction))
+        if model is not None
+        else None
+    )
     vote = RuleVote(hit.label, hit.confidence, hit.rule.id) if hit is not None else None
     label, confidence, candidates = final_label(
-        vote, probabilities,
+        vote,
+        probabilities,
         healthy_seen=any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
-        trouble=shows_trouble(run, parsed))
+        trouble=shows_trouble(run, parsed),
+    )
     phase = hit.phase if hit is not None else None
     if label == "healthy" or phase is None:
         phase = run.last_phase() if label == "healthy" else phase or _failure_phase(run)
-    verdict = RunVerdict(run, label, confidence, candidates, hit, phase,
-                         related=[h for h in hits[1:] if h.label == label][:2])
+    verdict = RunVerdict(
+        run,
+        label,
+        confidence,
+        candidates,
+        hit,
+        phase,
+        related=[h for h in hits[1:] if h.label == label][:2],
+    )
     verdict.evidence = _evidence(verdict, parsed)
     return verdict
 
 
-_TROUBLE_EVENTS: Final = frozenset({"stop_timeout", "sigkill", "still_around", "oom_kill",
-                                    "stop_pending"})
+_TROUBLE_EVENTS: Final = frozenset(
+    {"stop_timeout", "sigkill", "still_around", "oom_kill", "stop_pending"}
+)
 
 
 def shows_trouble(run: Run, parsed: Sequence[Parsed]) -> bool:
@@ -147,15 +171,29 @@ def shows_trouble(run: Run, parsed: Sequence[Parsed]) -> bool:
         return True
     if any("(most recent call first)" in parsed[i].body for i in run.indexes):
         return True  # faulthandler's dump of a crashed interpreter
-    return any((parsed[i].split.level in ("ERROR", "CRITICAL") and not _relays(parsed[i].body)
-                and not _in_traceback(run, i)) or parsed[i].engine == "kernel"
-               for i in run.indexes)
+    return any(
+        (
+            parsed[i].split.level in ("ERROR", "CRITICAL")
+            and not _relays(parsed[i].body)
+            and not _in_traceback(run, i)
+        )
+        or parsed[i].engine == "kernel"
+        for i in run.indexes
+    )
 
 
 # Lines that only point at an error shown elsewhere (which the input may have lost).
-_RELAYS: Final = ("root cause above", "stack trace (above)", "stack trace above",
-                  "EngineDeadError", "failed to start.", "encountered a fatal error.",
-                  "hit an exception.", "died unexpectedly", "Traceback (most recent call last)")
+_RELAYS: Final = (
+    "root cause above",
+    "stack trace (above)",
+    "stack trace above",
+    "EngineDeadError",
+    "failed to start.",
+    "encountered a fatal error.",
+    "hit an exception.",
+    "died unexpectedly",
+    "Traceback (most recent call last)",
+)
 
 
 def _relays(body: str) -> bool:
@@ -221,8 +259,9 @@ def diagnose(lines: Sequence[LogLine], rules: RuleSet, model: LinearModel | None
     return Diagnosis(parsed, [judge_run(run, parsed, rules, model) for run in runs])
 
 
-def verdict_facts(verdict: RunVerdict, parsed: Sequence[Parsed],
-                  others: Sequence[RunVerdict] = ()) -> dict[str, Any]:
+def verdict_facts(
+    verdict: RunVerdict, parsed: Sequence[Parsed], others: Sequence[RunVerdict] = ()
+) -> dict[str, Any]:
     """The facts of one run, every key present, null where the log is silent; config the
     run does not state may come from the other runs of the same input."""
     facts: dict[str, Any] = dict.fromkeys(FACT_KEYS)

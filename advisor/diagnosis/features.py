@@ -41,13 +41,18 @@ def window(run: Run, parsed: Sequence[Parsed]) -> list[int]:
     lifecycle step earlier on."""
     tail = run.indexes[-WINDOW_TAIL:]
     first_tail = tail[0] if tail else 0
-    head = [i for i in run.indexes if i < first_tail
-            and (parsed[i].facts.phase is not None or parsed[i].facts.event is not None)]
+    head = [
+        i
+        for i in run.indexes
+        if i < first_tail
+        and (parsed[i].facts.phase is not None or parsed[i].facts.event is not None)
+    ]
     return head + tail
 
 
-def featurize(run: Run, parsed: Sequence[Parsed],
-              gpu_peak_fraction: float | None = None) -> list[str]:
+def featurize(
+    run: Run, parsed: Sequence[Parsed], gpu_peak_fraction: float | None = None
+) -> list[str]:
     """Sorted distinct tokens of a run."""
     tokens: set[str] = set()
     for i in window(run, parsed):

@@ -44,7 +44,7 @@ from advisor.views.reading import run_lines
 from advisor.views.runs import runs_to_diagnose
 
 SOURCE: Final = "diagnosis"
-MAX_ROUNDS: Final = 100   # passes over what is left to do, in one `pending()`
+MAX_ROUNDS: Final = 100  # passes over what is left to do, in one `pending()`
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class Diagnoser:
         and folds it), what is left to do then, each run (and its lines) once."""
         done: set[tuple[str, str]] = set()
         for _ in range(MAX_ROUNDS):
-            todo = [run for run in self._todo(final)
-                    if (run["run_id"], self._task(run)) not in done]
+            todo = [
+                run for run in self._todo(final) if (run["run_id"], self._task(run)) not in done
+            ]
             if not todo:
                 return
             for run in todo:
@@ -87,21 +88,32 @@ class Diagnoser:
             return self._incident(run, verdict, label, confidence, lines, facts)
         events = [self.classified(run, verdict.label, verdict.confidence, verdict.phase)]
         if verdict.failed and would_open_incident(self.store, run, verdict.label):
-            events.extend(self._incident(run, verdict, verdict.label, verdict.confidence,
-                                         lines, facts))
+            events.extend(
+                self._incident(run, verdict, verdict.label, verdict.confidence, lines, facts)
+            )
         return events
 
-    def classified(self, run: dict[str, Any], label: str, confidence: float,
-                   phase: str | None) -> NewEvent:
+    def classified(
+        self, run: dict[str, Any], label: str, confidence: float, phase: str | None
+    ) -> NewEvent:
         """The `run.classified` for `run`'s lines as the row has them."""
-        return self._event(run, {
-            "type": "run.classified", "run_id": run["run_id"], "host": run["host"],
-            "unit": run["unit"], "label": label, "confidence": confidence, "phase": phase,
-            "through_seq": run["last_seq"]}, "run.classified")
+        return self._event(
+            run,
+            {
+                "type": "run.classified",
+                "run_id": run["run_id"],
+                "host": run["host"],
+                "unit": run["unit"],
+                "label": label,
+                "confidence": confidence,
+                "phase": phase,
+                "through_seq": run["last_seq"],
+            },
+            "run.classified",
+        )
 
     # -- helpers ---------------------------------------------------------------------
-    def _judge(self, run: dict[str, Any]
-               ) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
+    def _judge(self, run: dict[str, Any]) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
         ordered = run_lines(self.store, run)
         parsed = parse(ordered)
         whole = single_run(parsed, run["unit"], run["invocation_id"])
@@ -113,8 +125,9 @@ class Diagnoser:
         verdict.evidence = [parsed[i].line.number for i in verdict.evidence]
         return verdict, ordered, facts
 
-    def _event(self, run: dict[str, Any], payload: dict[str, Any], kind: str,
-               ident: str | None = None) -> NewEvent:
+    def _event(
+        self, run: dict[str, Any], payload: dict[str, Any], kind: str, ident: str | None = None
+    ) -> NewEvent:
         """A diagnosis event about `run`; a `run.classified` (and `incident.classified`) names
         the run's lines (`content`), in its payload and its key: judged again for other
         lines, it is a new event, not a duplicate."""
@@ -123,30 +136,69 @@ class Diagnoser:
                 payload = {**payload, "content": run["content"]}
             ident = f"{ident or run['run_id']}:{run['content']}"
         time_us = run["ended_us"] or run["started_us"]
-        return NewEvent.model_validate({
-            "stream": run["stream"], "time_us": time_us, "source": SOURCE,
-            "key": stable_key(f"{kind}:{ident or run['run_id']}".encode()), "payload": payload})
+        return NewEvent.model_validate(
+            {
+                "stream": run["stream"],
+                "time_us": time_us,
+                "source": SOURCE,
+                "key": stable_key(f"{kind}:{ident or run['run_id']}".encode()),
+                "payload": payload,
+            }
+        )
 
-    def _incident(self, run: dict[str, Any], verdict: RunVerdict, label: str,
-                  confidence: float, lines: Sequence[LogLine], facts: dict[str, Any]
-                  ) -> list[NewEvent]:
+    def _incident(
+        self,
+        run: dict[str, Any],
+        verdict: RunVerdict,
+        label: str,
+        confidence: float,
+        lines: Sequence[LogLine],
+        facts: dict[str, Any],
+    ) -> list[NewEvent]:
         """A new incident's events: opened, classified (facts, evidence)."""
         key = config_key(orjson.loads(run["config"]))
         by_seq = {line.number: line for line in lines}
         incident_id = run["run_id"]
         return [
-            self._event(run, {"type": "incident.opened", "incident_id": incident_id,
-                              "host": run["host"], "unit": run["unit"], "run_id": run["run_id"],
-                              "config_key": key}, "incident.opened"),
-            self._event(run, {
-                "type": "incident.classified", "incident_id": incident_id,
-                "run_id": run["run_id"], "label": label,
-                "confidence": confidence, "phase": verdict.phase, "facts": facts,
-                "evidence": [{"seq": seq, "text": clean_text(by_seq[seq].text)}
-                             for seq in verdict.evidence if seq in by_seq],
-                "candidates": [{"label": c.label, "confidence": c.confidence,
-                                "source": c.source, "rule": c.rule_id}
-                               for c in verdict.candidates],
-                "through_seq": run["last_seq"], "model": self.model_name},
-                "incident.classified"),
+            self._event(
+                run,
+                {
+                    "type": "incident.opened",
+                    "incident_id": incident_id,
+                    "host": run["host"],
+                    "unit": run["unit"],
+                    "run_id": run["run_id"],
+                    "config_key": key,
+                },
+                "incident.opened",
+            ),
+            self._event(
+                run,
+                {
+                    "type": "incident.classified",
+                    "incident_id": incident_id,
+                    "run_id": run["run_id"],
+                    "label": label,
+                    "confidence": confidence,
+                    "phase": verdict.phase,
+                    "facts": facts,
+                    "evidence": [
+                        {"seq": seq, "text": clean_text(by_seq[seq].text)}
+                        for seq in verdict.evidence
+                        if seq in by_seq
+                    ],
+                    "candidates": [
+                        {
+                            "label": c.label,
+                            "confidence": c.confidence,
+                            "source": c.source,
+                            "rule": c.rule_id,
+                        }
+                        for c in verdict.candidates
+                    ],
+                    "through_seq": run["last_seq"],
+                    "model": self.model_name,
+                },
+                "incident.classified",
+            ),
         ]

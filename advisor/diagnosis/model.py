@@ -48,11 +48,17 @@ class LinearModel:
         return {label: e / total for label, e in zip(self.labels, exps, strict=True)}
 
     def to_json(self) -> bytes:
-        return orjson.dumps({
-            "format": FORMAT, "labels": list(self.labels), "temperature": self.temperature,
-            "intercept": list(self.intercept), "info": dict(self.info),
-            "weights": {t: list(w) for t, w in sorted(self.weights.items())},
-        }, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(
+            {
+                "format": FORMAT,
+                "labels": list(self.labels),
+                "temperature": self.temperature,
+                "intercept": list(self.intercept),
+                "info": dict(self.info),
+                "weights": {t: list(w) for t, w in sorted(self.weights.items())},
+            },
+            option=orjson.OPT_SORT_KEYS,
+        )
 
 
 def from_json(data: bytes, name: str) -> LinearModel:

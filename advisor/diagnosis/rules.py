@@ -28,18 +28,47 @@ from advisor.core.toml import load_toml
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES, convert
 from advisor.parsing.sequence import Parsed, Run
 
-LABELS: Final = ("sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
-                 "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",
-                 "gpu_hardware_fault", "other_crash", "unknown", "healthy")
+LABELS: Final = (
+    "sampler_warmup_oom",
+    "kv_cache_oom",
+    "weights_load_oom",
+    "cuda_graph_oom",
+    "runtime_oom",
+    "gpu_memory_held",
+    "wedged_stop",
+    "nccl_error",
+    "gpu_hardware_fault",
+    "other_crash",
+    "unknown",
+    "healthy",
+)
 FAILURE_LABELS: Final = tuple(label for label in LABELS if label not in ("unknown", "healthy"))
 TIERS: Final = ("failure", "fallback", "healthy")
 MORE_EVIDENCE: Final = 2  # further lines the winning rule matched, cited as evidence too
 
-Label = Literal["sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom",
-                "runtime_oom", "gpu_memory_held", "wedged_stop", "nccl_error",
-                "gpu_hardware_fault", "other_crash", "healthy"]
-Phase = Literal["starting", "weights_loading", "memory_profiling", "kv_cache_allocation",
-                "cuda_graph_capture", "sampler_warmup", "ready", "shutdown"]
+Label = Literal[
+    "sampler_warmup_oom",
+    "kv_cache_oom",
+    "weights_load_oom",
+    "cuda_graph_oom",
+    "runtime_oom",
+    "gpu_memory_held",
+    "wedged_stop",
+    "nccl_error",
+    "gpu_hardware_fault",
+    "other_crash",
+    "healthy",
+]
+Phase = Literal[
+    "starting",
+    "weights_loading",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cuda_graph_capture",
+    "sampler_warmup",
+    "ready",
+    "shutdown",
+]
 _NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
 
 
@@ -73,8 +102,9 @@ class RuleSpec(BaseModel):
                 raise ValueError(f"pattern {pattern!r} does not compile: {e}") from e
             for name in compiled.groupindex:
                 if name not in FACT_TYPES:
-                    raise ValueError(f"named group {name!r} is not a fact "
-                                     f"(one of {', '.join(FACT_KEYS)})")
+                    raise ValueError(
+                        f"named group {name!r} is not a fact (one of {', '.join(FACT_KEYS)})"
+                    )
         return patterns
 
     @field_validator("facts")
@@ -105,9 +135,13 @@ class Rule:
 
 
 def _compile(spec: RuleSpec, origin: str) -> Rule:
-    return Rule(spec, origin, tuple(re.compile(p) for p in spec.match),
-                tuple(re.compile(p) for p in spec.also),
-                tuple(re.compile(p) for p in spec.absent))
+    return Rule(
+        spec,
+        origin,
+        tuple(re.compile(p) for p in spec.match),
+        tuple(re.compile(p) for p in spec.also),
+        tuple(re.compile(p) for p in spec.absent),
+    )
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
@@ -128,8 +162,9 @@ def load_file(path: Path, text: str | None = None) -> list[Rule]:
             spec = RuleSpec.model_validate(raw)
         except ValidationError as e:
             err = e.errors()[0]
-            raise InputError(f"{path}: rule {rule_name}: field {_field_path(err['loc'])}: "
-                             f"{err['msg']}") from e
+            raise InputError(
+                f"{path}: rule {rule_name}: field {_field_path(err['loc'])}: {err['msg']}"
+            ) from e
         rules.append(_compile(spec, str(path)))
     return rules
 
@@ -137,8 +172,11 @@ def load_file(path: Path, text: str | None = None) -> list[Rule]:
 def shipped_rule_files() -> list[tuple[str, str]]:
     """(name, text) of the rule files that ship with advisor."""
     folder = resources.files("advisor.rules")
-    return sorted((entry.name, entry.read_text(encoding="utf-8")) for entry in folder.iterdir()
-                  if entry.name.endswith(".toml"))
+    return sorted(
+        (entry.name, entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml")
+    )
 
 
 @dataclass(frozen=True)
@@ -197,8 +235,9 @@ def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
     return build_ruleset(list(ordered.values()))
 
 
-def _add(ordered: dict[str, Rule], seen_in: dict[str, tuple[str, str]], rule: Rule,
-         folder: str) -> None:
+def _add(
+    ordered: dict[str, Rule], seen_in: dict[str, tuple[str, str]], rule: Rule, folder: str
+) -> None:
     previous = seen_in.get(rule.id)
     if previous is not None and previous[0] == folder:
         raise InputError(f"{rule.origin}: rule {rule.id}: id already used in {previous[1]}")
@@ -223,7 +262,7 @@ def build_ruleset(rules: Sequence[Rule]) -> RuleSet:
 @dataclass
 class Hit:
     rule: Rule
-    position: int                        # the evidence line, as a position in the input
+    position: int  # the evidence line, as a position in the input
     phase: str | None
     facts: dict[str, Any] = field(default_factory=dict)
     support: list[int] = field(default_factory=list)  # further evidence positions
@@ -248,8 +287,9 @@ class _RunSearch:
     def first(self, pattern: re.Pattern[str]) -> int | None:
         key = pattern.pattern
         if key not in self._cache:
-            self._cache[key] = next((i for i in self.run.indexes
-                                     if pattern.search(self.parsed[i].body)), None)
+            self._cache[key] = next(
+                (i for i in self.run.indexes if pattern.search(self.parsed[i].body)), None
+            )
         return self._cache[key]
 
 
@@ -281,8 +321,9 @@ def run_facts(run: Run) -> dict[str, Any]:
 
 def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]:
     """Every rule that fires on the run (best first within tier order)."""
-    candidates = [i for i in run.indexes
-                  if not parsed[i].facts.noise and ruleset.may_match(parsed[i].body)]
+    candidates = [
+        i for i in run.indexes if not parsed[i].facts.noise and ruleset.may_match(parsed[i].body)
+    ]
     if not candidates:
         return []
     search = _RunSearch(run, parsed)
@@ -296,8 +337,14 @@ def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]
     return hits
 
 
-def _try(rule: Rule, run: Run, parsed: Sequence[Parsed], candidates: list[int],
-         search: _RunSearch, facts: dict[str, Any]) -> Hit | None:
+def _try(
+    rule: Rule,
+    run: Run,
+    parsed: Sequence[Parsed],
+    candidates: list[int],
+    search: _RunSearch,
+    facts: dict[str, Any],
+) -> Hit | None:
     spec = rule.spec
     if spec.engines is not None and run.engine is not None and run.engine not in spec.engines:
         return None
@@ -325,14 +372,18 @@ def _try(rule: Rule, run: Run, parsed: Sequence[Parsed], candidates: list[int],
             if spec.phases is not None and phase not in spec.phases:
                 continue
             if spec.after_ready is not None and (
-                    (run.ready_at is not None and run.ready_at < i) != spec.after_ready):
+                (run.ready_at is not None and run.ready_at < i) != spec.after_ready
+            ):
                 continue
             if spec.after_stop is not None and (
-                    (run.stop_at is not None and run.stop_at < i) != spec.after_stop):
+                (run.stop_at is not None and run.stop_at < i) != spec.after_stop
+            ):
                 continue
             stated = {k: convert(k, v) for k, v in m.groupdict().items() if v is not None}
-            more = [j for j in candidates if j > i
-                    and any(p.search(parsed[j].body) for p in rule.match)][:MORE_EVIDENCE]
-            return Hit(rule, i, phase, {k: v for k, v in stated.items() if v is not None},
-                       support + more)
+            more = [
+                j for j in candidates if j > i and any(p.search(parsed[j].body) for p in rule.match)
+            ][:MORE_EVIDENCE]
+            return Hit(
+                rule, i, phase, {k: v for k, v in stated.items() if v is not None}, support + more
+            )
     return None

@@ -31,8 +31,13 @@ def try_rule(rule: Rule, lines: Sequence[LogLine]) -> list[dict[str, Any]]:
     for n, run in enumerate(segment(parsed), start=1):
         hits = match_run(single, run, parsed)
         hit = hits[0] if hits else None
-        results.append({"run": n, "fired": hit is not None,
-                        "line": parsed[hit.position].line.number if hit else None,
-                        "phase": hit.phase if hit else None,
-                        "facts": hit.facts if hit else {}})
+        results.append(
+            {
+                "run": n,
+                "fired": hit is not None,
+                "line": parsed[hit.position].line.number if hit else None,
+                "phase": hit.phase if hit else None,
+                "facts": hit.facts if hit else {},
+            }
+        )
     return results

@@ -67,10 +67,15 @@ def example_from_lines(ident: str, label: str, texts: Sequence[str], rules: Rule
         raise InputError(f"corpus example {ident}: no lines")
     run = primary_run(runs, parsed, rules)
     hits = match_run(rules, run, parsed)
-    return Example(ident, label, tuple(featurize(run, parsed)),
-                   hits[0].label if hits else None, hits[0].confidence if hits else None,
-                   any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
-                   shows_trouble(run, parsed))
+    return Example(
+        ident,
+        label,
+        tuple(featurize(run, parsed)),
+        hits[0].label if hits else None,
+        hits[0].confidence if hits else None,
+        any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
+        shows_trouble(run, parsed),
+    )
 
 
 def load_corpus(path: Path | None) -> Iterator[dict[str, Any]]:
@@ -92,8 +97,10 @@ def load_corpus(path: Path | None) -> Iterator[dict[str, Any]]:
 
 
 def examples_of(records: Iterator[dict[str, Any]], rules: RuleSet) -> list[Example]:
-    return [example_from_lines(str(r.get("id", n)), r["label"], r["lines"], rules)
-            for n, r in enumerate(records)]
+    return [
+        example_from_lines(str(r.get("id", n)), r["label"], r["lines"], rules)
+        for n, r in enumerate(records)
+    ]
 
 
 # ------------------------------------------------------------------ fitting
@@ -137,8 +144,9 @@ def _fit(examples: Sequence[Example]) -> tuple[Any, list[str]]:
     return clf, vocabulary
 
 
-def _as_model(clf: Any, vocabulary: Sequence[str], temperature: float,
-              info: dict[str, Any]) -> LinearModel:
+def _as_model(
+    clf: Any, vocabulary: Sequence[str], temperature: float, info: dict[str, Any]
+) -> LinearModel:
     labels = tuple(str(c) for c in clf.classes_)
     coef = clf.coef_
     weights: dict[str, tuple[float, ...]] = {}
@@ -157,8 +165,9 @@ def _folds(labels: Sequence[str], folds: int) -> list[tuple[list[int], list[int]
     return [(list(a), list(b)) for a, b in splitter.split([[0]] * len(labels), labels)]
 
 
-def _out_of_fold_scores(examples: Sequence[Example], folds: int
-                        ) -> tuple[list[list[float]], list[str]]:
+def _out_of_fold_scores(
+    examples: Sequence[Example], folds: int
+) -> tuple[list[list[float]], list[str]]:
     scores: list[list[float]] = [[] for _ in examples]
     classes: list[str] = []
     for train_idx, test_idx in _folds([e.label for e in examples], folds):
@@ -192,23 +201,30 @@ def train(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5) -> 
     scores, classes = _out_of_fold_scores(examples, folds)
     temperature = fit_temperature(scores, [classes.index(e.label) for e in examples])
     clf, vocabulary = _fit(examples)
-    info = {"examples": len(examples), "seed": SEED, "C": C, "min_df": MIN_DF,
-            "per_label": {label: sum(e.label == label for e in examples)
-                          for label in sorted({e.label for e in examples})}}
+    info = {
+        "examples": len(examples),
+        "seed": SEED,
+        "C": C,
+        "min_df": MIN_DF,
+        "per_label": {
+            label: sum(e.label == label for e in examples)
+            for label in sorted({e.label for e in examples})
+        },
+    }
     model = _as_model(clf, vocabulary, temperature, info)
     return TrainResult(model, len(examples), time.perf_counter() - started)
 
 
 # ------------------------------------------------------------------ evaluation
-def calibration_error(confidences: Sequence[float], correct: Sequence[bool],
-                      bins: int = 10) -> float:
+def calibration_error(
+    confidences: Sequence[float], correct: Sequence[bool], bins: int = 10
+) -> float:
     """Expected calibration error: how far stated confidence is from observed accuracy,
     averaged over confidence bins weighted by their size (0 is perfectly calibrated)."""
     total = 0.0
     for b in range(bins):
         low, high = b / bins, (b + 1) / bins
-        members = [i for i, c in enumerate(confidences)
-                   if low < c <= high or (b == 0 and c == 0)]
+        members = [i for i, c in enumerate(confidences) if low < c <= high or (b == 0 and c == 0)]
         if members:
             accuracy = sum(correct[i] for i in members) / len(members)
             mean_conf = sum(confidences[i] for i in members) / len(members)
@@ -226,16 +242,23 @@ def _scores_table(truth: Sequence[str], predicted: Sequence[str]) -> dict[str, A
         precision = tp / (tp + fp) if tp + fp else 0.0
         recall = tp / (tp + fn) if tp + fn else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        per_label[label] = {"precision": round(precision, 3), "recall": round(recall, 3),
-                            "f1": round(f1, 3), "support": tp + fn}
-    confusion = {t: {p: sum(a == t and b == p for a, b in zip(truth, predicted, strict=True))
-                     for p in labels} for t in labels}
+        per_label[label] = {
+            "precision": round(precision, 3),
+            "recall": round(recall, 3),
+            "f1": round(f1, 3),
+            "support": tp + fn,
+        }
+    confusion = {
+        t: {
+            p: sum(a == t and b == p for a, b in zip(truth, predicted, strict=True)) for p in labels
+        }
+        for t in labels
+    }
     accuracy = sum(t == p for t, p in zip(truth, predicted, strict=True)) / max(1, len(truth))
     return {"accuracy": round(accuracy, 4), "per_label": per_label, "confusion": confusion}
 
 
-def evaluate(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5
-             ) -> dict[str, Any]:
+def evaluate(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5) -> dict[str, Any]:
     """Out-of-fold predictions of the model alone, of the rules alone, and of both combined."""
     examples = examples_of(records, rules)
     scores, classes = _out_of_fold_scores(examples, folds)
@@ -259,23 +282,33 @@ def evaluate(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5
     report["temperature"] = temperature
     report["accuracy_rules_only"] = _scores_table(truth, rules_pred)["accuracy"]
     report["accuracy_combined"] = _scores_table(truth, combined_pred)["accuracy"]
-    report["calibration_error_model"] = round(calibration_error(
-        model_conf, [t == p for t, p in zip(truth, model_pred, strict=True)]), 4)
-    report["calibration_error_combined"] = round(calibration_error(
-        combined_conf, [t == p for t, p in zip(truth, combined_pred, strict=True)]), 4)
+    report["calibration_error_model"] = round(
+        calibration_error(model_conf, [t == p for t, p in zip(truth, model_pred, strict=True)]), 4
+    )
+    report["calibration_error_combined"] = round(
+        calibration_error(
+            combined_conf, [t == p for t, p in zip(truth, combined_pred, strict=True)]
+        ),
+        4,
+    )
     return report
 
 
 def _combined(ex: Example, probabilities: dict[str, float]) -> tuple[str, float]:
-    vote = (RuleVote(ex.rule_label, ex.rule_confidence or 0.0, "corpus")
-            if ex.rule_label is not None else None)
-    label, confidence, _ = final_label(vote, probabilities, healthy_seen=ex.healthy_seen,
-                                       trouble=ex.trouble)
+    vote = (
+        RuleVote(ex.rule_label, ex.rule_confidence or 0.0, "corpus")
+        if ex.rule_label is not None
+        else None
+    )
+    label, confidence, _ = final_label(
+        vote, probabilities, healthy_seen=ex.healthy_seen, trouble=ex.trouble
+    )
     return label, confidence
 
 
-def evaluate_golden(folder: Path, rules: RuleSet,
-                    read_log: Callable[[str], tuple[str, list[LogLine]]]) -> dict[str, Any]:
+def evaluate_golden(
+    folder: Path, rules: RuleSet, read_log: Callable[[str], tuple[str, list[LogLine]]]
+) -> dict[str, Any]:
     """Score the shipped model, the rules and both on golden logs: FOLDER/<label>/<log>,
     each read by `read_log` (the pipeline's reader: journald JSON or plain text)."""
     from advisor.diagnosis.model import load_model
@@ -285,8 +318,11 @@ def evaluate_golden(folder: Path, rules: RuleSet,
     for expected in sorted(folder.glob("*/*.expected.json")):
         label = orjson.loads(expected.read_bytes())["label"]
         stem = expected.name.removesuffix(".expected.json")
-        log = next(p for p in expected.parent.iterdir()
-                   if p.name.startswith(stem + ".") and not p.name.endswith(".expected.json"))
+        log = next(
+            p
+            for p in expected.parent.iterdir()
+            if p.name.startswith(stem + ".") and not p.name.endswith(".expected.json")
+        )
         _, lines = read_log(str(log))
         parsed = parse(lines)
         runs = segment(parsed)
@@ -310,14 +346,21 @@ def evaluate_golden(folder: Path, rules: RuleSet,
 
 def format_report(name: str, report: dict[str, Any]) -> str:
     lines = [f"{name}: {report.get('examples')} examples, accuracy {report['accuracy']:.3f}"]
-    for key in ("accuracy_rules_only", "accuracy_model_only", "accuracy_combined",
-                "calibration_error_model", "calibration_error_combined"):
+    for key in (
+        "accuracy_rules_only",
+        "accuracy_model_only",
+        "accuracy_combined",
+        "calibration_error_model",
+        "calibration_error_combined",
+    ):
         if key in report:
             lines.append(f"  {key.replace('_', ' ')}: {report[key]:.3f}")
     lines.append(f"  {'label':<20} {'prec':>6} {'recall':>6} {'f1':>6} {'n':>5}")
     for label, s in report["per_label"].items():
-        lines.append(f"  {label:<20} {s['precision']:>6.3f} {s['recall']:>6.3f} "
-                     f"{s['f1']:>6.3f} {s['support']:>5}")
+        lines.append(
+            f"  {label:<20} {s['precision']:>6.3f} {s['recall']:>6.3f} "
+            f"{s['f1']:>6.3f} {s['support']:>5}"
+        )
     labels = list(report["confusion"])
     short = [label[:6] for label in labels]
     lines.append("  confusion (rows: truth, columns: predicted)")

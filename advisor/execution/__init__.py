@@ -1,5 +1,22 @@
 """Carrying out approved actions: backends (systemd, dry run) and the step runner."""
 
-__all__ = ["attest", "backends", "bus", "confine", "decisions", "discover", "dropins", "gpuwait",
-           "guards", "handlers", "preview", "primitives", "readiness", "recovery", "rollback",
-           "run", "state", "systemd"]
+__all__ = [
+    "attest",
+    "backends",
+    "bus",
+    "confine",
+    "decisions",
+    "discover",
+    "dropins",
+    "gpuwait",
+    "guards",
+    "handlers",
+    "preview",
+    "primitives",
+    "readiness",
+    "recovery",
+    "rollback",
+    "run",
+    "state",
+    "systemd",
+]

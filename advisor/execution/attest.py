@@ -24,27 +24,37 @@ def attested_step(store: EventStore, row: dict[str, Any]) -> ActionStep:
     """The step of `row` as its `action.proposed` event records it, once an
     `action.approved` event names it; IntegrityError when the projection disagrees."""
     action_id, seq = row["action_id"], int(row["proposed_seq"])
-    proposed = next(iter(store.read(EventFilter(after_seq=seq - 1, limit=None), chunk=1)),
-                    None)
+    proposed = next(iter(store.read(EventFilter(after_seq=seq - 1, limit=None), chunk=1)), None)
     payload = proposed.payload if proposed is not None and proposed.seq == seq else None
     if not isinstance(payload, ActionProposed) or payload.action_id != action_id:
-        raise IntegrityError(f"action {action_id}: no action.proposed event for it at seq "
-                             f"{seq}; the actions table was altered (run `advisor verify`, "
-                             "then `advisor rebuild`)", first_bad_seq=seq)
+        raise IntegrityError(
+            f"action {action_id}: no action.proposed event for it at seq "
+            f"{seq}; the actions table was altered (run `advisor verify`, "
+            "then `advisor rebuild`)",
+            first_bad_seq=seq,
+        )
     spec = payload.model_dump(exclude={"type"}, exclude_none=True)
-    if orjson.loads(row["spec"]) != orjson.loads(
-            orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)) or row["host"] != payload.host:
-        raise IntegrityError(f"action {action_id}: the actions table says another step than "
-                             f"the action.proposed event at seq {seq}; the table was altered "
-                             "(run `advisor verify`, then `advisor rebuild`)",
-                             first_bad_seq=seq)
-    approved = any(isinstance(e.payload, ActionApproved) and e.payload.action_id == action_id
-                   for e in store.read(EventFilter(type="action.approved", after_seq=seq)))
+    if (
+        orjson.loads(row["spec"]) != orjson.loads(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
+        or row["host"] != payload.host
+    ):
+        raise IntegrityError(
+            f"action {action_id}: the actions table says another step than "
+            f"the action.proposed event at seq {seq}; the table was altered "
+            "(run `advisor verify`, then `advisor rebuild`)",
+            first_bad_seq=seq,
+        )
+    approved = any(
+        isinstance(e.payload, ActionApproved) and e.payload.action_id == action_id
+        for e in store.read(EventFilter(type="action.approved", after_seq=seq))
+    )
     if not approved:
-        raise IntegrityError(f"action {action_id} (proposed at seq {seq}): marked approved, "
-                             "but no action.approved event names it; the actions table was "
-                             "altered (run `advisor verify`, then `advisor rebuild`)",
-                             first_bad_seq=seq)
+        raise IntegrityError(
+            f"action {action_id} (proposed at seq {seq}): marked approved, "
+            "but no action.approved event names it; the actions table was "
+            "altered (run `advisor verify`, then `advisor rebuild`)",
+            first_bad_seq=seq,
+        )
     return step_from_spec(spec)
 
 

@@ -21,8 +21,16 @@ from advisor.execution.primitives import BackendError, FileChange, Outcome, acte
 from advisor.execution.state import UnitSnapshot
 from advisor.planning.bounds import check_step
 
-__all__ = ["Backend", "BackendError", "DryRunBackend", "FileChange", "Outcome", "acted_on",
-           "describe", "unit_of"]
+__all__ = [
+    "Backend",
+    "BackendError",
+    "DryRunBackend",
+    "FileChange",
+    "Outcome",
+    "acted_on",
+    "describe",
+    "unit_of",
+]
 
 
 class Backend(Protocol):
@@ -34,8 +42,9 @@ class Backend(Protocol):
 
     def observe(self, unit: str) -> UnitSnapshot | None: ...
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None: ...
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome: ...
+    def perform(
+        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+    ) -> Outcome: ...
     def restore(self, change: FileChange) -> Outcome: ...
     def release_hold(self, unit: str) -> str | None: ...
 
@@ -58,8 +67,9 @@ class DryRunBackend:
         check_step(step)
         return None
 
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+    ) -> Outcome:
         handler = handler_for(step.kind)
         if handler.touches_unit:
             unit_of(step)

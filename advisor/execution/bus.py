@@ -59,15 +59,21 @@ def default_address() -> tuple[str, bool]:
 
 def unit_object_path(name: str) -> str:
     """systemd's object path of a unit: every byte outside [A-Za-z0-9] as `_xx`."""
-    escaped = "".join(c if c.isascii() and c.isalnum() else "".join(
-        f"_{b:02x}" for b in c.encode()) for c in name)
+    escaped = "".join(
+        c if c.isascii() and c.isalnum() else "".join(f"_{b:02x}" for b in c.encode()) for c in name
+    )
     return f"{MANAGER_PATH}/unit/{escaped}"
 
 
 def _unwrap(value: Any) -> Any:
     """jeepney gives variants as (signature, value)."""
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and \
-            value[0] and value[0][0] in "asbyntqiudxohvg(a{":
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and value[0]
+        and value[0][0] in "asbyntqiudxohvg(a{"
+    ):
         return value[1]
     return value
 
@@ -76,8 +82,13 @@ class SystemdBus:
     """One connection to systemd, reconnected once when it drops. Safe to share between
     threads (calls are serialised)."""
 
-    def __init__(self, address: str | None = None, *, peer_to_peer: bool | None = None,
-                 timeout_s: float = 25.0) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        peer_to_peer: bool | None = None,
+        timeout_s: float = 25.0,
+    ) -> None:
         if address is None:
             address, p2p = default_address()
         else:
@@ -120,14 +131,16 @@ class SystemdBus:
                     self._conn = self._connect()
                 try:
                     reply = self._conn.send_and_get_reply(
-                        message, timeout=timeout_s or self.timeout_s)
+                        message, timeout=timeout_s or self.timeout_s
+                    )
                     break
                 except (OSError, TimeoutError) as e:  # dropped (a reload, a re-exec): once more
                     self._conn.close()
                     self._conn = None
                     if attempt == 2:
-                        raise BusError(f"systemd did not answer on {self.address}: "
-                                       f"{e or type(e).__name__}") from e
+                        raise BusError(
+                            f"systemd did not answer on {self.address}: {e or type(e).__name__}"
+                        ) from e
         if reply.header.message_type == MessageType.error:
             name = str(reply.header.fields.get(HeaderFields.error_name, "error"))
             text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else name
@@ -136,13 +149,21 @@ class SystemdBus:
         return body
 
     # ------------------------------------------------------------------ calls
-    def call(self, path: str, interface: str, method: str, signature: str | None = None,
-             *args: Any, timeout_s: float | None = None) -> tuple[Any, ...]:
+    def call(
+        self,
+        path: str,
+        interface: str,
+        method: str,
+        signature: str | None = None,
+        *args: Any,
+        timeout_s: float | None = None,
+    ) -> tuple[Any, ...]:
         address = DBusAddress(path, bus_name=DESTINATION, interface=interface)
         return self._send(new_method_call(address, method, signature, args), timeout_s)
 
-    def manager(self, method: str, signature: str | None = None, *args: Any,
-                timeout_s: float | None = None) -> tuple[Any, ...]:
+    def manager(
+        self, method: str, signature: str | None = None, *args: Any, timeout_s: float | None = None
+    ) -> tuple[Any, ...]:
         return self.call(MANAGER_PATH, MANAGER, method, signature, *args, timeout_s=timeout_s)
 
     def properties(self, path: str, interface: str) -> dict[str, Any]:
@@ -184,8 +205,10 @@ class _PeerConnection(DBusConnection):  # type: ignore[misc]
         import time
 
         end = time.monotonic() + deadline_s
-        ping = new_method_call(DBusAddress(MANAGER_PATH, bus_name=DESTINATION,
-                                           interface="org.freedesktop.DBus.Peer"), "Ping")
+        ping = new_method_call(
+            DBusAddress(MANAGER_PATH, bus_name=DESTINATION, interface="org.freedesktop.DBus.Peer"),
+            "Ping",
+        )
         sent: set[int] = set()
         while time.monotonic() < end:
             serial = next(self.outgoing_serial)

@@ -23,8 +23,13 @@ def confined_dropin(path: Path, root: Path | None) -> Path:
     base = (root or DEFAULT_ROOT).resolve()
     resolved = path.resolve()
     folder = resolved.parent
-    if (folder.parent != base or not folder.name.endswith(".d")
-            or not is_unit_name(folder.name[:-2]) or resolved.name not in _NAMES):
-        raise InputError(f"{str(path)[:200]}: not one of advisor's drop-ins under {base}; "
-                         "not touched")
+    if (
+        folder.parent != base
+        or not folder.name.endswith(".d")
+        or not is_unit_name(folder.name[:-2])
+        or resolved.name not in _NAMES
+    ):
+        raise InputError(
+            f"{str(path)[:200]}: not one of advisor's drop-ins under {base}; not touched"
+        )
     return resolved

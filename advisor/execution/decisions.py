@@ -22,15 +22,21 @@ EXECUTOR_SOURCE: Final = "executor"
 HUMAN_SOURCE: Final = "approval"
 
 
-def action_event(row: dict[str, Any], payload: dict[str, Any], source: str, key: str,
-                 time_us: int | None = None) -> NewEvent:
+def action_event(
+    row: dict[str, Any], payload: dict[str, Any], source: str, key: str, time_us: int | None = None
+) -> NewEvent:
     """An event about the step `row`, on its unit's stream (the host's `advisor` stream for a
     step with no unit); `key` makes it idempotent."""
     stream = f"{row['host']}/{row['unit'] or 'advisor'}"
-    return NewEvent.model_validate({
-        "stream": stream, "time_us": time_us if time_us is not None else now_us(),
-        "source": source, "key": stable_key(key.encode()),
-        "payload": {k: v for k, v in payload.items() if v is not None}})
+    return NewEvent.model_validate(
+        {
+            "stream": stream,
+            "time_us": time_us if time_us is not None else now_us(),
+            "source": source,
+            "key": stable_key(key.encode()),
+            "payload": {k: v for k, v in payload.items() if v is not None},
+        }
+    )
 
 
 def now_us() -> int:
@@ -73,13 +79,28 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
             main = _replaced_by(plan_rows(store, row["plan_id"]), row)
             if main is not None and main["status"] == "proposed":
                 why = f"alternative {ident} chosen instead"
-                events.append(action_event(main, {"type": "action.rejected",
-                                                  "action_id": main["action_id"], "by": by,
-                                                  "why": why},
-                                           HUMAN_SOURCE, f"rejected:{main['action_id']}"))
-    events += [action_event(r, {"type": "action.approved", "action_id": r["action_id"],
-                                "by": by}, HUMAN_SOURCE, f"approved:{r['action_id']}")
-               for r in chosen]
+                events.append(
+                    action_event(
+                        main,
+                        {
+                            "type": "action.rejected",
+                            "action_id": main["action_id"],
+                            "by": by,
+                            "why": why,
+                        },
+                        HUMAN_SOURCE,
+                        f"rejected:{main['action_id']}",
+                    )
+                )
+    events += [
+        action_event(
+            r,
+            {"type": "action.approved", "action_id": r["action_id"], "by": by},
+            HUMAN_SOURCE,
+            f"approved:{r['action_id']}",
+        )
+        for r in chosen
+    ]
     store.append(events)
     Projector(store).catch_up()
     return [r["action_id"] for r in chosen]
@@ -95,8 +116,14 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
     row = action_row(store, action_id)
     if row["status"] not in ("proposed", "approved"):
         raise InputError(f"action {action_id} is {row['status']}: too late to reject")
-    store.append([action_event(row, {"type": "action.rejected", "action_id": action_id,
-                                     "by": by, "why": why},
-                               HUMAN_SOURCE, f"rejected:{action_id}")])
+    store.append(
+        [
+            action_event(
+                row,
+                {"type": "action.rejected", "action_id": action_id, "by": by, "why": why},
+                HUMAN_SOURCE,
+                f"rejected:{action_id}",
+            )
+        ]
+    )
     Projector(store).catch_up()
-

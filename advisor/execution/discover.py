@@ -85,8 +85,9 @@ def _program(words: Sequence[str]) -> tuple[str, int]:
         name = _base(word)
         if "=" in word and not word.startswith("-") and "/" not in word.partition("=")[0]:
             i += 1  # an assignment
-        elif name in ("exec", "env") or (i > 0 and _base(words[0]) == "env"
-                                          and word.startswith("-")):
+        elif name in ("exec", "env") or (
+            i > 0 and _base(words[0]) == "env" and word.startswith("-")
+        ):
             i += 1
         else:
             return name, i + 1
@@ -193,8 +194,7 @@ def _engine(bus: SystemdBus, path: str) -> str | None:
 def _services(bus: SystemdBus) -> list[tuple[str, str, str]]:
     """Every service unit systemd has loaded, in any state: (name, state, object path)."""
     listed = bus.manager("ListUnitsByPatterns", "asas", [], ["*.service"])[0]
-    return [(str(u[0]), f"{u[3]}/{u[4]}", str(u[6])) for u in listed
-            if is_unit_name(str(u[0]))]
+    return [(str(u[0]), f"{u[3]}/{u[4]}", str(u[6])) for u in listed if is_unit_name(str(u[0]))]
 
 
 def inference_units(bus: SystemdBus) -> list[Found]:
@@ -223,10 +223,16 @@ class InferenceServers:
 
     name: Final = "<inference servers>+kernel"
 
-    def __init__(self, bus: SystemdBus, *, every_s: float = 5.0, full_every_s: float = 60.0,
-                 on_change: Callable[[list[Found]], None] | None = None,
-                 on_error: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        bus: SystemdBus,
+        *,
+        every_s: float = 5.0,
+        full_every_s: float = 60.0,
+        on_change: Callable[[list[Found]], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.bus = bus
         self.every_s = every_s
         self.full_every_s = full_every_s
@@ -243,8 +249,14 @@ class InferenceServers:
 
     @property
     def watched(self) -> list[Found]:
-        return sorted((Found(u, e, self._states.get(u, "")) for u, e in self._engines.items()
-                       if e is not None), key=lambda f: f.unit)
+        return sorted(
+            (
+                Found(u, e, self._states.get(u, ""))
+                for u, e in self._engines.items()
+                if e is not None
+            ),
+            key=lambda f: f.unit,
+        )
 
     def keep(self, event: Mapping[str, Any]) -> bool:
         payload = event["payload"]
@@ -313,8 +325,7 @@ class InferenceServers:
 
     def _changed(self) -> None:
         watched = self.watched
-        if [(f.unit, f.engine) for f in watched] != \
-                [(f.unit, f.engine) for f in self._reported]:
+        if [(f.unit, f.engine) for f in watched] != [(f.unit, f.engine) for f in self._reported]:
             self._reported = watched
             if self.on_change is not None:
                 self.on_change(watched)
@@ -322,8 +333,7 @@ class InferenceServers:
     def _failed(self, error: BaseException) -> None:
         self._retry_at = self._clock() + self.every_s
         if not self._failing and self.on_error is not None:
-            self.on_error(f"systemd did not answer ({error}); retrying every "
-                          f"{self.every_s:g} s")
+            self.on_error(f"systemd did not answer ({error}); retrying every {self.every_s:g} s")
         self._failing = True
 
     def _recovered(self) -> None:

@@ -35,8 +35,13 @@ ADVISOR_DROPIN: Final = "50-advisor.conf"
 HOLD_DROPIN: Final = "zz-advisor-hold.conf"
 _STATE_PREFIX: Final = "# advisor-state: "
 # ExecStartEx flag names → the ExecStart= prefix that sets them.
-_PREFIXES: Final = {"ignore-failure": "-", "privileged": "+", "no-setuid": "!",
-                    "ambient": "!!", "no-env-expand": ":"}
+_PREFIXES: Final = {
+    "ignore-failure": "-",
+    "privileged": "+",
+    "no-setuid": "!",
+    "ambient": "!!",
+    "no-env-expand": ":",
+}
 _PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./$-]+$")
 _ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -67,7 +72,7 @@ def exec_start_line(command: ExecCommand) -> str:
     if unknown:
         raise InputError(f"ExecStart flag {unknown[0]!r} is not one advisor can write back")
     words = [quote(a) for a in command.argv]
-    if command.argv[0] != command.path:   # `@`: the binary and argv[0] differ
+    if command.argv[0] != command.path:  # `@`: the binary and argv[0] differ
         return f"{prefix}@{quote(command.path)} " + " ".join(words)
     return prefix + " ".join(words)
 
@@ -100,7 +105,7 @@ def flag_value(argv: Sequence[str], flag: str) -> str | None:
         if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
         if arg.startswith(flag + "="):
-            return arg[len(flag) + 1:]
+            return arg[len(flag) + 1 :]
     return None
 
 
@@ -114,14 +119,18 @@ class AdvisorDropin:
     def render(self) -> str:
         state: dict[str, object] = {"options": dict(sorted(self.options.items()))}
         if self.exec_start is not None:
-            state["exec_start"] = {"path": self.exec_start.path,
-                                   "argv": list(self.exec_start.argv),
-                                   "flags": list(self.exec_start.flags)}
-        lines = ["# Written by advisor: every change it made to this unit, in one file, "
-                 "rewritten whole.",
-                 "# `advisor rollback ACTION` puts back what one change replaced.",
-                 _STATE_PREFIX + orjson.dumps(state, option=orjson.OPT_SORT_KEYS).decode(),
-                 "[Service]"]
+            state["exec_start"] = {
+                "path": self.exec_start.path,
+                "argv": list(self.exec_start.argv),
+                "flags": list(self.exec_start.flags),
+            }
+        lines = [
+            "# Written by advisor: every change it made to this unit, in one file, "
+            "rewritten whole.",
+            "# `advisor rollback ACTION` puts back what one change replaced.",
+            _STATE_PREFIX + orjson.dumps(state, option=orjson.OPT_SORT_KEYS).decode(),
+            "[Service]",
+        ]
         lines += [f"{k}={v}" for k, v in sorted(self.options.items())]
         if self.exec_start is not None:
             lines += ["ExecStart=", "ExecStart=" + exec_start_line(self.exec_start)]
@@ -139,23 +148,29 @@ def parse_dropin(path: Path, text: str) -> AdvisorDropin:
     for line in text.splitlines():
         if line.startswith(_STATE_PREFIX):
             try:
-                state = orjson.loads(line[len(_STATE_PREFIX):])
+                state = orjson.loads(line[len(_STATE_PREFIX) :])
                 command = state.get("exec_start")
                 dropin = AdvisorDropin(
-                    ExecCommand(str(command["path"]), tuple(str(a) for a in command["argv"]),
-                                tuple(str(f) for f in command["flags"]))
-                    if command else None,
-                    {str(k): str(v) for k, v in state["options"].items()})
+                    ExecCommand(
+                        str(command["path"]),
+                        tuple(str(a) for a in command["argv"]),
+                        tuple(str(f) for f in command["flags"]),
+                    )
+                    if command
+                    else None,
+                    {str(k): str(v) for k, v in state["options"].items()},
+                )
             except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
                 raise InputError(f"{path}: advisor's state line does not parse: {e}") from e
             if dropin.render() != text:
-                raise InputError(f"{path} was edited by hand; advisor will not rewrite it "
-                                 "(remove it, or put it back as advisor wrote it)")
+                raise InputError(
+                    f"{path} was edited by hand; advisor will not rewrite it "
+                    "(remove it, or put it back as advisor wrote it)"
+                )
             return dropin
         if not line.startswith("#"):
             break
-    raise InputError(f"{path} exists and was not written by advisor; advisor will not "
-                     "overwrite it")
+    raise InputError(f"{path} exists and was not written by advisor; advisor will not overwrite it")
 
 
 def advisor_dropin(path: Path, current: str | None) -> AdvisorDropin:
@@ -164,9 +179,11 @@ def advisor_dropin(path: Path, current: str | None) -> AdvisorDropin:
 
 
 def hold_text() -> str:
-    return ("# Written by advisor: no automatic restarts while a plan changes this unit.\n"
-            "# Removed when the plan restarts the unit (or ends without finishing).\n"
-            "[Service]\nRestart=no\n")
+    return (
+        "# Written by advisor: no automatic restarts while a plan changes this unit.\n"
+        "# Removed when the plan restarts the unit (or ends without finishing).\n"
+        "[Service]\nRestart=no\n"
+    )
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -35,9 +35,16 @@ def _held(sample: GpuSampled, unit: str, whole_gpu: bool) -> int | None:
     return None
 
 
-def wait_gpu_free(sampler: SamplerLike, unit: str, gpus: Sequence[int] | None, bound_s: float,
-                  *, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> str:
+def wait_gpu_free(
+    sampler: SamplerLike,
+    unit: str,
+    gpus: Sequence[int] | None,
+    bound_s: float,
+    *,
+    poll_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Return how long it took; BackendError when the bound passes first."""
     started = clock()
     deadline = started + bound_s
@@ -47,15 +54,18 @@ def wait_gpu_free(sampler: SamplerLike, unit: str, gpus: Sequence[int] | None, b
         _, samples = sampler.sample()
         chosen = [s for s in samples if gpus is None or s.index in gpus]
         if not chosen:
-            raise BackendError(f"{unit}: the GPU sampler sees none of GPUs "
-                               f"{', '.join(map(str, gpus or ()))}")
+            raise BackendError(
+                f"{unit}: the GPU sampler sees none of GPUs {', '.join(map(str, gpus or ()))}"
+            )
         held = {s.index: h for s in chosen if (h := _held(s, unit, gpus is not None)) is not None}
         streak = 0 if held else streak + 1
         if held:
             last = ", ".join(f"GPU {i}: {b / 1024**3:.2f} GiB" for i, b in sorted(held.items()))
         if streak >= STABLE_SAMPLES:
-            return (f"the unit's GPUs ({', '.join(str(s.index) for s in chosen)}) are free, "
-                    f"{STABLE_SAMPLES} samples in a row, after {clock() - started:.1f} s")
+            return (
+                f"the unit's GPUs ({', '.join(str(s.index) for s in chosen)}) are free, "
+                f"{STABLE_SAMPLES} samples in a row, after {clock() - started:.1f} s"
+            )
         if clock() >= deadline:
             raise BackendError(f"{unit}: GPU memory not free after {bound_s:.0f} s ({last})")
         sleep(poll_s)

@@ -45,8 +45,10 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
                 judged = None
                 verdict = f"cannot read the unit: {e}"
             if judged is not None and judged.action != "run":
-                verdict = f"would be skipped{' as stale' if judged.action == 'stale' else ''}: " \
-                          f"{judged.why}"
+                verdict = (
+                    f"would be skipped{' as stale' if judged.action == 'stale' else ''}: "
+                    f"{judged.why}"
+                )
                 stopped = judged.action == "stale"
         if status == "proposed":
             verdict += " once approved"

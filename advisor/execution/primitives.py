@@ -90,18 +90,17 @@ class Primitives(Protocol):
         """Remove advisor's hold before a start, in words; None when there was none to
         remove (or the start itself lifts it)."""
 
-    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None,
-                      bound_s: float) -> Outcome:
+    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         """Poll until the unit's GPU memory is free and stable; BackendError at the bound."""
 
     def notify(self, message: str) -> Outcome: ...
 
-    def plan_config(self, unit: str, before: UnitSnapshot | None,
-                    edit: ConfigEdit) -> FileChange | None:
+    def plan_config(
+        self, unit: str, before: UnitSnapshot | None, edit: ConfigEdit
+    ) -> FileChange | None:
         """The file `edit` will write, nothing written yet; None where no file is kept."""
 
-    def apply_config(self, unit: str, edit: ConfigEdit,
-                     change: FileChange | None) -> Outcome:
+    def apply_config(self, unit: str, edit: ConfigEdit, change: FileChange | None) -> Outcome:
         """Make the change, reload, read back; undone (BackendError) if not loaded as meant."""
 
 

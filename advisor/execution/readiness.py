@@ -41,8 +41,15 @@ class JournalReadiness:
     def argv(self, invocation_id: str) -> list[str]:
         if not _INVOCATION.match(invocation_id):
             raise BackendError(f"{invocation_id[:40]!r} is not an invocation id")
-        argv = [self.journalctl, "--output=export", "--all", "--no-pager", "--quiet",
-                "--follow", "--no-tail"]
+        argv = [
+            self.journalctl,
+            "--output=export",
+            "--all",
+            "--no-pager",
+            "--quiet",
+            "--follow",
+            "--no-tail",
+        ]
         if self.directory is not None:
             argv.append(f"--directory={self.directory}")
         return [*argv, f"_SYSTEMD_INVOCATION_ID={invocation_id}"]
@@ -53,29 +60,45 @@ class JournalReadiness:
 
         if not is_unit_name(unit):
             raise BackendError(f"{unit[:80]!r} is not a unit name")
-        argv = [self.journalctl, "--output=cat", "--no-pager", "--quiet", "_PID=1",
-                f"UNIT={unit}", f"--since=@{since_us / 1e6:.6f}"]
+        argv = [
+            self.journalctl,
+            "--output=cat",
+            "--no-pager",
+            "--quiet",
+            "_PID=1",
+            f"UNIT={unit}",
+            f"--since=@{since_us / 1e6:.6f}",
+        ]
         if self.directory is not None:
             argv.insert(1, f"--directory={self.directory}")
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                                  check=False)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []
         return [line for line in done.stdout.splitlines() if line.strip()]
 
-    def wait(self, invocation_id: str, bound_s: float,
-             check: Callable[[], str | None], poll_s: float = 0.25) -> Ready:
+    def wait(
+        self,
+        invocation_id: str,
+        bound_s: float,
+        check: Callable[[], str | None],
+        poll_s: float = 0.25,
+    ) -> Ready:
         """Wait for the readiness line of `invocation_id`; `check` returns why to give up
         (the unit died, started again…) or None. BackendError when it gives up."""
         found: list[str] = []
         done = threading.Event()
         try:
-            proc = subprocess.Popen(self.argv(invocation_id), stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                self.argv(invocation_id),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+            )
         except OSError as e:
-            raise BackendError(f"cannot run journalctl to see the service come up: "
-                               f"{e.strerror}") from e
+            raise BackendError(
+                f"cannot run journalctl to see the service come up: {e.strerror}"
+            ) from e
         assert proc.stdout is not None
         stdout = proc.stdout
 
@@ -103,12 +126,15 @@ class JournalReadiness:
                 if why is not None:
                     raise BackendError(f"the service did not come up: {why}")
                 if waited >= bound_s:
-                    raise BackendError(f"the service did not say it was ready within "
-                                       f"{bound_s:.0f} s")
+                    raise BackendError(
+                        f"the service did not say it was ready within {bound_s:.0f} s"
+                    )
             if not found:
                 why = check()
-                raise BackendError("the service did not come up: "
-                                   f"{why or 'journalctl stopped before a readiness line'}")
+                raise BackendError(
+                    "the service did not come up: "
+                    f"{why or 'journalctl stopped before a readiness line'}"
+                )
             return Ready(found[0])
         finally:
             proc.kill()

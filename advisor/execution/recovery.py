@@ -42,8 +42,9 @@ def current_plan(store: EventStore, incident_id: str) -> str | None:
 
 
 def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, Any]:
-    open_ = [i for i in read_rows(store, "incidents", unit=unit, host=host)
-             if i["status"] == "open"]
+    open_ = [
+        i for i in read_rows(store, "incidents", unit=unit, host=host) if i["status"] == "open"
+    ]
     if not open_:
         raise InputError(f"{unit}: no open incident")
     return open_[-1]
@@ -56,8 +57,7 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     incident = open_incident(store, host, unit)
     incident_id = incident["incident_id"]
     old = current_plan(store, incident_id)
-    plans = {r["plan_id"] for r in read_rows(store, "actions")
-             if r["incident_id"] == incident_id}
+    plans = {r["plan_id"] for r in read_rows(store, "actions") if r["incident_id"] == incident_id}
     new_plan = f"{incident_id}~{len(plans)}"
     result = Replanned(incident_id, old, new_plan)
     executor = Executor(store, backend)
@@ -67,14 +67,28 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     if lifted:
         result.notes.append(lifted)
     now = backend.observe(unit)
-    run = next((r for r in read_rows(store, "runs", unit=unit, host=incident["host"])
-                if r["run_id"] == incident["last_run_id"]), None)
+    run = next(
+        (
+            r
+            for r in read_rows(store, "runs", unit=unit, host=incident["host"])
+            if r["run_id"] == incident["last_run_id"]
+        ),
+        None,
+    )
     if run is None:
         raise InputError(f"{unit}: the incident's last run is not in the store")
     facts = orjson.loads(incident["facts"] or "{}")
-    events = propose(store, run, new_plan, incident_id, incident["label"] or "unknown",
-                     incident["confidence"] or 0.0, facts, set(),
-                     now.invocation_id if now is not None else run["invocation_id"])
+    events = propose(
+        store,
+        run,
+        new_plan,
+        incident_id,
+        incident["label"] or "unknown",
+        incident["confidence"] or 0.0,
+        facts,
+        set(),
+        now.invocation_id if now is not None else run["invocation_id"],
+    )
     store.append(events)
     Projector(store).catch_up()
     if now is not None:
@@ -86,18 +100,30 @@ def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -
     store = executor.store
     with executor.leased(plan_id) as mine:
         if not mine:
-            raise InputError(f"plan {plan_id} is being run by another executor; replan "
-                             "when it stops")
+            raise InputError(
+                f"plan {plan_id} is being run by another executor; replan when it stops"
+            )
         report = ExecReport(plan_id)
         for row in plan_rows(store, plan_id):
             if row["status"] == "started":
                 executor.mark_interrupted(row, report)
                 result.notes.append(f"step {row['step']} was interrupted: marked failed")
             elif row["status"] in ("proposed", "approved"):
-                store.append([action_event(row, {
-                    "type": "action.skipped", "action_id": row["action_id"],
-                    "why": f"superseded by plan {new_plan}", "stale": True},
-                    EXECUTOR_SOURCE, f"skipped:{row['action_id']}")])
+                store.append(
+                    [
+                        action_event(
+                            row,
+                            {
+                                "type": "action.skipped",
+                                "action_id": row["action_id"],
+                                "why": f"superseded by plan {new_plan}",
+                                "stale": True,
+                            },
+                            EXECUTOR_SOURCE,
+                            f"skipped:{row['action_id']}",
+                        )
+                    ]
+                )
         Projector(store).catch_up()
 
 

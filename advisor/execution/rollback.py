@@ -15,22 +15,32 @@ from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
 
 
-def rollback(store: EventStore, backend: Backend, action_id: str, root: Path | None = None,
-             by: str = "human") -> str:
+def rollback(
+    store: EventStore, backend: Backend, action_id: str, root: Path | None = None, by: str = "human"
+) -> str:
     """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before."""
     row = action_row(store, action_id)
     if row["status"] not in ("succeeded", "failed", "started") or row["dropin"] is None:
         raise InputError(f"action {action_id} changed no unit file (status {row['status']})")
-    if row["status"] == "started":   # written, maybe, by an executor that died before saying so
+    if row["status"] == "started":  # written, maybe, by an executor that died before saying so
         holder = leases.holder_of(store, f"plan:{row['plan_id']}")
         if holder is not None and holder.expires_us > now_us():
-            raise InputError(f"action {action_id} is being run by {holder.holder}: roll it "
-                             "back when that executor is done")
+            raise InputError(
+                f"action {action_id} is being run by {holder.holder}: roll it "
+                "back when that executor is done"
+            )
     change = _recorded_change(store, row, root)
     outcome = backend.restore(change)
-    store.append([action_event(row, {"type": "action.rolled_back", "action_id": action_id,
-                               "detail": outcome.detail}, EXECUTOR_SOURCE,
-                         f"rolled_back:{action_id}")])
+    store.append(
+        [
+            action_event(
+                row,
+                {"type": "action.rolled_back", "action_id": action_id, "detail": outcome.detail},
+                EXECUTOR_SOURCE,
+                f"rolled_back:{action_id}",
+            )
+        ]
+    )
     Projector(store).catch_up()
     return outcome.detail
 
@@ -40,22 +50,29 @@ def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) 
 
     path = confined_dropin(Path(row["dropin"]), root)
     written = row["written_text"]
-    if written is None:   # recorded by an advisor that kept the old text in a side file
+    if written is None:  # recorded by an advisor that kept the old text in a side file
         kept = f" (its previous content was kept at {row['previous']})" if row["previous"] else ""
-        raise InputError(f"{row['action_id']} was recorded before advisor kept what it wrote; "
-                         f"put {path} back by hand{kept}")
+        raise InputError(
+            f"{row['action_id']} was recorded before advisor kept what it wrote; "
+            f"put {path} back by hand{kept}"
+        )
     try:
         current = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         current = None
     if current != written:
-        later = [r for r in read_rows(store, "actions") if r["dropin"] == row["dropin"]
-                 and r["proposed_seq"] > row["proposed_seq"] and r["status"] == "succeeded"]
+        later = [
+            r
+            for r in read_rows(store, "actions")
+            if r["dropin"] == row["dropin"]
+            and r["proposed_seq"] > row["proposed_seq"]
+            and r["status"] == "succeeded"
+        ]
         if later:
-            raise InputError(f"{path} was changed again by {later[-1]['action_id']}: roll that "
-                             "back first")
+            raise InputError(
+                f"{path} was changed again by {later[-1]['action_id']}: roll that back first"
+            )
         if current == row["previous_text"] or (current is None and not row["had_previous"]):
             raise InputError(f"{path} is already as it was before {row['action_id']}")
-        raise InputError(f"{path} was edited since {row['action_id']} wrote it; "
-                         "not overwriting")
+        raise InputError(f"{path} was edited since {row['action_id']} wrote it; not overwriting")
     return FileChange(path, written, row["previous_text"], bool(row["had_previous"]))

@@ -53,12 +53,25 @@ from advisor.store import EventStore, leases
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
 
-__all__ = ["EXECUTOR_SOURCE", "HUMAN_SOURCE", "LEASE_TTL_S", "ExecReport", "Executor", "Hook",
-           "action_row", "approve", "execute", "executor_identity", "plan_rows", "reject",
-           "rollback", "step_of"]
+__all__ = [
+    "EXECUTOR_SOURCE",
+    "HUMAN_SOURCE",
+    "LEASE_TTL_S",
+    "ExecReport",
+    "Executor",
+    "Hook",
+    "action_row",
+    "approve",
+    "execute",
+    "executor_identity",
+    "plan_rows",
+    "reject",
+    "rollback",
+    "step_of",
+]
 
 LEASE_TTL_S: Final = 30.0
-Hook = Callable[[str, str], None]   # (phase, action_id): "started" / "performed", for tests
+Hook = Callable[[str, str], None]  # (phase, action_id): "started" / "performed", for tests
 
 
 # ------------------------------------------------------------------ execution
@@ -80,8 +93,15 @@ def executor_identity() -> str:
 class Executor:
     """Runs plans with one backend. `identity` names it in the lease and in its events."""
 
-    def __init__(self, store: EventStore, backend: Backend, *, identity: str | None = None,
-                 lease_ttl_s: float = LEASE_TTL_S, hook: Hook | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        backend: Backend,
+        *,
+        identity: str | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
+        hook: Hook | None = None,
+    ) -> None:
         self.store = store
         self.backend = backend
         self.identity = identity or executor_identity()
@@ -162,22 +182,32 @@ class Executor:
 
     def _context(self, row: dict[str, Any]) -> Context:
         done = [r for r in plan_rows(self.store, row["plan_id"]) if r["step"] < row["step"]]
-        previous = [r for r in done if r["unit"] == row["unit"] and r["state_after"]
-                    and r["status"] in ("succeeded", "skipped")]
+        previous = [
+            r
+            for r in done
+            if r["unit"] == row["unit"]
+            and r["state_after"]
+            and r["status"] in ("succeeded", "skipped")
+        ]
         incident_open = True
         if row["incident_id"]:
-            found = [i for i in read_rows(self.store, "incidents", host=row["host"],
-                                          unit=row["unit"])
-                     if i["incident_id"] == row["incident_id"]]
+            found = [
+                i
+                for i in read_rows(self.store, "incidents", host=row["host"], unit=row["unit"])
+                if i["incident_id"] == row["incident_id"]
+            ]
             incident_open = not found or found[0]["status"] == "open"
-        ready = frozenset(r["invocation_id"] for r in read_rows(
-            self.store, "runs", unit=row["unit"], host=row["host"])
-            if r["ready_us"] is not None and r["invocation_id"])
-        return Context(incident_open=incident_open,
-                       previous_after=orjson.loads(previous[-1]["state_after"]) if previous
-                       else None,
-                       previous_step=previous[-1]["step"] if previous else None,
-                       ready_invocations=ready)
+        ready = frozenset(
+            r["invocation_id"]
+            for r in read_rows(self.store, "runs", unit=row["unit"], host=row["host"])
+            if r["ready_us"] is not None and r["invocation_id"]
+        )
+        return Context(
+            incident_open=incident_open,
+            previous_after=orjson.loads(previous[-1]["state_after"]) if previous else None,
+            previous_step=previous[-1]["step"] if previous else None,
+            ready_invocations=ready,
+        )
 
     def _observe(self, step: ActionStep) -> UnitSnapshot | None:
         if step.kind == "notify" or step.unit is None:
@@ -189,8 +219,12 @@ class Executor:
         action_id = row["action_id"]
         host = self.backend.host
         if host is not None and host != row["host"]:
-            self._fail(row, f"this executor acts on host {host}; the plan is for "
-                            f"{row['host']}", None, report)
+            self._fail(
+                row,
+                f"this executor acts on host {host}; the plan is for {row['host']}",
+                None,
+                report,
+            )
             return False
         try:
             step = attested_step(self.store, row)  # as the chain says, not the table alone
@@ -198,13 +232,19 @@ class Executor:
             verdict = judge(step, before, self._context(row))
             if verdict.action != "run":
                 stale = verdict.action == "stale"
-                self._append(row, {"type": "action.skipped", "action_id": action_id,
-                                   "why": verdict.why, "stale": stale,
-                                   "after": before.as_event() if before else None},
-                             f"skipped:{action_id}")
+                self._append(
+                    row,
+                    {
+                        "type": "action.skipped",
+                        "action_id": action_id,
+                        "why": verdict.why,
+                        "stale": stale,
+                        "after": before.as_event() if before else None,
+                    },
+                    f"skipped:{action_id}",
+                )
                 if stale:
-                    self._stop(report, row, "stale", f"step {row['step']} is stale: "
-                                                     f"{verdict.why}")
+                    self._stop(report, row, "stale", f"step {row['step']} is stale: {verdict.why}")
                     return False
                 report.skipped.append(action_id)
                 return True
@@ -212,8 +252,9 @@ class Executor:
         except AdvisorError as e:
             self._fail(row, str(e), None, report)
             return False
-        started = self._append(row, self._started_payload(action_id, before, change),
-                               f"started:{action_id}")
+        started = self._append(
+            row, self._started_payload(action_id, before, change), f"started:{action_id}"
+        )
         if not started:
             report.state, report.why = "busy", f"step {row['step']} was started by another executor"
             return False
@@ -226,22 +267,37 @@ class Executor:
             return False
         if self.hook is not None:
             self.hook("performed", action_id)
-        self._append(row, {"type": "action.succeeded", "action_id": action_id,
-                           "detail": outcome.detail,
-                           "dropin": str(change.path) if change is not None else None,
-                           "after": outcome.after.as_event() if outcome.after else None},
-                     f"succeeded:{action_id}")
+        self._append(
+            row,
+            {
+                "type": "action.succeeded",
+                "action_id": action_id,
+                "detail": outcome.detail,
+                "dropin": str(change.path) if change is not None else None,
+                "after": outcome.after.as_event() if outcome.after else None,
+            },
+            f"succeeded:{action_id}",
+        )
         report.ran.append(action_id)
         return True
 
-    def _started_payload(self, action_id: str, before: UnitSnapshot | None,
-                         change: FileChange | None) -> dict[str, Any]:
-        payload: dict[str, Any] = {"type": "action.started", "action_id": action_id,
-                                   "backend": self.backend.name, "executor": self.identity,
-                                   "before": before.as_event() if before else None}
+    def _started_payload(
+        self, action_id: str, before: UnitSnapshot | None, change: FileChange | None
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "type": "action.started",
+            "action_id": action_id,
+            "backend": self.backend.name,
+            "executor": self.identity,
+            "before": before.as_event() if before else None,
+        }
         if change is not None:
-            payload.update(dropin=str(change.path), written_text=change.text,
-                           previous_text=change.previous, had_previous=change.had_previous)
+            payload.update(
+                dropin=str(change.path),
+                written_text=change.text,
+                previous_text=change.previous,
+                had_previous=change.had_previous,
+            )
         return payload
 
     def _safe_observe(self, step: ActionStep) -> UnitSnapshot | None:
@@ -256,13 +312,20 @@ class Executor:
         Projector(self.store).catch_up()
         return result.appended == 1
 
-    def _fail(self, row: dict[str, Any], error: str, after: UnitSnapshot | None,
-              report: ExecReport) -> None:
+    def _fail(
+        self, row: dict[str, Any], error: str, after: UnitSnapshot | None, report: ExecReport
+    ) -> None:
         error += self._release_hold(row) + self._rollback_hint(row)
-        self._append(row, {"type": "action.failed", "action_id": row["action_id"],
-                           "error": error[:2000],
-                           "after": after.as_event() if after else None},
-                     f"failed:{row['action_id']}")
+        self._append(
+            row,
+            {
+                "type": "action.failed",
+                "action_id": row["action_id"],
+                "error": error[:2000],
+                "after": after.as_event() if after else None,
+            },
+            f"failed:{row['action_id']}",
+        )
         report.state, report.why = "stopped", f"step {row['step']} failed: {error}"
 
     def _stop(self, report: ExecReport, row: dict[str, Any], state: str, why: str) -> None:
@@ -272,13 +335,18 @@ class Executor:
         """A restart that does not come up: the changes it was to start with can be undone."""
         if row["kind"] != "restart":
             return ""
-        changed = [r["action_id"] for r in plan_rows(self.store, row["plan_id"])
-                   if r["status"] == "succeeded" and r["kind"] in ("set_flag", "set_unit_option")
-                   and r["written_text"]]
+        changed = [
+            r["action_id"]
+            for r in plan_rows(self.store, row["plan_id"])
+            if r["status"] == "succeeded"
+            and r["kind"] in ("set_flag", "set_unit_option")
+            and r["written_text"]
+        ]
         if not changed:
             return ""
         return "; to undo the plan's changes: " + ", ".join(
-            f"`advisor rollback {a}`" for a in reversed(changed))
+            f"`advisor rollback {a}`" for a in reversed(changed)
+        )
 
     def _release_hold(self, row: dict[str, Any]) -> str:
         """Lift advisor's hold on a unit whose plan stops here (so it is not left with
@@ -293,17 +361,26 @@ class Executor:
 
     def mark_interrupted(self, row: dict[str, Any], report: ExecReport) -> None:
         """A step started under a lease that is gone: its executor died mid-step."""
-        error = (f"interrupted: executor {row['executor'] or '?'} stopped while this step ran; "
-                 "not run again")
+        error = (
+            f"interrupted: executor {row['executor'] or '?'} stopped while this step ran; "
+            "not run again"
+        )
         if row["dropin"] and row["written_text"] is not None:
-            error += (f" (it was to write {row['dropin']}: `advisor rollback "
-                      f"{row['action_id']}` puts back what was there)")
+            error += (
+                f" (it was to write {row['dropin']}: `advisor rollback "
+                f"{row['action_id']}` puts back what was there)"
+            )
         self._fail(row, error, None, report)
         report.state = "interrupted"
 
 
-def execute(store: EventStore, backend: Backend, plan_id: str, max_steps: int | None = None,
-            *, hook: Hook | None = None) -> ExecReport:
+def execute(
+    store: EventStore,
+    backend: Backend,
+    plan_id: str,
+    max_steps: int | None = None,
+    *,
+    hook: Hook | None = None,
+) -> ExecReport:
     """Run a plan with a one-off executor (see `Executor.run`)."""
     return Executor(store, backend, hook=hook).run(plan_id, max_steps)
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-INFINITY_US: Final = 2**64 - 1          # systemd's USEC_INFINITY
+INFINITY_US: Final = 2**64 - 1  # systemd's USEC_INFINITY
 RUNNING_STATES: Final = frozenset({"active", "activating", "deactivating", "reloading"})
 
 
@@ -45,15 +45,16 @@ class UnitSnapshot:
     drop_in_paths: tuple[str, ...] = ()
     need_daemon_reload: bool = False
     fragment_path: str | None = None
-    held: bool = False               # advisor's hold on restarts is in place
-    processes: int | None = None     # processes in the unit's control group, when known
-    job_pending: bool = False        # a start/stop job of the unit is queued or running
+    held: bool = False  # advisor's hold on restarts is in place
+    processes: int | None = None  # processes in the unit's control group, when known
+    job_pending: bool = False  # a start/stop job of the unit is queued or running
 
     @property
     def running(self) -> bool:
         """A process of the unit may be alive (started, starting or stopping)."""
         return self.active_state in RUNNING_STATES and not (
-            self.active_state == "activating" and self.sub_state == "auto-restart")
+            self.active_state == "activating" and self.sub_state == "auto-restart"
+        )
 
     @property
     def stopped(self) -> bool:
@@ -66,9 +67,14 @@ class UnitSnapshot:
 
     def as_event(self) -> dict[str, str | int | bool | None]:
         """The part recorded in events: enough to recognise the same state again."""
-        return {"active_state": self.active_state, "sub_state": self.sub_state,
-                "result": self.result, "invocation_id": self.invocation_id,
-                "main_pid": self.main_pid, "n_restarts": self.n_restarts}
+        return {
+            "active_state": self.active_state,
+            "sub_state": self.sub_state,
+            "result": self.result,
+            "invocation_id": self.invocation_id,
+            "main_pid": self.main_pid,
+            "n_restarts": self.n_restarts,
+        }
 
     def describe(self) -> str:
         pid = f", MainPID {self.main_pid}" if self.main_pid else ""

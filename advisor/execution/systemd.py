@@ -47,28 +47,38 @@ def _hex(value: Any) -> str | None:
     return str(value) or None
 
 
-def snapshot(name: str, unit: dict[str, Any], service: dict[str, Any],
-             processes: int | None = None) -> UnitSnapshot:
+def snapshot(
+    name: str, unit: dict[str, Any], service: dict[str, Any], processes: int | None = None
+) -> UnitSnapshot:
     """A UnitSnapshot from the properties of org.freedesktop.systemd1.Unit and .Service."""
-    commands = tuple(ExecCommand(str(e[0]), tuple(str(a) for a in e[1]),
-                                 tuple(str(f) for f in e[2]))
-                     for e in service.get("ExecStartEx") or ())
+    commands = tuple(
+        ExecCommand(str(e[0]), tuple(str(a) for a in e[1]), tuple(str(f) for f in e[2]))
+        for e in service.get("ExecStartEx") or ()
+    )
     drop_ins = tuple(str(p) for p in unit.get("DropInPaths") or ())
     return UnitSnapshot(
-        name=name, load_state=str(unit.get("LoadState", "")),
-        active_state=str(unit.get("ActiveState", "")), sub_state=str(unit.get("SubState", "")),
-        result=str(service.get("Result", "")), invocation_id=_hex(unit.get("InvocationID")),
-        main_pid=int(service.get("MainPID") or 0), n_restarts=int(service.get("NRestarts") or 0),
-        exec_start=commands, environment=tuple(service.get("Environment") or ()),
+        name=name,
+        load_state=str(unit.get("LoadState", "")),
+        active_state=str(unit.get("ActiveState", "")),
+        sub_state=str(unit.get("SubState", "")),
+        result=str(service.get("Result", "")),
+        invocation_id=_hex(unit.get("InvocationID")),
+        main_pid=int(service.get("MainPID") or 0),
+        n_restarts=int(service.get("NRestarts") or 0),
+        exec_start=commands,
+        environment=tuple(service.get("Environment") or ()),
         restart=str(service.get("Restart", "")),
         timeout_stop_us=int(service.get("TimeoutStopUSec") or 0),
         kill_mode=str(service.get("KillMode", "")),
         start_limit_burst=int(unit.get("StartLimitBurst") or 0),
         start_limit_interval_us=int(unit.get("StartLimitIntervalUSec") or 0),
-        drop_in_paths=drop_ins, need_daemon_reload=bool(unit.get("NeedDaemonReload")),
+        drop_in_paths=drop_ins,
+        need_daemon_reload=bool(unit.get("NeedDaemonReload")),
         fragment_path=str(unit.get("FragmentPath") or "") or None,
-        held=any(Path(p).name == HOLD_DROPIN for p in drop_ins), processes=processes,
-        job_pending=bool(unit.get("Job") and unit["Job"][0]))
+        held=any(Path(p).name == HOLD_DROPIN for p in drop_ins),
+        processes=processes,
+        job_pending=bool(unit.get("Job") and unit["Job"][0]),
+    )
 
 
 def _same_file(a: str, b: Path) -> bool:
@@ -88,10 +98,10 @@ class SystemdBackend:
     gpus: SamplerLike | None = None
     no_gpus_why: str = "no GPU sampler was given"
     poll_s: float = 0.2
-    stop_ceiling_s: float = 900.0     # a stop with TimeoutStopSec=infinity is watched this long
+    stop_ceiling_s: float = 900.0  # a stop with TimeoutStopSec=infinity is watched this long
     stop_margin_s: float = STOP_MARGIN_S
     clock: Callable[[], float] = time.monotonic
-    host: str | None = None           # the host whose plans this backend may carry out
+    host: str | None = None  # the host whose plans this backend may carry out
     name: str = "systemd"
 
     # ------------------------------------------------------------------ reading
@@ -121,18 +131,19 @@ class SystemdBackend:
         written here."""
         return prepare_step(self, step, before)
 
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+    ) -> Outcome:
         return perform_step(self, step, change)
 
     # ------------------------------------------------------------------ configuration
-    def plan_config(self, unit: str, before: UnitSnapshot | None,
-                    edit: ConfigEdit) -> FileChange:
+    def plan_config(self, unit: str, before: UnitSnapshot | None, edit: ConfigEdit) -> FileChange:
         if before is None:
             before = self.observe(unit)
         if before.load_state != "loaded":
-            raise BackendError(f"{unit}: systemd has no such unit loaded "
-                               f"(LoadState={before.load_state})")
+            raise BackendError(
+                f"{unit}: systemd has no such unit loaded (LoadState={before.load_state})"
+            )
         path = self._dropin_dir(unit) / edit.dropin
         current = self._read(path)
         return FileChange(path, edit.text(path, current, before), current, current is not None)
@@ -153,25 +164,33 @@ class SystemdBackend:
         except OSError as e:
             raise BackendError(f"{path}: {e.strerror}") from e
 
-    def _apply(self, unit: str, change: FileChange,
-               mismatch: Callable[[UnitSnapshot], str | None]) -> Outcome:
+    def _apply(
+        self, unit: str, change: FileChange, mismatch: Callable[[UnitSnapshot], str | None]
+    ) -> Outcome:
         """Write the drop-in, reload, read back; put the old file back if systemd did not
         load what was intended."""
         self._write(change.path, change.text)
         self._reload()
         after = self.observe(unit)
         problem = mismatch(after)
-        if problem is None and change.text is not None and not any(
-                _same_file(p, change.path) for p in after.drop_in_paths):
-            problem = f"systemd did not load {change.path} (DropInPaths: " \
-                      f"{', '.join(after.drop_in_paths) or 'none'})"
+        if (
+            problem is None
+            and change.text is not None
+            and not any(_same_file(p, change.path) for p in after.drop_in_paths)
+        ):
+            problem = (
+                f"systemd did not load {change.path} (DropInPaths: "
+                f"{', '.join(after.drop_in_paths) or 'none'})"
+            )
         if problem is None and after.need_daemon_reload:
             problem = "systemd still says the unit needs a daemon-reload"
         if problem is not None:
             self._write(change.path, change.previous)
             self._reload()
-            raise BackendError(f"{unit}: after daemon-reload systemd shows {problem}; "
-                               f"{change.path} was put back as it was")
+            raise BackendError(
+                f"{unit}: after daemon-reload systemd shows {problem}; "
+                f"{change.path} was put back as it was"
+            )
         action = "removed" if change.text is None else "wrote"
         return Outcome(f"{action} {change.path}; daemon-reload; systemd loaded it", after)
 
@@ -191,20 +210,17 @@ class SystemdBackend:
         after = self.observe(unit)
         return Outcome(f"reset-failed {unit}: {after.describe()}", after)
 
-    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None,
-                      bound_s: float) -> Outcome:
+    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         if self.gpus is None:
-            raise BackendError(f"cannot tell when {unit}'s GPU memory is free: "
-                               f"{self.no_gpus_why}")
-        detail = gpuwait.wait_gpu_free(self.gpus, unit, gpus, bound_s,
-                                       poll_s=max(self.poll_s, 0.2))
+            raise BackendError(f"cannot tell when {unit}'s GPU memory is free: {self.no_gpus_why}")
+        detail = gpuwait.wait_gpu_free(self.gpus, unit, gpus, bound_s, poll_s=max(self.poll_s, 0.2))
         return Outcome(detail, self.observe(unit))
 
     def _stop_bound(self, before: UnitSnapshot) -> float:
         timeout = before.timeout_stop_s
         if timeout is None:
             return self.stop_ceiling_s
-        return 2 * timeout + self.stop_margin_s   # SIGTERM, then as long again after SIGKILL
+        return 2 * timeout + self.stop_margin_s  # SIGTERM, then as long again after SIGKILL
 
     def stop_unit(self, unit: str) -> Outcome:
         before = self.observe(unit)
@@ -212,33 +228,41 @@ class SystemdBackend:
             return Outcome(f"{unit} is already stopped ({before.describe()})", before)
         bound = self._stop_bound(before)
         self.bus.manager("StopUnit", "ss", unit, "replace")
-        after = self._until(unit, lambda s: s.stopped and s.sub_state != "auto-restart"
-                            and not s.processes, bound)
+        after = self._until(
+            unit, lambda s: s.stopped and s.sub_state != "auto-restart" and not s.processes, bound
+        )
         if after is None:
             now = self.observe(unit)
             if now.stopped:
-                raise BackendError(f"{unit}: stopped, but {now.processes} process(es) of the "
-                                   f"unit are left {bound:.0f} s later (SendSIGKILL=no, or "
-                                   "stuck in the driver)")
-            raise BackendError(f"{unit}: systemd's stop job is still running after {bound:.0f} s "
-                               f"(TimeoutStopSec={_span(before)}): {now.describe()}")
+                raise BackendError(
+                    f"{unit}: stopped, but {now.processes} process(es) of the "
+                    f"unit are left {bound:.0f} s later (SendSIGKILL=no, or "
+                    "stuck in the driver)"
+                )
+            raise BackendError(
+                f"{unit}: systemd's stop job is still running after {bound:.0f} s "
+                f"(TimeoutStopSec={_span(before)}): {now.describe()}"
+            )
         return Outcome(f"stopped {unit}: {after.describe()}", after)
 
     def kill_unit(self, unit: str, pid: int | None) -> Outcome:
         if pid is not None:
             owner = self._owner_of(pid)
             if owner != unit:
-                return Outcome(f"PID {pid} is no longer {unit}'s "
-                               f"({'gone' if owner is None else 'now ' + owner}): not killed",
-                               self.observe(unit))
+                return Outcome(
+                    f"PID {pid} is no longer {unit}'s "
+                    f"({'gone' if owner is None else 'now ' + owner}): not killed",
+                    self.observe(unit),
+                )
         self.bus.manager("KillUnit", "ssi", unit, "all", int(signal.SIGKILL))
         after = self._until(unit, lambda s: s.processes == 0, KILL_SETTLE_S)
         if after is None:
             now = self.observe(unit)
-            raise BackendError(f"{unit}: {now.processes} process(es) left {KILL_SETTLE_S:.0f} s "
-                               "after SIGKILL (stuck in the driver?)")
-        return Outcome(f"SIGKILL to every process of {unit}; none left: {after.describe()}",
-                       after)
+            raise BackendError(
+                f"{unit}: {now.processes} process(es) left {KILL_SETTLE_S:.0f} s "
+                "after SIGKILL (stuck in the driver?)"
+            )
+        return Outcome(f"SIGKILL to every process of {unit}; none left: {after.describe()}", after)
 
     def _owner_of(self, pid: int) -> str | None:
         try:
@@ -266,14 +290,18 @@ class SystemdBackend:
         before = self.observe(unit)
         asked = time.time_ns() // 1000
         self.bus.manager("RestartUnit", "ss", unit, "replace")
-        started = self._until(unit, lambda s: (
-            bool(s.invocation_id) and s.invocation_id != before.invocation_id)
-            or (not s.job_pending and s.active_state == "failed"), 30.0)
+        started = self._until(
+            unit,
+            lambda s: (
+                (bool(s.invocation_id) and s.invocation_id != before.invocation_id)
+                or (not s.job_pending and s.active_state == "failed")
+            ),
+            30.0,
+        )
         if started is None or started.invocation_id in (None, before.invocation_id):
             now = self.observe(unit)
             said = self.readiness.pid1_messages(unit, asked)
-            raise BackendError(f"{unit} did not start: {now.describe()}"
-                               f"{_start_limit(now, said)}")
+            raise BackendError(f"{unit} did not start: {now.describe()}{_start_limit(now, said)}")
         invocation = started.invocation_id
         began = self.clock()
 
@@ -287,11 +315,15 @@ class SystemdBackend:
 
         ready = self.readiness.wait(invocation, bound_s, gone)
         after = self.observe(unit)
-        return Outcome(f"restarted {unit}: invocation {invocation[:12]} ready after "
-                       f"{self.clock() - began:.1f} s ({ready.line[:120]})", after)
+        return Outcome(
+            f"restarted {unit}: invocation {invocation[:12]} ready after "
+            f"{self.clock() - began:.1f} s ({ready.line[:120]})",
+            after,
+        )
 
-    def _until(self, unit: str, done: Callable[[UnitSnapshot], bool],
-               bound_s: float) -> UnitSnapshot | None:
+    def _until(
+        self, unit: str, done: Callable[[UnitSnapshot], bool], bound_s: float
+    ) -> UnitSnapshot | None:
         deadline = self.clock() + bound_s
         while True:
             now = self.observe(unit)
@@ -307,10 +339,11 @@ class SystemdBackend:
         if hold is None:
             return None
         now = self.observe(unit)
-        return (f"advisor's hold on restarts was lifted (removed {hold}; {unit}'s own "
-                f"Restart={now.restart} applies again); the unit is {now.active_state}"
-                + (": `advisor replan` proposes from its current state" if now.stopped
-                   else ""))
+        return (
+            f"advisor's hold on restarts was lifted (removed {hold}; {unit}'s own "
+            f"Restart={now.restart} applies again); the unit is {now.active_state}"
+            + (": `advisor replan` proposes from its current state" if now.stopped else "")
+        )
 
     # ------------------------------------------------------------------ undoing
     def restore(self, change: FileChange) -> Outcome:
@@ -319,13 +352,14 @@ class SystemdBackend:
         unit = path.parent.name[:-2] if path.parent.name.endswith(".d") else ""
         self._write(path, change.previous)
         self._reload()
-        detail = (f"restored {path} as it was" if change.had_previous else f"removed {path}")
+        detail = f"restored {path} as it was" if change.had_previous else f"removed {path}"
         if unit:
             after = self.observe(unit)
             still = any(_same_file(p, path) for p in after.drop_in_paths)
             if still != change.had_previous or after.need_daemon_reload:
-                raise BackendError(f"{unit}: after daemon-reload systemd does not show {path} "
-                                   "as restored")
+                raise BackendError(
+                    f"{unit}: after daemon-reload systemd does not show {path} as restored"
+                )
             return Outcome(f"{detail}; daemon-reload", after)
         return Outcome(f"{detail}; daemon-reload")
 
@@ -339,7 +373,9 @@ def _start_limit(unit: UnitSnapshot, said: list[str]) -> str:
     """Why systemd refused a start, in its own words when it logged them."""
     words = "; ".join(f"systemd: {line!r}" for line in said[-3:])
     if unit.result == "start-limit-hit" or any("repeated too quickly" in s for s in said):
-        return (f"; {words}; the start limit was hit (StartLimitBurst={unit.start_limit_burst} "
-                f"in StartLimitIntervalSec={unit.start_limit_interval_us / 1e6:g}s): "
-                "reset-failed clears it")
+        return (
+            f"; {words}; the start limit was hit (StartLimitBurst={unit.start_limit_burst} "
+            f"in StartLimitIntervalSec={unit.start_limit_interval_us / 1e6:g}s): "
+            "reset-failed clears it"
+        )
     return f"; {words}" if words else ""

@@ -43,7 +43,7 @@ class Retained:
     last_seq: int
     events: int
     files: int
-    event_seq: int | None          # the store.retained event (None: recorded by an earlier run)
+    event_seq: int | None  # the store.retained event (None: recorded by an earlier run)
 
 
 def partitions(store: EventStore) -> list[Partition]:
@@ -58,8 +58,11 @@ def retainable(store: EventStore, recorded_before_us: int) -> list[Partition]:
     found = partitions(store)
     out = []
     for partition in found[:-1]:
-        if (not partition.events or partition.last_recorded_us is None
-                or partition.last_recorded_us >= recorded_before_us):
+        if (
+            not partition.events
+            or partition.last_recorded_us is None
+            or partition.last_recorded_us >= recorded_before_us
+        ):
             break
         out.append(partition)
     return out
@@ -75,27 +78,45 @@ def retain(store: EventStore, recorded_before_us: int, folder: Path) -> list[Ret
         files, event_seq = 0, None
         if recorded is None:
             files = _export(store, partition, folder)
-            event = NewEvent(stream=STREAM, time_us=time.time_ns() // 1000, source=SOURCE,
-                             key=partition.first_seq, payload=StoreRetained(
-                                 partition=partition.name, first_seq=partition.first_seq,
-                                 events=partition.events, recorded_before_us=recorded_before_us,
-                                 exported_to=str(folder.resolve()), files=files,
-                                 anchor=chain_anchor(store, partition.last_seq),
-                                 hosts=host_anchors(store, partition.first_seq,
-                                                    partition.last_seq)))
+            event = NewEvent(
+                stream=STREAM,
+                time_us=time.time_ns() // 1000,
+                source=SOURCE,
+                key=partition.first_seq,
+                payload=StoreRetained(
+                    partition=partition.name,
+                    first_seq=partition.first_seq,
+                    events=partition.events,
+                    recorded_before_us=recorded_before_us,
+                    exported_to=str(folder.resolve()),
+                    files=files,
+                    anchor=chain_anchor(store, partition.last_seq),
+                    hosts=host_anchors(store, partition.first_seq, partition.last_seq),
+                ),
+            )
             event_seq = store.append([event]).last_seq
         else:
             files = recorded.files
         detach(store, partition.name)
-        done.append(Retained(partition.name, partition.first_seq, partition.last_seq,
-                             partition.events, files, event_seq))
+        done.append(
+            Retained(
+                partition.name,
+                partition.first_seq,
+                partition.last_seq,
+                partition.events,
+                files,
+                event_seq,
+            )
+        )
     return done
 
 
 def _require_partitioned(store: EventStore) -> None:
     if store.dialect != "postgresql":
-        raise InputError(f"{store.display_url}: retention detaches partitions of a central "
-                         "PostgreSQL store; a host's SQLite store is kept whole")
+        raise InputError(
+            f"{store.display_url}: retention detaches partitions of a central "
+            "PostgreSQL store; a host's SQLite store is kept whole"
+        )
 
 
 def _export(store: EventStore, partition: Partition, folder: Path) -> int:
@@ -110,14 +131,18 @@ def _export(store: EventStore, partition: Partition, folder: Path) -> int:
         conn.con.execute(
             f"COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM ({rows})) "
             f"TO {sql_literal(str(target))} (FORMAT parquet, PARTITION_BY (day, host), "
-            f"FILENAME_PATTERN {sql_literal(name + '_{i}')}, OVERWRITE_OR_IGNORE)")
+            f"FILENAME_PATTERN {sql_literal(name + '_{i}')}, OVERWRITE_OR_IGNORE)"
+        )
         written = sorted(target.rglob(f"{name}_*.parquet"))
         row = conn.con.execute(
-            f"SELECT count(*) FROM read_parquet({_literal_list(written)})").fetchone()
+            f"SELECT count(*) FROM read_parquet({_literal_list(written)})"
+        ).fetchone()
         if not written or row is None or row[0] != partition.events:
-            raise StoreError(f"retention: the export of {name} holds "
-                             f"{row[0] if row else 0} events, not {partition.events}; "
-                             "nothing was detached")
+            raise StoreError(
+                f"retention: the export of {name} holds "
+                f"{row[0] if row else 0} events, not {partition.events}; "
+                "nothing was detached"
+            )
         return len(written)
     finally:
         conn.close()

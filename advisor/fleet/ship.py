@@ -74,8 +74,8 @@ class ShipReport:
     retries: int = 0
     last_seq: int = 0
     central_seq: int = 0  # the host's last seq in the central store when the ship started
-    behind: int = 0       # events the central store had lost behind the local position
-    heads: int = 0        # signed heads stored centrally
+    behind: int = 0  # events the central store had lost behind the local position
+    heads: int = 0  # signed heads stored centrally
     folded: bool = False  # ship folded the central projections (the caller may write them)
 
 
@@ -83,10 +83,17 @@ def checkpoint_name(central_url: str) -> str:
     return f"ship:{redact(central_url)}"
 
 
-def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATCH,
-         give_up_after_s: float | None = 300.0,
-         sleep: Callable[[float], None] = time.sleep,
-         key: HostKey | None = None, store_label: str = "") -> ShipReport:
+def ship(
+    local: EventStore,
+    central: EventStore,
+    host: str,
+    *,
+    batch: int = BATCH,
+    give_up_after_s: float | None = 300.0,
+    sleep: Callable[[float], None] = time.sleep,
+    key: HostKey | None = None,
+    store_label: str = "",
+) -> ShipReport:
     """Ship every local event the central store does not hold yet; IntegrityError when the
     central store holds something else for this host, StoreError when it stays unreachable
     for `give_up_after_s` (None: keep trying). With `key`, sign the host's chain head after
@@ -126,8 +133,9 @@ def ship(local: EventStore, central: EventStore, host: str, *, batch: int = BATC
     return report
 
 
-def open_central(url: str, *, give_up_after_s: float | None = 300.0,
-                 sleep: Callable[[float], None] = time.sleep) -> EventStore:
+def open_central(
+    url: str, *, give_up_after_s: float | None = 300.0, sleep: Callable[[float], None] = time.sleep
+) -> EventStore:
     """`open_store(url)`, retried like a ship while the server is unreachable."""
     from advisor.store import open_store
 
@@ -136,8 +144,8 @@ def open_central(url: str, *, give_up_after_s: float | None = 300.0,
 
 # -- checking the central store against this one -------------------------------------------
 
-def check_position(local: EventStore, central: EventStore, host: str,
-                   position: Position) -> None:
+
+def check_position(local: EventStore, central: EventStore, host: str, position: Position) -> None:
     """IntegrityError unless this store's chain holds, at the host's last seq in the central
     store, the event the central store holds there."""
     if position.seq == 0:
@@ -149,7 +157,9 @@ def check_position(local: EventStore, central: EventStore, host: str,
             f"host {host}: the central store {central.display_url} holds its events up to its "
             f"seq {position.seq}, but this store ends at seq {last}: it is not the store that "
             f"shipped them (a store restored from an older backup, or another host shipping as "
-            f"{host}); nothing shipped", first_bad_seq=last + 1)
+            f"{host}); nothing shipped",
+            first_bad_seq=last + 1,
+        )
     if position.hash is not None and mine.hash == position.hash:
         return
     if position.hash is None:  # shipped before origins were kept: compare the content
@@ -160,7 +170,9 @@ def check_position(local: EventStore, central: EventStore, host: str,
     raise IntegrityError(
         f"host {host}: its event {first} is not the one it shipped to {central.display_url} "
         f"(the hashes differ): this store's history was rewritten after it was shipped, or "
-        f"another host ships as {host}; nothing shipped", first_bad_seq=first)
+        f"another host ships as {host}; nothing shipped",
+        first_bad_seq=first,
+    )
 
 
 def _first_difference(local: EventStore, central: EventStore, host: str, differs_at: int) -> int:
@@ -193,8 +205,10 @@ def _local_event(local: EventStore, seq: int) -> RawEvent | None:
 def _refuse_relayed(chunk: Sequence[RawEvent]) -> None:
     relayed = next((e for e in chunk if e.origin is not None), None)
     if relayed is not None:
-        raise StoreError(f"event {relayed.seq} of this store was shipped here from another "
-                         "host: ship a host's own store, not a central one")
+        raise StoreError(
+            f"event {relayed.seq} of this store was shipped here from another "
+            "host: ship a host's own store, not a central one"
+        )
 
 
 def _fold(central: EventStore) -> bool:
@@ -205,16 +219,23 @@ def _fold(central: EventStore) -> bool:
         Projector(central).catch_up()
     except Exception as e:
         if is_database_error(e) and is_transient(e):
-            raise Unreachable(f"the central store {central.display_url} is unreachable: "
-                              f"{first_line(e)}") from e
+            raise Unreachable(
+                f"the central store {central.display_url} is unreachable: {first_line(e)}"
+            ) from e
         raise
     return True
 
 
 # -- retrying -----------------------------------------------------------------------------------
 
-def _retrying(attempt: Callable[[], T], report: ShipReport, give_up_after_s: float | None,
-              sleep: Callable[[float], None], where: str) -> T:
+
+def _retrying(
+    attempt: Callable[[], T],
+    report: ShipReport,
+    give_up_after_s: float | None,
+    sleep: Callable[[float], None],
+    where: str,
+) -> T:
     """`attempt()`, retried with exponential backoff (0.5 s doubling to 30 s) while it fails
     with a transient error, until `give_up_after_s` have passed, counting both the waits and
     the time the attempts took (a connect that times out); then a StoreError, which
@@ -243,15 +264,23 @@ def _retrying(attempt: Callable[[], T], report: ShipReport, give_up_after_s: flo
     def gave_up(state: RetryCallState) -> NoReturn:
         e = state.outcome.exception() if state.outcome is not None else None
         assert e is not None  # retried only after a failure
-        raise Unreachable(f"the central store {where} is unreachable (gave up after "
-                          f"{spent(state):.0f} s): {_reason(e)}") from e
+        raise Unreachable(
+            f"the central store {where} is unreachable (gave up after "
+            f"{spent(state):.0f} s): {_reason(e)}"
+        ) from e
 
     def count(_state: RetryCallState) -> None:
         report.retries += 1
 
     try:
-        return Retrying(retry=retry_if_exception(is_transient), wait=pause, stop=give_up,
-                        sleep=sleep, before_sleep=count, retry_error_callback=gave_up)(timed)
+        return Retrying(
+            retry=retry_if_exception(is_transient),
+            wait=pause,
+            stop=give_up,
+            sleep=sleep,
+            before_sleep=count,
+            retry_error_callback=gave_up,
+        )(timed)
     except Exception as e:
         if not is_transient(e) and is_database_error(e):
             raise StoreError(f"the central store {where}: {first_line(e)}") from e
@@ -275,11 +304,17 @@ def _waiter(stop: threading.Event) -> Callable[[float], None]:
     return wait
 
 
-def ship_forever(local: EventStore, central_url: str, host: str, stop: threading.Event,
-                 interval_s: float = 5.0,
-                 on_error: Callable[[str], None] | None = None,
-                 on_shipped: Callable[[ShipReport], None] | None = None,
-                 key: HostKey | None = None, store_label: str = "") -> None:
+def ship_forever(
+    local: EventStore,
+    central_url: str,
+    host: str,
+    stop: threading.Event,
+    interval_s: float = 5.0,
+    on_error: Callable[[str], None] | None = None,
+    on_shipped: Callable[[ShipReport], None] | None = None,
+    key: HostKey | None = None,
+    store_label: str = "",
+) -> None:
     """`watch --ship-to`: ship every `interval_s` until `stop` is set. Whatever fails — the
     central store unreachable, a refusal, an integrity error, a bug — is reported through
     `on_error` (an unchanged error at most once a minute) and tried again next round: the
@@ -289,19 +324,29 @@ def ship_forever(local: EventStore, central_url: str, host: str, stop: threading
     while not stop.is_set():
         try:
             if central is None:
-                central = open_central(central_url, give_up_after_s=interval_s,
-                                       sleep=_waiter(stop))
-            report = ship(local, central, host, give_up_after_s=interval_s,
-                          sleep=_waiter(stop), key=key, store_label=store_label)
+                central = open_central(central_url, give_up_after_s=interval_s, sleep=_waiter(stop))
+            report = ship(
+                local,
+                central,
+                host,
+                give_up_after_s=interval_s,
+                sleep=_waiter(stop),
+                key=key,
+                store_label=store_label,
+            )
             if on_shipped is not None:
                 on_shipped(report)
             last_error = ""
         except Exception as e:
-            message = str(e) if isinstance(e, AdvisorError) else (
-                f"unexpected {type(e).__name__}: {first_line(e)}")
+            message = (
+                str(e)
+                if isinstance(e, AdvisorError)
+                else (f"unexpected {type(e).__name__}: {first_line(e)}")
+            )
             now = time.monotonic()
-            if on_error is not None and (message != last_error
-                                         or now - last_error_at >= REPEAT_ERROR_S):
+            if on_error is not None and (
+                message != last_error or now - last_error_at >= REPEAT_ERROR_S
+            ):
                 on_error(message)
                 last_error, last_error_at = message, now
             if central is not None and not isinstance(e, AdvisorError):

@@ -23,31 +23,37 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # docker logs -t / kubectl logs --timestamps / journalctl -o short-iso(-precise)
 _ISO_PREFIX = re.compile(
-    r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s")
+    r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\s"
+)
 _EPOCH_PREFIX = re.compile(r"^\d{10}\.\d{6}\s")
 _SYSLOG_TIME = re.compile(
     r"^(?:[A-Z][a-z]{2} )?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} "
-    r"\d\d:\d\d:\d\d(?:\.\d{1,6})?\s")
+    r"\d\d:\d\d:\d\d(?:\.\d{1,6})?\s"
+)
 _DMESG_TIME = re.compile(  # dmesg, and dmesg -T
-    r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
+    r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s"
+)
 # After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 _VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
 _VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[(?P<file>[^\]\s]{1,200}):(?P<line>\d+)\]|(?P<file0>[\w.]{1,100}):(?P<line0>\d+)\])"
-    r"(?: |$)")
+    r"(?: |$)"
+)
 # torch.distributed prefixes what each rank prints (tracebacks included).
 _RANK = re.compile(r"^\[rank(\d+)\]: ?")
 _UVICORN = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _SGLANG = re.compile(
-    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?P<proc>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ")
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?P<proc>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] "
+)
 _TGI = re.compile(
     r"^\s*(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) (?P<target>(?:[\w-]+(?:\{[^}]*\})?:{1,2})+) "
-    r"(?:[\w/.-]+\.rs:\d+: )?")
+    r"(?:[\w/.-]+\.rs:\d+: )?"
+)
 _STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
 _LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-PID_MAX = 1 << 22   # Linux's PID_MAX_LIMIT: a larger "pid" is no process
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: a larger "pid" is no process
 
 
 def pid_of(value: object) -> int | None:
@@ -85,12 +91,12 @@ class Split:
     """`body` is the message without wrappers; the rest is what the wrappers said."""
 
     body: str
-    engine: str | None = None       # vllm | sglang | tgi | systemd | kernel | None
-    process: str | None = None      # vLLM process name (EngineCore_DP0, Worker_TP1) or TP0
-    pid: int | None = None          # the writer's pid where the line says it
+    engine: str | None = None  # vllm | sglang | tgi | systemd | kernel | None
+    process: str | None = None  # vLLM process name (EngineCore_DP0, Worker_TP1) or TP0
+    pid: int | None = None  # the writer's pid where the line says it
     level: str | None = None
-    logger: str | None = None       # "file.py:123" of vLLM's logger header
-    identifier: str | None = None   # the journalctl short identifier (vllm, systemd, kernel)
+    logger: str | None = None  # "file.py:123" of vLLM's logger header
+    identifier: str | None = None  # the journalctl short identifier (vllm, systemd, kernel)
 
 
 def clean_text(text: str) -> str:
@@ -111,7 +117,7 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
     for pattern in (_ISO_PREFIX, _EPOCH_PREFIX, _SYSLOG_TIME):
         m = pattern.match(text)
         if m:
-            text = text[m.end():]
+            text = text[m.end() :]
             stripped = True
             break
     if stripped:
@@ -120,22 +126,22 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
         if m and not m.group(1).startswith((*_LOGGER_LEVELS, "(")):
             identifier = m.group(2)
             pid = pid_of(m.group(3))
-            text = text[m.end():]
+            text = text[m.end() :]
     m = _DMESG_TIME.match(text)
     if m:
-        text = text[m.end():]
+        text = text[m.end() :]
         identifier = identifier or "kernel"
     return text, identifier, pid
 
 
-def split_line(text: str, *, journal_identifier: str | None = None,
-               transport: str | None = None) -> Split:
+def split_line(
+    text: str, *, journal_identifier: str | None = None, transport: str | None = None
+) -> Split:
     """Peel the wrappers off one cleaned line of text."""
     stripped = text.lstrip()
     status_line = _STATUS_BULLET.match(stripped)
     if status_line:  # `systemctl status` header bullet: "● vllm.service - desc"
-        return Split(body=stripped[status_line.end():], engine="systemd",
-                     identifier="systemctl")
+        return Split(body=stripped[status_line.end() :], engine="systemd", identifier="systemctl")
     body, identifier, outer_pid = _strip_journal_wrapper(stripped)
     if body is stripped and text[:1].isspace():
         body = text  # no wrapper: keep a raw traceback line's indentation
@@ -152,48 +158,58 @@ def split_line(text: str, *, journal_identifier: str | None = None,
     m = _RANK.match(body)
     if m:
         process = f"rank{m.group(1)}"
-        body = body[m.end():]
+        body = body[m.end() :]
     m = _VLLM_PROCESS.match(body)
     if m:
         process, pid = m.group("name"), pid_of(m.group("pid"))
-        body = body[m.end():]
+        body = body[m.end() :]
         engine = "vllm"
     m = _VLLM_HEADER.match(body)
     if m:
         level = m.group("level")
         logger = f"{m.group('file') or m.group('file0')}:{m.group('line') or m.group('line0')}"
-        body = body[m.end():]
+        body = body[m.end() :]
         engine = "vllm"
     else:
         m = _UVICORN.match(body)
         if m:
             level = m.group("level")
-            body = body[m.end():]
+            body = body[m.end() :]
         else:
             m = _SGLANG.match(body)
             if m:
                 engine = "sglang"
                 process = m.group("proc").strip() or process
-                body = body[m.end():]
+                body = body[m.end() :]
             else:
                 body, tgi_level = _split_tgi(body)
                 if tgi_level is not None:
                     engine, level = "tgi", tgi_level
     if pid is None and outer_pid is not None:
         pid = outer_pid
-    return Split(body=body, engine=engine, process=process, pid=pid, level=level,
-                 logger=logger, identifier=identifier)
+    return Split(
+        body=body,
+        engine=engine,
+        process=process,
+        pid=pid,
+        level=level,
+        logger=logger,
+        identifier=identifier,
+    )
 
 
 def _split_tgi(body: str) -> tuple[str, str | None]:
     candidate = body
     m = _ISO_PREFIX.match(candidate)
     if m:
-        candidate = candidate[m.end():]
+        candidate = candidate[m.end() :]
     m = _TGI.match(candidate)
-    if m and ("text_generation" in m.group("target") or "shard-manager" in m.group("target")
-              or "warmup" in m.group("target")):
-        return candidate[m.end():], m.group("level")
+    if m and (
+        "text_generation" in m.group("target")
+        or "shard-manager" in m.group("target")
+        or "warmup" in m.group("target")
+    ):
+        return candidate[m.end() :], m.group("level")
     return body, None
 
 
@@ -201,11 +217,18 @@ def line_from_payload(number: int, payload: Mapping[str, Any], time_us: int | No
     """A `log.recorded` payload (stored, or built from a journald entry) as a LogLine."""
     fields = payload.get("fields") or {}
     return LogLine(
-        number=number, text=payload.get("message") or "", time_us=time_us,
-        unit=payload.get("unit"), host=payload.get("host"),
-        invocation_id=payload.get("invocation_id"), pid=pid_of(payload.get("pid")),
-        identifier=payload.get("identifier"), message_id=payload.get("message_id"),
-        transport=payload.get("transport"), fields=fields)
+        number=number,
+        text=payload.get("message") or "",
+        time_us=time_us,
+        unit=payload.get("unit"),
+        host=payload.get("host"),
+        invocation_id=payload.get("invocation_id"),
+        pid=pid_of(payload.get("pid")),
+        identifier=payload.get("identifier"),
+        message_id=payload.get("message_id"),
+        transport=payload.get("transport"),
+        fields=fields,
+    )
 
 
 def lines_from_texts(texts: Iterable[str]) -> list[LogLine]:

@@ -34,21 +34,29 @@ class Parsed:
 def parse(lines: Iterable[LogLine]) -> list[Parsed]:
     out = []
     for line in lines:
-        split = split_line(clean_text(line.text), journal_identifier=line.identifier,
-                           transport=line.transport)
+        split = split_line(
+            clean_text(line.text), journal_identifier=line.identifier, transport=line.transport
+        )
         engine = split.engine
         if engine is None and line.pid == 1 and line.identifier == "systemd":
             engine = "systemd"
         facts = read_facts(split.body, engine)
         if engine is None:
-            engine = engine_hint(split.body) if ("vllm" in split.body.lower()
-                                                 or "text_generation" in split.body
-                                                 or "sglang" in split.body) else None
+            engine = (
+                engine_hint(split.body)
+                if (
+                    "vllm" in split.body.lower()
+                    or "text_generation" in split.body
+                    or "sglang" in split.body
+                )
+                else None
+            )
         out.append(Parsed(line, split, facts, engine))
     return out
 
 
 def own_pids(parsed: Iterable[Parsed]) -> set[int]:
     """The process ids the lines name as their writers (pid 1, systemd, aside)."""
-    return {pid for p in parsed for pid in (p.split.pid, p.line.pid)
-            if pid is not None and pid != 1}
+    return {
+        pid for p in parsed for pid in (p.split.pid, p.line.pid) if pid is not None and pid != 1
+    }

@@ -14,22 +14,41 @@ from typing import Any, Final, Protocol
 from advisor.parsing.facts import PHASE_ORDER, merge_config
 from advisor.parsing.parsed import Parsed
 
-END_EVENTS: Final = frozenset({"exit", "failed", "deactivated", "stopped", "restart_scheduled",
-                               "start_failed", "start_limit"})
+END_EVENTS: Final = frozenset(
+    {"exit", "failed", "deactivated", "stopped", "restart_scheduled", "start_failed", "start_limit"}
+)
 APP_ENGINES: Final = frozenset({"vllm", "sglang", "tgi"})
 EVENT_FACTS: Final = ("exit_code", "exit_signal", "unit_result", "stop_timed_out")
 # Lines that say the server process or its engine died, whatever the exit status says.
 _DEATH_CUES: Final = (
-    "died unexpectedly", "EngineCore encountered a fatal error", "EngineDeadError",
-    "Engine core initialization failed", "EngineCore failed to start", "WorkerProc failed",
-    "Engine process failed to start", "Background loop has errored",
+    "died unexpectedly",
+    "EngineCore encountered a fatal error",
+    "EngineDeadError",
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "WorkerProc failed",
+    "Engine process failed to start",
+    "Background loop has errored",
     "Background loop is not running",
-    "engine core exited unexpectedly", "Received sigquit from a child", "Initialization failed",
-    "Shard complete standard error output", "Error: Warmup", "Error: Shard",
-    "Application startup failed", "Fatal Python error", "Scheduler hit an exception")
+    "engine core exited unexpectedly",
+    "Received sigquit from a child",
+    "Initialization failed",
+    "Shard complete standard error output",
+    "Error: Warmup",
+    "Error: Shard",
+    "Application startup failed",
+    "Fatal Python error",
+    "Scheduler hit an exception",
+)
 _CLEAN_SIGNALS: Final = frozenset({"TERM", "INT", "HUP", "PIPE"})
-_BANNER_CUES: Final = ("API server version", "non-default args:", "args: Namespace(",
-                       "vLLM server version", "server_args=ServerArgs(", "Args {")
+_BANNER_CUES: Final = (
+    "API server version",
+    "non-default args:",
+    "args: Namespace(",
+    "vLLM server version",
+    "server_args=ServerArgs(",
+    "Args {",
+)
 
 
 class Boundary(Protocol):
@@ -50,8 +69,7 @@ class Boundary(Protocol):
 def starts_new_run(run: Boundary, p: Parsed) -> bool:
     """Does line `p` begin a new run after `run`, which already has lines?"""
     invocation = p.line.invocation_id
-    if invocation is not None and run.invocation_id is not None \
-            and invocation != run.invocation_id:
+    if invocation is not None and run.invocation_id is not None and invocation != run.invocation_id:
         return True
     if invocation is not None:
         return False
@@ -82,16 +100,16 @@ class RunFold:
 
     engine: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    phases: list[str] = field(default_factory=list)            # in the order first reached
-    phase_at: dict[int, str] = field(default_factory=dict)     # mark → phase reached
-    best_phase: str | None = None   # the furthest startup phase reached (not `shutdown`)
-    events: dict[str, int] = field(default_factory=dict)      # first mark of each event
+    phases: list[str] = field(default_factory=list)  # in the order first reached
+    phase_at: dict[int, str] = field(default_factory=dict)  # mark → phase reached
+    best_phase: str | None = None  # the furthest startup phase reached (not `shutdown`)
+    events: dict[str, int] = field(default_factory=dict)  # first mark of each event
     event_facts: dict[str, Any] = field(default_factory=dict)  # exit code, result, restarts
     ready_at: int | None = None
     stop_at: int | None = None
-    ended_at: int | None = None     # the first end event's mark
-    said_died: bool = False         # a line before the stop said the server died
-    facts_dropped: int = 0          # numbers its lines stated outside their domain
+    ended_at: int | None = None  # the first end event's mark
+    said_died: bool = False  # a line before the stop said the server died
+    facts_dropped: int = 0  # numbers its lines stated outside their domain
 
     @property
     def ended(self) -> bool:
@@ -127,8 +145,9 @@ class RunFold:
         self.phase_at[at] = phase
         if phase not in self.phases:
             self.phases.append(phase)
-        if phase != "shutdown" and (self.best_phase is None
-                                    or PHASE_ORDER[phase] > PHASE_ORDER[self.best_phase]):
+        if phase != "shutdown" and (
+            self.best_phase is None or PHASE_ORDER[phase] > PHASE_ORDER[self.best_phase]
+        ):
             self.best_phase = phase
         if phase == "ready" and self.ready_at is None:
             self.ready_at = at
@@ -146,4 +165,5 @@ class RunFold:
                 self.event_facts.setdefault(key, facts[key])
         if "restart_count" in facts:
             self.event_facts["restart_count"] = max(
-                facts["restart_count"], self.event_facts.get("restart_count", 0))
+                facts["restart_count"], self.event_facts.get("restart_count", 0)
+            )

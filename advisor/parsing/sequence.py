@@ -24,8 +24,18 @@ from advisor.parsing.runfold import (
 )
 from advisor.parsing.tracebacks import Traceback, stitch
 
-__all__ = ["Boundary", "Parsed", "Run", "ended_badly", "is_serving", "parse", "says_died",
-           "segment", "single_run", "starts_new_run"]
+__all__ = [
+    "Boundary",
+    "Parsed",
+    "Run",
+    "ended_badly",
+    "is_serving",
+    "parse",
+    "says_died",
+    "segment",
+    "single_run",
+    "starts_new_run",
+]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,8 +57,11 @@ class Run(RunFold):
             if i > position:
                 break
             phase = self.phase_at.get(i)
-            if phase is not None and phase != "shutdown" and (
-                    best is None or PHASE_ORDER[phase] > PHASE_ORDER[best]):
+            if (
+                phase is not None
+                and phase != "shutdown"
+                and (best is None or PHASE_ORDER[phase] > PHASE_ORDER[best])
+            ):
                 best = phase
         return best
 
@@ -95,8 +108,11 @@ def segment(parsed: Sequence[Parsed]) -> list[Run]:
         if p.engine == "kernel" and unit is None and len(current) > 1:
             m = _KERNEL_PID.search(p.body)
             owner = by_pid.get(int(m.group(1))) if m else None
-            targets = [owner] if owner is not None else [
-                r for r in current.values() if not r.ended and r.engine is not None]
+            targets = (
+                [owner]
+                if owner is not None
+                else [r for r in current.values() if not r.ended and r.engine is not None]
+            )
             if not targets and last is not None:
                 targets = [last]
             for target in {id(r): r for r in targets}.values():
@@ -128,8 +144,7 @@ def segment(parsed: Sequence[Parsed]) -> list[Run]:
     return runs
 
 
-def single_run(parsed: Sequence[Parsed], unit: str | None,
-               invocation_id: str | None) -> Run:
+def single_run(parsed: Sequence[Parsed], unit: str | None, invocation_id: str | None) -> Run:
     """All of `parsed` as one run (its boundaries were decided already)."""
     run = Run(unit=unit, invocation_id=invocation_id, indexes=list(range(len(parsed))))
     for i, p in enumerate(parsed):
@@ -156,8 +171,7 @@ def _died(run: Run, parsed: Sequence[Parsed]) -> bool:
         return True
     stop = run.stop_at
     for i in run.indexes:
-        if (stop is None or i < stop) and not parsed[i].facts.noise \
-                and says_died(parsed[i].body):
+        if (stop is None or i < stop) and not parsed[i].facts.noise and says_died(parsed[i].body):
             return True
     if not run.ended and run.tracebacks:
         # A paste that ends in a traceback: the process died with it (unless it went on
@@ -165,8 +179,9 @@ def _died(run: Run, parsed: Sequence[Parsed]) -> bool:
         last = run.tracebacks[-1]
         if last.exceptions and (stop is None or last.indexes[0] < stop):
             after = [parsed[i] for i in run.indexes if i > last.exceptions[-1]]
-            if len(after) <= 12 and not any(p.facts.noise or p.split.level in ("INFO", "DEBUG")
-                                            for p in after):
+            if len(after) <= 12 and not any(
+                p.facts.noise or p.split.level in ("INFO", "DEBUG") for p in after
+            ):
                 return True
     return False
 

@@ -18,38 +18,55 @@ from typing import Final
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Fault)\b"
-    r"|^(?:[a-z_][\w]*\.)+[A-Z]\w+: |^[A-Z]\w*Error$")
+    r"|^(?:[a-z_][\w]*\.)+[A-Z]\w+: |^[A-Z]\w*Error$"
+)
 _CHAIN: Final = ("The above exception was the direct cause", "During handling of the above")
 
 # Function names in a traceback that say which startup phase failed (innermost wins).
 FRAME_PHASES: Final = {
-    "_dummy_sampler_run": "sampler_warmup", "_dummy_pooler_run": "sampler_warmup",
-    "capture_model": "cuda_graph_capture", "_capture_cudagraphs": "cuda_graph_capture",
-    "capture_one_batch_size": "cuda_graph_capture", "capture_graph": "cuda_graph_capture",
-    "load_model": "weights_loading", "load_weights": "weights_loading",
-    "initialize_model": "weights_loading", "_initialize_model": "weights_loading",
-    "get_model": "weights_loading", "weight_loader": "weights_loading",
+    "_dummy_sampler_run": "sampler_warmup",
+    "_dummy_pooler_run": "sampler_warmup",
+    "capture_model": "cuda_graph_capture",
+    "_capture_cudagraphs": "cuda_graph_capture",
+    "capture_one_batch_size": "cuda_graph_capture",
+    "capture_graph": "cuda_graph_capture",
+    "load_model": "weights_loading",
+    "load_weights": "weights_loading",
+    "initialize_model": "weights_loading",
+    "_initialize_model": "weights_loading",
+    "get_model": "weights_loading",
+    "weight_loader": "weights_loading",
     "_process_weights_after_loading": "weights_loading",
-    "profile_run": "memory_profiling", "determine_available_memory": "memory_profiling",
+    "profile_run": "memory_profiling",
+    "determine_available_memory": "memory_profiling",
     "determine_num_available_blocks": "memory_profiling",
     "profile_max_batch_size": "memory_profiling",
-    "initialize_kv_cache": "kv_cache_allocation", "_allocate_kv_cache": "kv_cache_allocation",
-    "_initialize_kv_caches": "kv_cache_allocation", "init_memory_pool": "kv_cache_allocation",
-    "initialize_cache": "kv_cache_allocation", "_init_cache_engine": "kv_cache_allocation",
+    "initialize_kv_cache": "kv_cache_allocation",
+    "_allocate_kv_cache": "kv_cache_allocation",
+    "_initialize_kv_caches": "kv_cache_allocation",
+    "init_memory_pool": "kv_cache_allocation",
+    "initialize_cache": "kv_cache_allocation",
+    "_init_cache_engine": "kv_cache_allocation",
     "raise_if_cache_size_invalid": "kv_cache_allocation",
     "check_enough_kv_cache_memory": "kv_cache_allocation",
-    "get_kv_cache_config": "kv_cache_allocation", "get_kv_cache_configs": "kv_cache_allocation",
-    "configure_kv_pool": "kv_cache_allocation", "init_cublas": "kv_cache_allocation",
-    "execute_model": "ready", "run_busy_loop": "ready", "forward_batch_generation": "ready",
-    "generate_token": "ready", "event_loop_normal": "ready", "step_with_batch_queue": "ready",
+    "get_kv_cache_config": "kv_cache_allocation",
+    "get_kv_cache_configs": "kv_cache_allocation",
+    "configure_kv_pool": "kv_cache_allocation",
+    "init_cublas": "kv_cache_allocation",
+    "execute_model": "ready",
+    "run_busy_loop": "ready",
+    "forward_batch_generation": "ready",
+    "generate_token": "ready",
+    "event_loop_normal": "ready",
+    "step_with_batch_queue": "ready",
 }
 
 
 @dataclass(slots=True)
 class Traceback:
     writer: object
-    indexes: list[int] = field(default_factory=list)     # positions of its lines
-    functions: list[str] = field(default_factory=list)   # frame functions, outermost first
+    indexes: list[int] = field(default_factory=list)  # positions of its lines
+    functions: list[str] = field(default_factory=list)  # frame functions, outermost first
     exceptions: list[int] = field(default_factory=list)  # positions of exception lines
     closed: bool = False
 
@@ -69,8 +86,9 @@ class _Open:
     chained: bool = False
 
 
-def stitch(bodies: Sequence[str], writers: Sequence[object],
-           records: Sequence[str | None] | None = None) -> list[Traceback]:
+def stitch(
+    bodies: Sequence[str], writers: Sequence[object], records: Sequence[str | None] | None = None
+) -> list[Traceback]:
     """Group line positions into tracebacks; `writers[i]` says who wrote line i, and
     `records[i]` the logger header (file:line) of a vLLM log record, whose lines all belong
     to the record. A frame line with no traceback open starts one (a paste cut above it)."""
@@ -110,8 +128,13 @@ def stitch(bodies: Sequence[str], writers: Sequence[object],
             tb.indexes.append(i)
             tb.exceptions.append(i)
             state.after_frame, state.after_exception = False, True
-        elif not text or set(text) <= set("^~ ") or state.after_frame or body[:1].isspace() \
-                or (same_record and not state.after_exception):
+        elif (
+            not text
+            or set(text) <= set("^~ ")
+            or state.after_frame
+            or body[:1].isspace()
+            or (same_record and not state.after_exception)
+        ):
             tb.indexes.append(i)  # code lines, carets, blank lines of a logger record
             state.after_frame = False
         else:

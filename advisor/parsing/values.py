@@ -10,42 +10,87 @@ from typing import Any, Final
 
 # The facts `classify --json` reports, with their types. Every key is always present.
 FACT_TYPES: Final[dict[str, type]] = {
-    "model": str, "engine": str, "engine_version": str, "max_model_len": int,
-    "max_num_seqs": int, "max_num_batched_tokens": int, "gpu_memory_utilization": float,
-    "tensor_parallel_size": int, "dtype": str, "quantization": str, "vocab_size": int,
-    "dummy_requests": int, "tried_to_allocate_gib": float, "total_capacity_gib": float,
-    "free_gib": float, "process_in_use_gib": float, "gpu_index": int, "kv_cache_tokens": int,
-    "kv_cache_needed_gib": float, "available_kv_cache_gib": float,
-    "estimated_max_model_len": int, "requested_gib": float, "mem_fraction_static": float,
-    "max_batch_prefill_tokens": int, "phase": str, "exit_code": int, "exit_signal": str,
-    "unit_result": str, "restart_count": int, "stop_timed_out": bool, "xid": int,
+    "model": str,
+    "engine": str,
+    "engine_version": str,
+    "max_model_len": int,
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "gpu_memory_utilization": float,
+    "tensor_parallel_size": int,
+    "dtype": str,
+    "quantization": str,
+    "vocab_size": int,
+    "dummy_requests": int,
+    "tried_to_allocate_gib": float,
+    "total_capacity_gib": float,
+    "free_gib": float,
+    "process_in_use_gib": float,
+    "gpu_index": int,
+    "kv_cache_tokens": int,
+    "kv_cache_needed_gib": float,
+    "available_kv_cache_gib": float,
+    "estimated_max_model_len": int,
+    "requested_gib": float,
+    "mem_fraction_static": float,
+    "max_batch_prefill_tokens": int,
+    "phase": str,
+    "exit_code": int,
+    "exit_signal": str,
+    "unit_result": str,
+    "restart_count": int,
+    "stop_timed_out": bool,
+    "xid": int,
     "facts_dropped": int,
 }
 FACT_KEYS: Final = tuple(FACT_TYPES)
 # Facts that describe the configuration (the rest describe what happened).
-CONFIG_FACTS: Final = frozenset({
-    "model", "engine_version", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-    "gpu_memory_utilization", "tensor_parallel_size", "dtype", "quantization", "vocab_size",
-    "mem_fraction_static", "max_batch_prefill_tokens"})
+CONFIG_FACTS: Final = frozenset(
+    {
+        "model",
+        "engine_version",
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "gpu_memory_utilization",
+        "tensor_parallel_size",
+        "dtype",
+        "quantization",
+        "vocab_size",
+        "mem_fraction_static",
+        "max_batch_prefill_tokens",
+    }
+)
 
 # The domain of every number a line can state, (lowest, highest), both included: one table,
 # checked where the number is read. A value outside (a prompt echoing 10**30, `inf`, a
 # negative size, a 300-digit vocab size) is no fact: `read_value` drops it and the line
 # counts it (`LineFacts.dropped`), so nothing downstream ever holds it.
-_GIB_MAX: Final = float(1 << 33)   # 2**63 bytes
+_GIB_MAX: Final = float(1 << 33)  # 2**63 bytes
 _TOKENS: Final = (1, 1 << 40)
 NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
-    "max_model_len": _TOKENS, "max_num_seqs": (1, (1 << 31) - 1),
-    "max_num_batched_tokens": _TOKENS, "gpu_memory_utilization": (0.0, 1.0),
-    "tensor_parallel_size": (1, 1 << 16), "vocab_size": (1, 1 << 32),
-    "dummy_requests": (1, (1 << 31) - 1), "tried_to_allocate_gib": (0.0, _GIB_MAX),
-    "total_capacity_gib": (0.0, _GIB_MAX), "free_gib": (0.0, _GIB_MAX),
-    "process_in_use_gib": (0.0, _GIB_MAX), "gpu_index": (0, (1 << 16) - 1),
-    "kv_cache_tokens": (0, 1 << 48), "kv_cache_needed_gib": (0.0, _GIB_MAX),
-    "available_kv_cache_gib": (0.0, _GIB_MAX), "estimated_max_model_len": (0, 1 << 48),
-    "requested_gib": (0.0, _GIB_MAX), "mem_fraction_static": (0.0, 1.0),
-    "max_batch_prefill_tokens": _TOKENS, "exit_code": (0, 255),
-    "restart_count": (0, (1 << 31) - 1), "xid": (0, (1 << 16) - 1),
+    "max_model_len": _TOKENS,
+    "max_num_seqs": (1, (1 << 31) - 1),
+    "max_num_batched_tokens": _TOKENS,
+    "gpu_memory_utilization": (0.0, 1.0),
+    "tensor_parallel_size": (1, 1 << 16),
+    "vocab_size": (1, 1 << 32),
+    "dummy_requests": (1, (1 << 31) - 1),
+    "tried_to_allocate_gib": (0.0, _GIB_MAX),
+    "total_capacity_gib": (0.0, _GIB_MAX),
+    "free_gib": (0.0, _GIB_MAX),
+    "process_in_use_gib": (0.0, _GIB_MAX),
+    "gpu_index": (0, (1 << 16) - 1),
+    "kv_cache_tokens": (0, 1 << 48),
+    "kv_cache_needed_gib": (0.0, _GIB_MAX),
+    "available_kv_cache_gib": (0.0, _GIB_MAX),
+    "estimated_max_model_len": (0, 1 << 48),
+    "requested_gib": (0.0, _GIB_MAX),
+    "mem_fraction_static": (0.0, 1.0),
+    "max_batch_prefill_tokens": _TOKENS,
+    "exit_code": (0, 255),
+    "restart_count": (0, (1 << 31) - 1),
+    "xid": (0, (1 << 16) - 1),
     "facts_dropped": (0, (1 << 31) - 1),
 }
 _MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (and costly)
@@ -53,8 +98,17 @@ _MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (a
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
 _SIZE_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
-_UNITS: Final = {"bytes": 0, "B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4,
-                 "KB": 1, "MB": 2, "GB": 3}
+_UNITS: Final = {
+    "bytes": 0,
+    "B": 0,
+    "KiB": 1,
+    "MiB": 2,
+    "GiB": 3,
+    "TiB": 4,
+    "KB": 1,
+    "MB": 2,
+    "GB": 3,
+}
 
 
 class _Dropped:

@@ -2,5 +2,14 @@
 arrive; the watch daemon and auto-remediation loop; file inputs for `classify`.
 """
 
-__all__ = ["auto", "backends", "daemon", "inputs", "processing", "remediate", "sdnotify", "signals",
-           "verify"]
+__all__ = [
+    "auto",
+    "backends",
+    "daemon",
+    "inputs",
+    "processing",
+    "remediate",
+    "sdnotify",
+    "signals",
+    "verify",
+]

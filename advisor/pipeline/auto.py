@@ -32,33 +32,44 @@ from advisor.views.reading import read_rows
 @dataclass
 class AutoReport:
     applied: list[str] = field(default_factory=list)
-    left: dict[str, str] = field(default_factory=dict)   # plan → why a person must decide
-    would: list[str] = field(default_factory=list)       # dry run: plans it would apply
-    replanned: list[str] = field(default_factory=list)   # new plans after an interruption
+    left: dict[str, str] = field(default_factory=dict)  # plan → why a person must decide
+    would: list[str] = field(default_factory=list)  # dry run: plans it would apply
+    replanned: list[str] = field(default_factory=list)  # new plans after an interruption
 
 
-def _history(store: EventStore, unit: str | None, host: str, label: str,
-             now_us: int) -> History:
-    approvals = [e.time_us for e in store.read(EventFilter(type="action.approved",
-                                                           since_us=now_us - 3_600_000_000))
-                 if getattr(e.payload, "by", "").startswith("policy:")]
-    changes = [r["updated_us"] for r in read_rows(store, "actions", unit=unit, host=host)
-               if r["status"] == "succeeded" and r["kind"] in CHANGES]
-    incidents = [i for i in read_rows(store, "incidents", unit=unit, host=host)
-                 if i["label"] == label and i["status"] != "superseded"]
+def _history(store: EventStore, unit: str | None, host: str, label: str, now_us: int) -> History:
+    approvals = [
+        e.time_us
+        for e in store.read(EventFilter(type="action.approved", since_us=now_us - 3_600_000_000))
+        if getattr(e.payload, "by", "").startswith("policy:")
+    ]
+    changes = [
+        r["updated_us"]
+        for r in read_rows(store, "actions", unit=unit, host=host)
+        if r["status"] == "succeeded" and r["kind"] in CHANGES
+    ]
+    incidents = [
+        i
+        for i in read_rows(store, "incidents", unit=unit, host=host)
+        if i["label"] == label and i["status"] != "superseded"
+    ]
     return History(now_us, approvals, max(changes) if changes else None, len(incidents))
 
 
-def auto_once(store: EventStore, backend: Backend | None, policy: Policy, name: str,
-              now_us: int | None = None) -> AutoReport:
+def auto_once(
+    store: EventStore, backend: Backend | None, policy: Policy, name: str, now_us: int | None = None
+) -> AutoReport:
     report = AutoReport()
     Projector(store).catch_up()
     incidents = {i["incident_id"]: i for i in read_rows(store, "incidents")}
     rows_by_plan: dict[str, list[dict[str, Any]]] = {}
     for row in read_rows(store, "actions"):
         rows_by_plan.setdefault(row["plan_id"], []).append(row)
-    plans = sorted(p for p, rows in rows_by_plan.items()
-                   if any(r["status"] in ("proposed", "approved", "started") for r in rows))
+    plans = sorted(
+        p
+        for p, rows in rows_by_plan.items()
+        if any(r["status"] in ("proposed", "approved", "started") for r in rows)
+    )
     for plan_id in plans:
         rows = plan_rows(store, plan_id)
         incident = incidents.get(rows[0]["incident_id"] or "")
@@ -87,18 +98,24 @@ def auto_once(store: EventStore, backend: Backend | None, policy: Policy, name: 
     return report
 
 
-def _refusal(store: EventStore, policy: Policy, steps: list[dict[str, Any]],
-             incident: dict[str, Any], now: int) -> str | None:
+def _refusal(
+    store: EventStore,
+    policy: Policy,
+    steps: list[dict[str, Any]],
+    incident: dict[str, Any],
+    now: int,
+) -> str | None:
     history = _history(store, incident["unit"], incident["host"], incident["label"], now)
     hour_ago = now - 3_600_000_000
     recent = sum(1 for t in history.approved_by_policy_us if t >= hour_ago)
     if steps and recent + len(steps) > policy.max_actions_per_hour:
-        return (f"{len(steps)} more action(s) after {recent} in the last hour: more than the "
-                f"policy's max_actions_per_hour {policy.max_actions_per_hour}")
+        return (
+            f"{len(steps)} more action(s) after {recent} in the last hour: more than the "
+            f"policy's max_actions_per_hour {policy.max_actions_per_hour}"
+        )
     for row in steps:
         spec = orjson.loads(row["spec"]) | {"unit": row["unit"]}
-        decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0,
-                          history)
+        decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0, history)
         if not decision.allowed:
             return f"step {row['step']} ({row['kind']}): {decision.why}"
     return None
@@ -108,11 +125,14 @@ def auto_lines(report: AutoReport, reported: dict[str, str]) -> list[str]:
     """What one pass did, to print; a plan left or previewed is said once, not every pass
     (`reported` keeps what was said of each plan, from pass to pass)."""
     lines = [f"applied {safe_text(plan_id)}" for plan_id in report.applied]
-    lines += [f"proposed again after an interruption: {safe_text(plan_id)}"
-              for plan_id in report.replanned]
+    lines += [
+        f"proposed again after an interruption: {safe_text(plan_id)}"
+        for plan_id in report.replanned
+    ]
     said = [(p, f"dry run: would apply {safe_text(p)}") for p in report.would] + [
         (p, f"left for a person: {safe_text(p)}: {safe_text(why)}")
-        for p, why in report.left.items()]
+        for p, why in report.left.items()
+    ]
     for plan_id, line in said:
         if reported.get(plan_id) != line:
             lines.append(line)
@@ -120,8 +140,16 @@ def auto_lines(report: AutoReport, reported: dict[str, str]) -> list[str]:
     return lines
 
 
-def run_auto(store: EventStore, backend: Backend | None, policy: Policy, name: str, *,
-             interval_s: float, once: bool, say: Callable[[str], None]) -> None:
+def run_auto(
+    store: EventStore,
+    backend: Backend | None,
+    policy: Policy,
+    name: str,
+    *,
+    interval_s: float,
+    once: bool,
+    say: Callable[[str], None],
+) -> None:
     """Pass after pass, `interval_s` apart, saying what each did, until SIGINT or SIGTERM
     (or after one pass, `once`)."""
     reported: dict[str, str] = {}

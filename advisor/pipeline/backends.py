@@ -48,9 +48,19 @@ class LazySampler:
         return self._sampler.sample(time_us)
 
 
-def systemd_backend(root: Path, *, gpu_twin: Path | None = None, bus_address: str | None = None,
-                    journal_dir: Path | None = None, host: str | None = None) -> SystemdBackend:
+def systemd_backend(
+    root: Path,
+    *,
+    gpu_twin: Path | None = None,
+    bus_address: str | None = None,
+    journal_dir: Path | None = None,
+    host: str | None = None,
+) -> SystemdBackend:
     host = host or this_host()
-    return SystemdBackend(bus=SystemdBus(bus_address), root=root,
-                          readiness=JournalReadiness(journal_dir),
-                          gpus=LazySampler(host, gpu_twin), host=host)
+    return SystemdBackend(
+        bus=SystemdBus(bus_address),
+        root=root,
+        readiness=JournalReadiness(journal_dir),
+        gpus=LazySampler(host, gpu_twin),
+        host=host,
+    )

@@ -28,15 +28,16 @@ Say = Callable[[str], None]
 @dataclass(frozen=True)
 class AutoSetup:
     """`--auto`: the policy, its file's name (approvals are `policy:<name>`), the backend."""
+
     policy: Policy
     name: str
-    backend: str            # systemd | dry-run
+    backend: str  # systemd | dry-run
     systemd_root: Path
 
 
 @dataclass(frozen=True)
 class WatchConfig:
-    units: tuple[str, ...]          # globs; none: the inference servers, discovered
+    units: tuple[str, ...]  # globs; none: the inference servers, discovered
     journal_files: tuple[Path, ...]  # follow these instead of the system journal
     gpu_interval_s: float
     no_gpu: bool
@@ -49,6 +50,7 @@ class WatchConfig:
 @dataclass
 class Watching:
     """What is followed: the journal selection, the checkpoint to resume from, in words."""
+
     selection: Selection | None
     resume_from: tuple[str, ...]
     text: str
@@ -72,8 +74,9 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     stop = threading.Event()
     threads = _Threads(stop)
     if not config.no_gpu:
-        threads.gpu = start_gpu(store, config.host, config.gpu_interval_s, stop,
-                                config.gpu_twin, say)
+        threads.gpu = start_gpu(
+            store, config.host, config.gpu_interval_s, stop, config.gpu_twin, say
+        )
     if config.ship_to is not None:
         threads.start_shipping(store, config.ship_to, config.host, notifier, say)
     notifier.ready(f"watching {watching.text}")
@@ -94,9 +97,11 @@ def _watching(config: WatchConfig, notifier: Notifier, say: Say) -> Watching:
     from ingest.journal_sources import UnitGlobs, checkpoint_name_for
 
     if config.units:
-        return Watching(UnitGlobs(config.units, kernel=True),
-                        (checkpoint_name_for(config.journal_files, config.units),),
-                        ", ".join(config.units))
+        return Watching(
+            UnitGlobs(config.units, kernel=True),
+            (checkpoint_name_for(config.journal_files, config.units),),
+            ", ".join(config.units),
+        )
     if not config.journal_files:
         selection = discovery(notifier, say)
         return Watching(selection, (), describe(selection.watched))
@@ -117,8 +122,7 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
         reported: dict[str, str] = {}
 
         def after() -> None:
-            for line in auto_lines(auto_once(store, chosen, setup.policy, setup.name),
-                                   reported):
+            for line in auto_lines(auto_once(store, chosen, setup.policy, setup.name), reported):
                 say(line)
 
         processor.follow(after=after)
@@ -132,8 +136,13 @@ def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:
 
     try:
         with sigterm_as_interrupt():
-            ingest_journalctl(store, files=config.journal_files, follow=True,
-                              selection=watching.selection, resume_from=watching.resume_from)
+            ingest_journalctl(
+                store,
+                files=config.journal_files,
+                follow=True,
+                selection=watching.selection,
+                resume_from=watching.resume_from,
+            )
     except KeyboardInterrupt:
         pass
 
@@ -148,14 +157,16 @@ class _Threads:
         self.local: EventStore | None = None
         self.shipper_died: list[str] = []
 
-    def start_shipping(self, store: EventStore, ship_to: str, host: str, notifier: Notifier,
-                       say: Say) -> None:
+    def start_shipping(
+        self, store: EventStore, ship_to: str, host: str, notifier: Notifier, say: Say
+    ) -> None:
         from advisor.store import open_store
 
         # Its own connection: the shipper reads the store from its own thread.
         self.local = open_store(store.url)
-        self.shipper = start_shipper(self.local, ship_to, self.stop, notifier,
-                                     self.shipper_died, host=host, say=say)
+        self.shipper = start_shipper(
+            self.local, ship_to, self.stop, notifier, self.shipper_died, host=host, say=say
+        )
 
     def stop_all(self) -> None:
         self.stop.set()
@@ -166,8 +177,16 @@ class _Threads:
             self.local.close()
 
 
-def start_shipper(local: EventStore, ship_to: str, stop: threading.Event, notifier: Notifier,
-                  died: list[str], *, host: str, say: Say) -> threading.Thread:
+def start_shipper(
+    local: EventStore,
+    ship_to: str,
+    stop: threading.Event,
+    notifier: Notifier,
+    died: list[str],
+    *,
+    host: str,
+    say: Say,
+) -> threading.Thread:
     """`--ship-to`: ship in a thread that reports every failure (`say`, the unit's status
     line) and goes on; should the thread itself end before `stop`, that is reported too, in
     `died`, and `watch` fails when it stops."""
@@ -194,9 +213,16 @@ def start_shipper(local: EventStore, ship_to: str, stop: threading.Event, notifi
 
         try:
             key = load_key(default_key_path())  # the key the heads of `sign_heads` use
-            ship_forever(local, ship_to, host, stop, on_error=on_error,
-                         on_shipped=on_shipped, key=key,
-                         store_label=store_label(local.url) or "")
+            ship_forever(
+                local,
+                ship_to,
+                host,
+                stop,
+                on_error=on_error,
+                on_shipped=on_shipped,
+                key=key,
+                store_label=store_label(local.url) or "",
+            )
         except BaseException as e:
             message = f"{type(e).__name__}: {e}"
             died.append(message)
@@ -236,8 +262,14 @@ def describe(found: list[Found]) -> str:
     return ", ".join(f.describe() for f in found)
 
 
-def start_gpu(store: EventStore, host: str, interval_s: float, stop: threading.Event,
-              gpu_twin: Path | None, say: Say) -> threading.Thread | None:
+def start_gpu(
+    store: EventStore,
+    host: str,
+    interval_s: float,
+    stop: threading.Event,
+    gpu_twin: Path | None,
+    say: Say,
+) -> threading.Thread | None:
     """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
     GPU, say so and go on without."""
     from advisor.pipeline.backends import gpu_sampler

@@ -51,8 +51,10 @@ def read_log(path: str) -> tuple[str, list[LogLine]]:
     except OSError as e:
         raise InputError(f"{name}: cannot read: {e.strerror or e}") from e
     if b"\x00" in data[:4096] and not data.lstrip().startswith(b"{"):
-        raise InputError(f"{name}: binary data, not a log (a .journal file? use "
-                         "`journalctl --file F -o json` first)")
+        raise InputError(
+            f"{name}: binary data, not a log (a .journal file? use "
+            "`journalctl --file F -o json` first)"
+        )
     raw_lines = data.split(b"\n")
     first = next((line for line in raw_lines if line.strip()), b"")
     if not first:

@@ -31,17 +31,22 @@ class ProcessReport:
     diagnosis_events: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"folded": self.folded, "diagnosed": self.diagnosed,
-                "diagnosis_events": self.diagnosis_events}
+        return {
+            "folded": self.folded,
+            "diagnosed": self.diagnosed,
+            "diagnosis_events": self.diagnosis_events,
+        }
 
 
 class Processor:
-    def __init__(self, store: EventStore, rules: RuleSet | None = None,
-                 model_path: Path | None = None) -> None:
+    def __init__(
+        self, store: EventStore, rules: RuleSet | None = None, model_path: Path | None = None
+    ) -> None:
         model = load_model(model_path)
         self.projector = Projector(store)
-        self.diagnoser = Diagnoser(store, rules or load_rules(), model,
-                                   model.digest if model is not None else None)
+        self.diagnoser = Diagnoser(
+            store, rules or load_rules(), model, model.digest if model is not None else None
+        )
         self.planner = Planner(store)
         self.store = store
         self._busy = False
@@ -122,8 +127,14 @@ class Processor:
         """The skip, and for a run that was to be judged its classification as `unknown`
         for its lines (what a verdict would have said, with the verdict's key). A run that
         has its label already (the first of an incident) keeps it."""
-        skipped = skipped_event(run["stream"], run["ended_us"] or run["started_us"],
-                                "diagnosis", run["last_seq"], reason, run["run_id"])
+        skipped = skipped_event(
+            run["stream"],
+            run["ended_us"] or run["started_us"],
+            "diagnosis",
+            run["last_seq"],
+            reason,
+            run["run_id"],
+        )
         if run["label"] is not None and not run.get("label_stale"):
             return [skipped]
         return [skipped, self.diagnoser.classified(run, "unknown", 0.0, None)]

@@ -30,8 +30,9 @@ def human() -> str:
         return "human:unknown"
 
 
-def backend_for(name: str, root: Path, gpu_twin: Path | None = None,
-                host: str | None = None) -> Backend | None:
+def backend_for(
+    name: str, root: Path, gpu_twin: Path | None = None, host: str | None = None
+) -> Backend | None:
     """The backend to act through (`systemd`); None for a dry run (`dry-run`)."""
     if name == "dry-run":
         return None
@@ -56,7 +57,7 @@ def observer(root: Path, gpu_twin: Path | None, host: str | None = None) -> Back
 class OpenPlan:
     incident: dict[str, Any]
     plan_id: str
-    rows: list[dict[str, Any]]   # its actions, by step
+    rows: list[dict[str, Any]]  # its actions, by step
 
 
 def open_plan(store: EventStore, service: str) -> OpenPlan:
@@ -73,8 +74,9 @@ def open_plan(store: EventStore, service: str) -> OpenPlan:
     return OpenPlan(incident, plan_id, plan_rows(store, plan_id))
 
 
-def preview(store: EventStore, plan_id: str, root: Path, gpu_twin: Path | None,
-            host: str | None = None) -> list[str]:
+def preview(
+    store: EventStore, plan_id: str, root: Path, gpu_twin: Path | None, host: str | None = None
+) -> list[str]:
     """What each step would do now, the unit read from systemd where it is there."""
     from advisor.execution.preview import preview as preview_
 
@@ -84,7 +86,7 @@ def preview(store: EventStore, plan_id: str, root: Path, gpu_twin: Path | None,
 @dataclass
 class Outcome:
     report: ExecReport
-    again: Replanned | None    # a new plan proposed from the unit's current state
+    again: Replanned | None  # a new plan proposed from the unit's current state
 
     @property
     def settled(self) -> bool:

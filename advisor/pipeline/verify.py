@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 class Collected:
     read: HeadsRead
     key_path: Path
-    trusted_key: bytes | None   # None: there is no host key at key_path
+    trusted_key: bytes | None  # None: there is no host key at key_path
     store_exists: bool
 
 
-def collect(db_url: str, label: str, key_path: Path | None, heads_file: Path | None,
-            journal_files: tuple[Path, ...]) -> Collected:
+def collect(
+    db_url: str,
+    label: str,
+    key_path: Path | None,
+    heads_file: Path | None,
+    journal_files: tuple[Path, ...],
+) -> Collected:
     """The heads signed for the store at `db_url` (its `label`: `store_label`): from the
     heads file and the journal (these .journal files, else the system journal). Creates
     nothing."""
@@ -51,26 +56,29 @@ def missing_store_heads(collected: Collected) -> HeadsReport:
     the missing store is the finding)."""
     from advisor.store.audit import check_heads
 
-    return check_heads(None, collected.read.heads, collected.trusted_key,
-                       str(collected.key_path))
+    return check_heads(None, collected.read.heads, collected.trusted_key, str(collected.key_path))
 
 
 @dataclass
 class Verification:
     report: VerifyReport
     hosts: list[HostChainReport] = field(default_factory=list)
-    heads: HeadsReport | None = None                  # with the heads collected
+    heads: HeadsReport | None = None  # with the heads collected
     host_heads: dict[str, list[HeadFinding]] = field(default_factory=dict)  # central store
 
     @property
     def ok(self) -> bool:
-        return (self.report.ok and all(h.ok for h in self.hosts)
-                and (self.heads is None or self.heads.ok)
-                and all(f.ok for found in self.host_heads.values() for f in found))
+        return (
+            self.report.ok
+            and all(h.ok for h in self.hosts)
+            and (self.heads is None or self.heads.ok)
+            and all(f.ok for found in self.host_heads.values() for f in found)
+        )
 
 
-def verify_store(store: EventStore, collected: Collected | None,
-                 progress: Callable[[int], None] | None = None) -> Verification:
+def verify_store(
+    store: EventStore, collected: Collected | None, progress: Callable[[int], None] | None = None
+) -> Verification:
     """Walk the chain (`progress` told of the events checked), each shipped host's chain, and
     with `collected` the heads: this store's, and in a central store each host's shipped
     chain against the heads that host signed."""
@@ -80,6 +88,7 @@ def verify_store(store: EventStore, collected: Collected | None,
     hosts = [audit.verify_host(store, source) for source in audit.shipped_sources(store)]
     if collected is None:
         return Verification(report, hosts)
-    heads = audit.check_heads(store, collected.read.heads, collected.trusted_key,
-                              str(collected.key_path))
+    heads = audit.check_heads(
+        store, collected.read.heads, collected.trusted_key, str(collected.key_path)
+    )
     return Verification(report, hosts, heads, audit.central_head_findings(store))

@@ -53,8 +53,9 @@ def check_flag(flag: str, value: str) -> None:
 def check_option(option: str, value: str) -> None:
     pattern = _OPTION_VALUES.get(option)
     if pattern is None:
-        raise InputError(f"unit option {option[:80]!r} is not one advisor sets "
-                         f"({', '.join(_OPTION_VALUES)})")
+        raise InputError(
+            f"unit option {option[:80]!r} is not one advisor sets ({', '.join(_OPTION_VALUES)})"
+        )
     if not pattern.match(value):
         raise InputError(f"{option}={value[:80]!r} is not a value systemd takes")
 
@@ -64,8 +65,11 @@ def check_value(flag: str, value: object) -> None:
     bound = FLAG_BOUNDS.get(flag)
     if bound is None:
         raise InputError(f"{flag} is not a flag advisor changes ({', '.join(FLAG_BOUNDS)})")
-    if isinstance(value, bool) or not isinstance(value, int | float) or (
-            bound.integer and not float(value).is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (bound.integer and not float(value).is_integer())
+    ):
         raise InputError(f"{flag} {value!r}: not {'an integer' if bound.integer else 'a number'}")
     if not bound.low <= value <= bound.high:
         raise InputError(f"{flag} {value}: outside the safe range {bound.low:g}–{bound.high:g}")
@@ -104,5 +108,7 @@ def check_step(step: ActionStep) -> None:
             seconds = timeout_seconds(str(step.value))
             bound = TIMEOUT_STOP_BOUNDS_S
             if seconds is not None and not bound.low <= seconds <= bound.high:
-                raise InputError(f"TimeoutStopSec={step.value}: outside the safe range "
-                                 f"{bound.low:g}–{bound.high:g} s")
+                raise InputError(
+                    f"TimeoutStopSec={step.value}: outside the safe range "
+                    f"{bound.low:g}–{bound.high:g} s"
+                )

@@ -43,9 +43,13 @@ class Planner:
 
     def pending(self) -> list[StoredEvent]:
         """The diagnoser's `incident.classified` events not planned yet, oldest first."""
-        return [event for event in self.store.read(EventFilter(
-            type="incident.classified", after_seq=self.position()))
-            if event.source == SOURCE and isinstance(event.payload, IncidentClassified)]
+        return [
+            event
+            for event in self.store.read(
+                EventFilter(type="incident.classified", after_seq=self.position())
+            )
+            if event.source == SOURCE and isinstance(event.payload, IncidentClassified)
+        ]
 
     def catch_up(self) -> int:
         """Plan every classification not planned yet; return how many events were added."""
@@ -58,10 +62,12 @@ class Planner:
                     raise
                 p = event.payload
                 run_id = p.run_id if isinstance(p, IncidentClassified) else None
-                events = [skipped_event(event.stream, event.time_us, "diagnosis", event.seq,
-                                        reason_of(e), run_id)]
-            added += self.store.append(events, Checkpoint(CHECKPOINT, {"seq": event.seq})
-                                       ).appended
+                events = [
+                    skipped_event(
+                        event.stream, event.time_us, "diagnosis", event.seq, reason_of(e), run_id
+                    )
+                ]
+            added += self.store.append(events, Checkpoint(CHECKPOINT, {"seq": event.seq})).appended
         return added
 
     def plan_for(self, event: StoredEvent) -> list[NewEvent]:
@@ -72,13 +78,30 @@ class Planner:
         if run is None:
             return []
         pids = own_pids(parse(run_lines(self.store, run))) if p.label == HELD else set()
-        return propose(self.store, run, p.incident_id, p.incident_id, p.label, p.confidence,
-                       dict(p.facts), pids, run["invocation_id"])
+        return propose(
+            self.store,
+            run,
+            p.incident_id,
+            p.incident_id,
+            p.label,
+            p.confidence,
+            dict(p.facts),
+            pids,
+            run["invocation_id"],
+        )
 
 
-def propose(store: EventStore, run: Mapping[str, Any], plan_id: str, incident_id: str,
-            label: str, confidence: float, facts: Mapping[str, Any], own: set[int],
-            invocation_id: str | None) -> list[NewEvent]:
+def propose(
+    store: EventStore,
+    run: Mapping[str, Any],
+    plan_id: str,
+    incident_id: str,
+    label: str,
+    confidence: float,
+    facts: Mapping[str, Any],
+    own: set[int],
+    invocation_id: str | None,
+) -> list[NewEvent]:
     """`action.proposed` events for a plan for `run`'s failure (a `runs` row): a new
     incident's, or a new plan for an open incident (`advisor replan`), made for
     `invocation_id`."""
@@ -87,30 +110,51 @@ def propose(store: EventStore, run: Mapping[str, Any], plan_id: str, incident_id
     gpus = unit_gpus(store, run["host"], run["unit"], run["started_us"], end)
     if held_on:
         gpus = tuple(sorted(set(gpus or ()) | set(held_on)))
-    context = PlanContext(unit=run["unit"], release_p95_s=release_p95_s(store, run["host"]),
-                          holders=holders, invocation_id=invocation_id, gpus=gpus,
-                          ready_bound_s=ready_bound_s(store, run["host"], run["unit"]))
+    context = PlanContext(
+        unit=run["unit"],
+        release_p95_s=release_p95_s(store, run["host"]),
+        holders=holders,
+        invocation_id=invocation_id,
+        gpus=gpus,
+        ready_bound_s=ready_bound_s(store, run["host"], run["unit"]),
+    )
     events = []
     for step, action in enumerate(plan(label, confidence, facts, context)):
         action_id = f"{plan_id}#{step}"
-        events.append(NewEvent.model_validate({
-            "stream": run["stream"], "time_us": end, "source": SOURCE,
-            "key": stable_key(f"action.proposed:{action_id}".encode()),
-            "payload": {"type": "action.proposed", "action_id": action_id, "plan_id": plan_id,
-                        "step": step, "incident_id": incident_id, "host": run["host"],
-                        **action.model_dump(exclude_none=True)}}))
+        events.append(
+            NewEvent.model_validate(
+                {
+                    "stream": run["stream"],
+                    "time_us": end,
+                    "source": SOURCE,
+                    "key": stable_key(f"action.proposed:{action_id}".encode()),
+                    "payload": {
+                        "type": "action.proposed",
+                        "action_id": action_id,
+                        "plan_id": plan_id,
+                        "step": step,
+                        "incident_id": incident_id,
+                        "host": run["host"],
+                        **action.model_dump(exclude_none=True),
+                    },
+                }
+            )
+        )
     return events
 
 
-def _holders(store: EventStore, run: Mapping[str, Any], own: set[int]
-             ) -> tuple[tuple[Holder, ...], tuple[int, ...]]:
+def _holders(
+    store: EventStore, run: Mapping[str, Any], own: set[int]
+) -> tuple[tuple[Holder, ...], tuple[int, ...]]:
     """Processes NVML saw on the host's GPUs around the failure that are not the run's own
     (the latest sample of each GPU before the run ended), and the GPUs they hold."""
     end = run["ended_us"] or run["started_us"]
     latest: dict[int, GpuSampled] = {}
-    for event in store.read(EventFilter(type="gpu.sampled",
-                                        since_us=run["started_us"] - 10_000_000,
-                                        until_us=end + 2_000_000)):
+    for event in store.read(
+        EventFilter(
+            type="gpu.sampled", since_us=run["started_us"] - 10_000_000, until_us=end + 2_000_000
+        )
+    ):
         p = event.payload
         if isinstance(p, GpuSampled) and p.host == run["host"] and p.processes is not None:
             latest[p.index] = p
@@ -123,5 +167,4 @@ def _holders(store: EventStore, run: Mapping[str, Any], own: set[int]
                 used = (held.used_bytes or 0) + proc.used_bytes if held else proc.used_bytes
                 found[proc.pid] = Holder(proc.pid, used, proc.unit)
                 on.add(sample.index)
-    return (tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0))),
-            tuple(sorted(on)))
+    return (tuple(sorted(found.values(), key=lambda h: -(h.used_bytes or 0))), tuple(sorted(on)))

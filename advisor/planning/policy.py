@@ -62,9 +62,9 @@ class History:
     """What already happened, as the decision needs it (times in µs)."""
 
     now_us: int
-    approved_by_policy_us: Sequence[int]          # approvals by the policy, any unit
-    last_change_on_unit_us: int | None            # last succeeded change on this unit
-    plans_for_unit_and_label: int                 # incidents of this unit with this label
+    approved_by_policy_us: Sequence[int]  # approvals by the policy, any unit
+    last_change_on_unit_us: int | None  # last succeeded change on this unit
+    plans_for_unit_and_label: int  # incidents of this unit with this label
 
 
 @dataclass(frozen=True)
@@ -73,38 +73,52 @@ class Decision:
     why: str
 
 
-def decide(policy: Policy, step: dict[str, Any], label: str, confidence: float,
-           history: History) -> Decision:
+def decide(
+    policy: Policy, step: dict[str, Any], label: str, confidence: float, history: History
+) -> Decision:
     """May the policy approve this proposed step now?"""
     unit = step.get("unit") or ""
     kind = step["kind"]
     if confidence < policy.min_confidence:
-        return Decision(False, f"confidence {confidence:.2f} is below the policy's "
-                               f"{policy.min_confidence:.2f}")
+        return Decision(
+            False, f"confidence {confidence:.2f} is below the policy's {policy.min_confidence:.2f}"
+        )
     if not any(fnmatch.fnmatchcase(unit, a.units) and kind in a.kinds for a in policy.allow):
         return Decision(False, f"no rule allows {kind} on {unit or 'this host'}")
     if history.plans_for_unit_and_label > policy.max_attempts:
-        return Decision(False, f"{history.plans_for_unit_and_label} incidents of {label} on "
-                               f"{unit}: more than max_attempts {policy.max_attempts}; a person "
-                               "must look")
+        return Decision(
+            False,
+            f"{history.plans_for_unit_and_label} incidents of {label} on "
+            f"{unit}: more than max_attempts {policy.max_attempts}; a person "
+            "must look",
+        )
     hour_ago = history.now_us - 3_600_000_000
     recent = sum(1 for t in history.approved_by_policy_us if t >= hour_ago)
     if recent >= policy.max_actions_per_hour:
-        return Decision(False, f"{recent} actions in the last hour: the policy allows "
-                               f"{policy.max_actions_per_hour}")
+        return Decision(
+            False,
+            f"{recent} actions in the last hour: the policy allows {policy.max_actions_per_hour}",
+        )
     last = history.last_change_on_unit_us
-    if kind in CHANGES and last is not None and \
-            history.now_us - last < policy.cooldown_s * 1_000_000:
+    if (
+        kind in CHANGES
+        and last is not None
+        and history.now_us - last < policy.cooldown_s * 1_000_000
+    ):
         wait = policy.cooldown_s - (history.now_us - last) / 1_000_000
-        return Decision(False, f"cooldown: {unit} changed {policy.cooldown_s - wait:.0f} s ago, "
-                               f"{wait:.0f} s to go")
+        return Decision(
+            False,
+            f"cooldown: {unit} changed {policy.cooldown_s - wait:.0f} s ago, {wait:.0f} s to go",
+        )
     bound = policy.bounds.get(step.get("flag") or step.get("option") or "")
     value = step.get("value")
     if bound is not None and isinstance(value, int | float):
         if bound.min is not None and value < bound.min:
-            return Decision(False, f"{step.get('flag')} {value} is below the policy's "
-                                   f"lower bound {bound.min:g}")
+            return Decision(
+                False, f"{step.get('flag')} {value} is below the policy's lower bound {bound.min:g}"
+            )
         if bound.max is not None and value > bound.max:
-            return Decision(False, f"{step.get('flag')} {value} is above the policy's "
-                                   f"upper bound {bound.max:g}")
+            return Decision(
+                False, f"{step.get('flag')} {value} is above the policy's upper bound {bound.max:g}"
+            )
     return Decision(True, "allowed by the policy")

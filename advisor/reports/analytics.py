@@ -56,28 +56,62 @@ _LOG_LINES: Final = """
 # which DuckDB's enable_external_access does not see, and `postgres_execute` runs any SQL
 # on the store's own session. And DuckDB's functions that run SQL given as a string, which
 # the check below could not read.
-SCANNER_FUNCTIONS: Final = frozenset({
-    "sqlite_attach", "sqlite_query", "sqlite_scan",
-    "pg_clear_cache", "postgres_attach", "postgres_configure_pool", "postgres_execute",
-    "postgres_hstore_get", "postgres_hstore_to_json", "postgres_query", "postgres_scan",
-    "postgres_scan_pushdown", "read_postgres_binary"})
-REFUSED_FUNCTIONS: Final = SCANNER_FUNCTIONS | {"query", "query_table",
-                                                "json_execute_serialized_sql"}
+SCANNER_FUNCTIONS: Final = frozenset(
+    {
+        "sqlite_attach",
+        "sqlite_query",
+        "sqlite_scan",
+        "pg_clear_cache",
+        "postgres_attach",
+        "postgres_configure_pool",
+        "postgres_execute",
+        "postgres_hstore_get",
+        "postgres_hstore_to_json",
+        "postgres_query",
+        "postgres_scan",
+        "postgres_scan_pushdown",
+        "read_postgres_binary",
+    }
+)
+REFUSED_FUNCTIONS: Final = SCANNER_FUNCTIONS | {
+    "query",
+    "query_table",
+    "json_execute_serialized_sql",
+}
 _ST = duckdb.StatementType
 # ATTACH and DETACH in every query: the store stays the one attached read-only.
 _REFUSED_ALWAYS: Final = frozenset({_ST.ATTACH, _ST.DETACH, _ST.COPY_DATABASE})
 # In a sandbox, only statements that cannot write a file (COPY, EXPORT) or load code (LOAD,
 # INSTALL): reading, and tables, views and macros in DuckDB's own memory.
-_SANDBOX_STATEMENTS: Final = frozenset({
-    _ST.SELECT, _ST.EXPLAIN, _ST.PRAGMA, _ST.CALL, _ST.SET, _ST.VARIABLE_SET, _ST.PREPARE,
-    _ST.EXECUTE, _ST.TRANSACTION, _ST.CREATE, _ST.CREATE_FUNC, _ST.INSERT, _ST.UPDATE,
-    _ST.DELETE, _ST.DROP, _ST.ALTER, _ST.MERGE_INTO, _ST.ANALYZE})
+_SANDBOX_STATEMENTS: Final = frozenset(
+    {
+        _ST.SELECT,
+        _ST.EXPLAIN,
+        _ST.PRAGMA,
+        _ST.CALL,
+        _ST.SET,
+        _ST.VARIABLE_SET,
+        _ST.PREPARE,
+        _ST.EXECUTE,
+        _ST.TRANSACTION,
+        _ST.CREATE,
+        _ST.CREATE_FUNC,
+        _ST.INSERT,
+        _ST.UPDATE,
+        _ST.DELETE,
+        _ST.DROP,
+        _ST.ALTER,
+        _ST.MERGE_INTO,
+        _ST.ANALYZE,
+    }
+)
 _QUOTED: Final = re.compile(r'"((?:[^"]|"")*)"')
 _BARE: Final = re.compile(r"[^\s\"(),.;:\[\]{}]+")
 
 
-def check_sql(sql: str, *, sandbox: bool,
-              con: duckdb.DuckDBPyConnection | None = None) -> list[duckdb.Statement]:
+def check_sql(
+    sql: str, *, sandbox: bool, con: duckdb.DuckDBPyConnection | None = None
+) -> list[duckdb.Statement]:
     """The statements of `sql`, parsed by `con` (by default a DuckDB of its own, sealed like a
     sandbox when `sandbox`: parsing expands PRAGMAs, and `import_database` reads files), or
     InputError for SQL that a query may not run."""
@@ -85,8 +119,10 @@ def check_sql(sql: str, *, sandbox: bool,
         raise InputError("query: no SQL given (an empty string)")
     name = _refused_function(sql)
     if name is not None:
-        raise InputError(f"query: {name}() is refused: it reaches past the read-only store "
-                         "(a scanner's own connection, or SQL run from a string)")
+        raise InputError(
+            f"query: {name}() is refused: it reaches past the read-only store "
+            "(a scanner's own connection, or SQL run from a string)"
+        )
     parser = con if con is not None else _duckdb(sandbox)
     try:
         if con is None and sandbox:
@@ -102,11 +138,15 @@ def check_sql(sql: str, *, sandbox: bool,
     for statement in statements:
         kind = statement.type
         if kind in _REFUSED_ALWAYS:
-            raise InputError(f"query: {_kind(kind)} is refused: the store stays the one "
-                             "database attached, read-only")
+            raise InputError(
+                f"query: {_kind(kind)} is refused: the store stays the one "
+                "database attached, read-only"
+            )
         if sandbox and kind not in _SANDBOX_STATEMENTS:
-            raise InputError(f"query: {_kind(kind)} statements are refused: the query reads "
-                             "the store and nothing else (--allow-files lets it use files)")
+            raise InputError(
+                f"query: {_kind(kind)} statements are refused: the query reads "
+                "the store and nothing else (--allow-files lets it use files)"
+            )
     return statements
 
 
@@ -126,8 +166,9 @@ def _refused_function(sql: str) -> str | None:
         text = sql[start:end]
         quoted = _QUOTED.match(text)
         bare = _BARE.match(text)
-        name = (quoted.group(1).replace('""', '"') if quoted
-                else bare.group() if bare else "").lower()
+        name = (
+            quoted.group(1).replace('""', '"') if quoted else bare.group() if bare else ""
+        ).lower()
         if name in REFUSED_FUNCTIONS:
             return name
     return None
@@ -140,7 +181,7 @@ def _first_line(e: BaseException) -> str:
 @dataclass
 class Connection:
     con: duckdb.DuckDBPyConnection
-    path: str        # how the views read: "sqlite scanner", "postgres scanner", "parquet"
+    path: str  # how the views read: "sqlite scanner", "postgres scanner", "parquet"
     sandbox: bool = False
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -157,9 +198,12 @@ class Connection:
             # TIMESTAMP WITH TIME ZONE values need pytz to become Python datetimes: they
             # come as DuckDB prints them (2026-02-21 00:33:16+00) instead.
             if any("TIME ZONE" in str(t) for t in relation.types):
-                relation = relation.project(", ".join(
-                    f"CAST(#{i} AS VARCHAR)" if "TIME ZONE" in str(t) else f"#{i}"
-                    for i, t in enumerate(relation.types, start=1)))
+                relation = relation.project(
+                    ", ".join(
+                        f"CAST(#{i} AS VARCHAR)" if "TIME ZONE" in str(t) else f"#{i}"
+                        for i, t in enumerate(relation.types, start=1)
+                    )
+                )
             return columns, relation.fetchall()
         except duckdb.Error as e:
             raise InputError(f"query: {_first_line(e)}") from e
@@ -171,15 +215,16 @@ class Connection:
 def _seal(con: duckdb.DuckDBPyConnection, folder: Path | None = None) -> None:
     """Nothing but what is attached (and `folder`) from now on, and no setting changed."""
     if folder is not None:
-        con.execute("SET allowed_directories = "
-                    f"[{sql_literal(str(folder.resolve()).rstrip(os.sep) + os.sep)}]")
+        con.execute(
+            "SET allowed_directories = "
+            f"[{sql_literal(str(folder.resolve()).rstrip(os.sep) + os.sep)}]"
+        )
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 
 
 def _duckdb(sandbox: bool) -> duckdb.DuckDBPyConnection:
-    config: dict[str, str | bool | int | float | list[str]] = {
-        "python_enable_replacements": False}
+    config: dict[str, str | bool | int | float | list[str]] = {"python_enable_replacements": False}
     if sandbox:  # nothing fetched or loaded behind the query's back
         config |= {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     return duckdb.connect(config=config)
@@ -208,8 +253,7 @@ def _require_store(url: str) -> None:
     open_store(url, read_only=True).close()
 
 
-def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
-                  ) -> Connection:
+def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None) -> Connection:
     """DuckDB attached read-only to the store at `url`, with the views; `sandbox`: reaching
     nothing else but `folder` (module docstring)."""
     parsed = parse_url(url)
@@ -230,11 +274,14 @@ def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
             schema = re.search(r"search_path(?:=|%3D)([\w$]+)", options)
             # The server keeps the session read-only too, whatever DuckDB sends on it.
             read_only = quote(f"{options} -c default_transaction_read_only=on".strip())
-            dsn = parsed.set(drivername="postgresql", query={}).render_as_string(
-                hide_password=False) + f"?options={read_only}"
+            dsn = (
+                parsed.set(drivername="postgresql", query={}).render_as_string(hide_password=False)
+                + f"?options={read_only}"
+            )
             with_schema = f", SCHEMA {sql_literal(schema.group(1))}" if schema else ""
-            con.execute(f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, "
-                        "READ_ONLY)")
+            con.execute(
+                f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, READ_ONLY)"
+            )
             path = "postgres scanner"
         con.execute(f"CREATE VIEW events AS {events_select()}")
         for name in PROJECTIONS:
@@ -266,13 +313,17 @@ def connect_parquet(folder: Path, *, sandbox: bool = False) -> Connection:
     con = _duckdb(sandbox)
     try:
         pattern = sql_literal(str(folder / "events" / "**" / "*.parquet"))
-        con.execute("CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, "
-                    f"time, recorded_us, source, payload FROM read_parquet({pattern}, "
-                    "hive_partitioning = true, union_by_name = true)")
+        con.execute(
+            "CREATE VIEW events AS SELECT seq, stream, host, type, version, time_us, "
+            f"time, recorded_us, source, payload FROM read_parquet({pattern}, "
+            "hive_partitioning = true, union_by_name = true)"
+        )
         for name in PROJECTIONS:
             if (folder / f"{name}.parquet").is_file():
-                con.execute(f"CREATE VIEW {name} AS SELECT * FROM "
-                            f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})")
+                con.execute(
+                    f"CREATE VIEW {name} AS SELECT * FROM "
+                    f"read_parquet({sql_literal(str(folder / f'{name}.parquet'))})"
+                )
         con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
         if sandbox:
             _seal(con, folder)
@@ -296,8 +347,9 @@ def export_parquet(url: str, folder: Path) -> dict[str, int]:
         stage = Path(folder.resolve(), f".export-{os.getpid()}.partial")
         stage.mkdir()
     except OSError as e:
-        raise InputError(f"{folder}: cannot write an export there: "
-                         f"{e.strerror or e.__class__.__name__}") from e
+        raise InputError(
+            f"{folder}: cannot write an export there: {e.strerror or e.__class__.__name__}"
+        ) from e
     done = False
     try:
         conn = connect_store(url, sandbox=True, folder=stage)
@@ -310,8 +362,9 @@ def export_parquet(url: str, folder: Path) -> dict[str, int]:
         os.replace(stage / "events", folder / "events")
         done = True
     except OSError as e:
-        raise InputError(f"{folder}: cannot write the export: "
-                         f"{e.strerror or e.__class__.__name__}") from e
+        raise InputError(
+            f"{folder}: cannot write the export: {e.strerror or e.__class__.__name__}"
+        ) from e
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(stage)
@@ -326,11 +379,14 @@ def _export(conn: Connection, stage: Path) -> dict[str, int]:
     try:
         conn.con.execute(
             "COPY (SELECT *, strftime(time, '%Y-%m-%d') AS day FROM events) TO "
-            f"{sql_literal(str(stage / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))")
+            f"{sql_literal(str(stage / 'events'))} (FORMAT parquet, PARTITION_BY (day, host))"
+        )
         counts = {"events": _count(conn, "events")}
         for name in PROJECTIONS:
-            conn.con.execute(f"COPY (SELECT * FROM {name}) TO "
-                             f"{sql_literal(str(stage / f'{name}.parquet'))} (FORMAT parquet)")
+            conn.con.execute(
+                f"COPY (SELECT * FROM {name}) TO "
+                f"{sql_literal(str(stage / f'{name}.parquet'))} (FORMAT parquet)"
+            )
             counts[name] = _count(conn, name)
     except (duckdb.IOException, duckdb.PermissionException) as e:
         raise InputError(f"{stage.parent}: cannot write the export: {_first_line(e)}") from e
@@ -347,8 +403,13 @@ def _count(conn: Connection, view: str) -> int:
 # ------------------------------------------------------------------ stats
 
 
-def stats(conn: Connection, *, unit: str | None = None, host: str | None = None,
-          since_us: int | None = None) -> dict[str, list[dict[str, Any]]]:
+def stats(
+    conn: Connection,
+    *,
+    unit: str | None = None,
+    host: str | None = None,
+    since_us: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """The fleet's figures, each section a list of rows."""
     conditions = []
     if unit is not None:

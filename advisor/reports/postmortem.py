@@ -25,26 +25,42 @@ from advisor.views.reading import read_rows, run_log_events
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
 _TIMELINE_EVENTS: Final = {
-    "start": "start requested", "started": "started", "stop_requested": "stop requested",
-    "stop_timeout": "stop timed out: SIGKILL", "exit": "main process exited",
-    "failed": "failed", "restart_scheduled": "restart scheduled",
-    "deactivated": "stopped cleanly", "still_around": "processes survived SIGKILL"}
+    "start": "start requested",
+    "started": "started",
+    "stop_requested": "stop requested",
+    "stop_timeout": "stop timed out: SIGKILL",
+    "exit": "main process exited",
+    "failed": "failed",
+    "restart_scheduled": "restart scheduled",
+    "deactivated": "stopped cleanly",
+    "still_around": "processes survived SIGKILL",
+}
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     """Fractions 0..1 as a row of block characters, `width` buckets (the maximum of each)."""
     if not values:
         return ""
-    buckets = [max(values[i * len(values) // width:max(i * len(values) // width + 1,
-                                                          (i + 1) * len(values) // width)])
-               for i in range(min(width, len(values)))]
+    buckets = [
+        max(
+            values[
+                i * len(values) // width : max(
+                    i * len(values) // width + 1, (i + 1) * len(values) // width
+                )
+            ]
+        )
+        for i in range(min(width, len(values)))
+    ]
     return "".join(SPARK[min(len(SPARK) - 1, int(v * len(SPARK)))] for v in buckets)
 
 
 def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str]]:
     """(time, what) for the run's start, phases, failure line and lifecycle steps."""
-    lines = [line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
-             for event in run_log_events(store, run) if isinstance(event.payload, LogRecorded)]
+    lines = [
+        line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
+        for event in run_log_events(store, run)
+        if isinstance(event.payload, LogRecorded)
+    ]
     out: list[tuple[int, str]] = []
     seen: set[str] = set()
     for p in parse(lines):
@@ -84,8 +100,10 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> dict[
         incidents = [i for i in incidents if i["incident_id"] == incident_id]
         if incidents and incidents[0]["status"] == "superseded":  # no incident (docs/fold.md)
             by = incidents[0]["superseded_by"]
-            raise InputError(f"{service}: incident {incident_id} is superseded"
-                             + (f" by {by}" if by else ": its run is cut differently now"))
+            raise InputError(
+                f"{service}: incident {incident_id} is superseded"
+                + (f" by {by}" if by else ": its run is cut differently now")
+            )
     else:
         incidents = [i for i in incidents if i["status"] != "superseded"]
     if not incidents:
@@ -93,8 +111,9 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> dict[
     return incidents[-1]
 
 
-def _timeline(store: EventStore, window: list[dict[str, Any]],
-              plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timeline(
+    store: EventStore, window: list[dict[str, Any]], plan: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The runs' timelines and the plan's decided steps, in time order."""
     timeline: list[dict[str, Any]] = []
     for run in window:
@@ -102,20 +121,30 @@ def _timeline(store: EventStore, window: list[dict[str, Any]],
             timeline.append({"time_us": t, "run": run["run_id"], "what": what})
     for row in plan:
         if row["status"] != "proposed":
-            timeline.append({"time_us": row["updated_us"], "run": None,
-                             "what": f"action {row['kind']} {row['status']}"})
+            timeline.append(
+                {
+                    "time_us": row["updated_us"],
+                    "run": None,
+                    "what": f"action {row['kind']} {row['status']}",
+                }
+            )
     timeline.sort(key=lambda e: e["time_us"])
     return timeline
 
 
-def _gpu_memory(store: EventStore, host: str, window: list[dict[str, Any]],
-                series: dict[str, list[tuple[int, float]]] | None) -> dict[int, list[float]]:
+def _gpu_memory(
+    store: EventStore,
+    host: str,
+    window: list[dict[str, Any]],
+    series: dict[str, list[tuple[int, float]]] | None,
+) -> dict[int, list[float]]:
     """Per GPU, the used fractions of the samples from the window's start to 30 s after its
     end; with `series`, (time µs, fraction) go there too."""
     start = window[0]["started_us"]
     end = max((r["ended_us"] or r["started_us"]) for r in window) + 30_000_000
-    samples = [s for s in read_rows(store, "gpu_samples", host=host)
-               if start <= s["time_us"] <= end]
+    samples = [
+        s for s in read_rows(store, "gpu_samples", host=host) if start <= s["time_us"] <= end
+    ]
     gpus: dict[int, list[float]] = {}
     for s in samples:
         fraction = s["used_bytes"] / s["total_bytes"] if s["total_bytes"] else 0.0
@@ -126,14 +155,26 @@ def _gpu_memory(store: EventStore, host: str, window: list[dict[str, Any]],
 
 
 def _plan_step(row: dict[str, Any]) -> dict[str, Any]:
-    return {"action_id": row["action_id"], "kind": row["kind"], "status": row["status"],
-            "alternative": row["alternative"], "detail": row["detail"],
-            **{k: v for k, v in orjson.loads(row["spec"]).items()
-               if k in ("flag", "value", "option", "seconds", "why", "arithmetic")}}
+    return {
+        "action_id": row["action_id"],
+        "kind": row["kind"],
+        "status": row["status"],
+        "alternative": row["alternative"],
+        "detail": row["detail"],
+        **{
+            k: v
+            for k, v in orjson.loads(row["spec"]).items()
+            if k in ("flag", "value", "option", "seconds", "why", "arithmetic")
+        },
+    }
 
 
-def build(store: EventStore, service: str, incident_id: str | None = None,
-          series: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, Any]:
+def build(
+    store: EventStore,
+    service: str,
+    incident_id: str | None = None,
+    series: dict[str, list[tuple[int, float]]] | None = None,
+) -> dict[str, Any]:
     """The post-mortem of SERVICE's latest incident (or of `incident_id`); SERVICE is `UNIT` or
     `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
     GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
@@ -141,32 +182,66 @@ def build(store: EventStore, service: str, incident_id: str | None = None,
     runs = read_rows(store, "runs", unit=incident["unit"], host=incident["host"])
     first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
     last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
-    window = runs[max(0, first - 1):last + 2]
+    window = runs[max(0, first - 1) : last + 2]
     plan = [r for r in read_rows(store, "actions") if r["plan_id"] == incident["incident_id"]]
     timeline = _timeline(store, window, plan)
     gpus = _gpu_memory(store, incident["host"], window, series)
-    similar = [i for i in read_rows(store, "incidents", host=incident["host"])
-               if i["incident_id"] != incident["incident_id"] and i["label"] == incident["label"]
-               and i["status"] != "superseded"]
+    similar = [
+        i
+        for i in read_rows(store, "incidents", host=incident["host"])
+        if i["incident_id"] != incident["incident_id"]
+        and i["label"] == incident["label"]
+        and i["status"] != "superseded"
+    ]
     evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
     times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
     return {
-        "incident": {k: incident[k] for k in ("incident_id", "host", "unit", "label",
-                                              "confidence", "phase", "runs", "status")},
+        "incident": {
+            k: incident[k]
+            for k in (
+                "incident_id",
+                "host",
+                "unit",
+                "label",
+                "confidence",
+                "phase",
+                "runs",
+                "status",
+            )
+        },
         "opened": format_us(incident["opened_us"]),
         "config": orjson.loads(runs[first]["config"]),
-        "facts": {k: v for k, v in (orjson.loads(incident["facts"]) if incident["facts"]
-                                    else {}).items() if v is not None},
-        "evidence": [{"time": format_us(times[e["seq"]]) if e["seq"] in times else None,
-                      "seq": e["seq"], "text": e["text"]} for e in evidence],
-        "timeline": [{"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]}
-                     for e in timeline],
+        "facts": {
+            k: v
+            for k, v in (orjson.loads(incident["facts"]) if incident["facts"] else {}).items()
+            if v is not None
+        },
+        "evidence": [
+            {
+                "time": format_us(times[e["seq"]]) if e["seq"] in times else None,
+                "seq": e["seq"],
+                "text": e["text"],
+            }
+            for e in evidence
+        ],
+        "timeline": [
+            {"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]} for e in timeline
+        ],
         "plan": [_plan_step(r) for r in plan],
-        "gpu_memory": {str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
-                       for g, v in sorted(gpus.items())},
-        "similar": [{"incident_id": i["incident_id"], "unit": i["unit"],
-                     "opened": format_us(i["opened_us"]), "runs": i["runs"],
-                     "status": i["status"]} for i in similar],
+        "gpu_memory": {
+            str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
+            for g, v in sorted(gpus.items())
+        },
+        "similar": [
+            {
+                "incident_id": i["incident_id"],
+                "unit": i["unit"],
+                "opened": format_us(i["opened_us"]),
+                "runs": i["runs"],
+                "status": i["status"],
+            }
+            for i in similar
+        ],
     }
 
 
@@ -179,8 +254,12 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     sections: list[tuple[str, list[str]]] = []
     sections.append(("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]))
     sections.append(("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]))
-    sections.append(("Evidence", [f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}"
-                                  for e in report["evidence"]]))
+    sections.append(
+        (
+            "Evidence",
+            [f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}" for e in report["evidence"]],
+        )
+    )
     if report["facts"]:
         sections.append(("Facts", [f"{k}: {v}" for k, v in sorted(report["facts"].items())]))
     plan: list[str] = []
@@ -194,27 +273,46 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
             plan.append(f"    → {step['detail']}")
     sections.append(("Plan", plan))
     if report["gpu_memory"]:
-        sections.append(("GPU memory (used / total, over the incident)",
-                         [f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
-                          for g, v in report["gpu_memory"].items()]))
-    sections.append(("Similar incidents on this host",
-                     [f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
-                      for s in report["similar"]] or ["none"]))
-    summary = (f"{inc['runs']} failed run(s), {inc['status']}; failing phase: "
-               f"{inc['phase'] or 'unknown'}")
+        sections.append(
+            (
+                "GPU memory (used / total, over the incident)",
+                [
+                    f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
+                    for g, v in report["gpu_memory"].items()
+                ],
+            )
+        )
+    sections.append(
+        (
+            "Similar incidents on this host",
+            [
+                f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
+                for s in report["similar"]
+            ]
+            or ["none"],
+        )
+    )
+    summary = (
+        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
+    )
     if markdown:
         service = f"{inc['host']}/{inc['unit']}"
-        out = [f"# {markdown_code(service)}: "
-               f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
-               "",
-               f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
-               f"{markdown_text(summary)}"]
+        out = [
+            f"# {markdown_code(service)}: "
+            f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
+            "",
+            f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
+            f"{markdown_text(summary)}",
+        ]
         for title, lines in sections:
             out += ["", f"## {title}", "", markdown_code_block(lines) if lines else "none"]
         return "\n".join(out) + "\n"
-    out = [safe_text(f"{inc['host']}/{inc['unit']}: {inc['label']} "
-                     f"(confidence {inc['confidence']:.2f})"),
-           safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}")]
+    out = [
+        safe_text(
+            f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
+        ),
+        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}"),
+    ]
     for title, lines in sections:
         out.append(f"\n{title}\n" + "-" * len(title))
         out += [safe_text(line) for line in lines]

@@ -16,9 +16,30 @@ if TYPE_CHECKING:
     from advisor.sim.node import SimNode
     from advisor.sim.units import UnitSpec, UnitState
 
-__all__ = ["SimNode", "UnitSpec", "UnitState", "backend", "box", "boxunits", "claims", "gpud",
-           "gpuhost", "gpus", "journal", "manager", "models", "node", "nvml_twin", "process",
-           "server", "server_config", "texts", "units", "vllm_cli", "vllm_text"]
+__all__ = [
+    "SimNode",
+    "UnitSpec",
+    "UnitState",
+    "backend",
+    "box",
+    "boxunits",
+    "claims",
+    "gpud",
+    "gpuhost",
+    "gpus",
+    "journal",
+    "manager",
+    "models",
+    "node",
+    "nvml_twin",
+    "process",
+    "server",
+    "server_config",
+    "texts",
+    "units",
+    "vllm_cli",
+    "vllm_text",
+]
 
 
 def __getattr__(name: str) -> Any:

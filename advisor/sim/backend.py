@@ -18,19 +18,26 @@ from advisor.execution.state import INFINITY_US, ExecCommand, UnitSnapshot
 if TYPE_CHECKING:
     from advisor.sim import SimNode, UnitState
 
-READY_S: Final = 120.0   # a restart's bound when the step gives none
+READY_S: Final = 120.0  # a restart's bound when the step gives none
 
 
 def _snapshot(state: UnitState) -> UnitSnapshot:
     timeout = state.timeout_stop_sec
     return UnitSnapshot(
-        name=state.name, active_state=state.active_state, sub_state=state.sub_state,
-        result=state.result, invocation_id=state.invocation_id if state.main_pid else None,
-        main_pid=state.main_pid or 0, n_restarts=state.n_restarts,
-        exec_start=(ExecCommand("vllm", ("vllm", *state.argv)),), restart=state.restart,
+        name=state.name,
+        active_state=state.active_state,
+        sub_state=state.sub_state,
+        result=state.result,
+        invocation_id=state.invocation_id if state.main_pid else None,
+        main_pid=state.main_pid or 0,
+        n_restarts=state.n_restarts,
+        exec_start=(ExecCommand("vllm", ("vllm", *state.argv)),),
+        restart=state.restart,
         timeout_stop_us=INFINITY_US if timeout == float("inf") else int(timeout * 1e6),
-        kill_mode=state.kill_mode, held=state.restarts_held,
-        processes=1 if state.main_pid else 0)
+        kill_mode=state.kill_mode,
+        held=state.restarts_held,
+        processes=1 if state.main_pid else 0,
+    )
 
 
 @dataclass
@@ -44,8 +51,9 @@ class SimBackend:
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
         return prepare_step(self, step, before)
 
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+    ) -> Outcome:
         return perform_step(self, step, change)
 
     # ------------------------------------------------------------------ primitives
@@ -68,26 +76,27 @@ class SimBackend:
         return self._done(unit, f"reset-failed {unit}")
 
     def lift_hold(self, unit: str) -> str | None:
-        return None   # the node's start lifts the hold itself
+        return None  # the node's start lifts the hold itself
 
     def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
         node = self.node
         state = node.restart(unit)
-        node.run_until(lambda: node.unit_state(unit).ready
-                       or node.unit_state(unit).main_pid is None,
-                       timeout_s=ready_bound_s or READY_S)
+        node.run_until(
+            lambda: node.unit_state(unit).ready or node.unit_state(unit).main_pid is None,
+            timeout_s=ready_bound_s or READY_S,
+        )
         if not node.unit_state(unit).ready:
             raise BackendError(f"{unit} did not come up: {node.unit_state(unit)}")
         return self._done(unit, f"restarted {unit} (pid {state.main_pid}); it says it is ready")
 
-    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None,
-                      bound_s: float) -> Outcome:
+    def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         """Every GPU of the node is watched (the step's GPUs are not looked at)."""
         return self._done(unit, self._wait_free(unit, bound_s))
 
-    def plan_config(self, unit: str, before: UnitSnapshot | None,
-                    edit: ConfigEdit) -> FileChange | None:
-        return None   # the node keeps its configuration in memory: no file to record
+    def plan_config(
+        self, unit: str, before: UnitSnapshot | None, edit: ConfigEdit
+    ) -> FileChange | None:
+        return None  # the node keeps its configuration in memory: no file to record
 
     def apply_config(self, unit: str, edit: ConfigEdit, change: FileChange | None) -> Outcome:
         words = edit.in_memory(self.node, unit)
@@ -103,13 +112,14 @@ class SimBackend:
 
     def _wait_free(self, unit: str, seconds: float) -> str:
         """Free *and stable*: every GPU under 5% for three samples in a row."""
-        total = self.node.gpu_gib * 1024 ** 3
+        total = self.node.gpu_gib * 1024**3
         streak = [0]
 
         def free() -> bool:
             used = self.node.gpu_used_bytes()
-            streak[0] = streak[0] + 1 if all(u < FREE_FRACTION * total
-                                             for u in used.values()) else 0
+            streak[0] = (
+                streak[0] + 1 if all(u < FREE_FRACTION * total for u in used.values()) else 0
+            )
             return streak[0] >= STABLE_SAMPLES
 
         started = self.node.clock()

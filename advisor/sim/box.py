@@ -53,21 +53,52 @@ TARGET: Final = "advisor-box.target"
 BUS_PROXY: Final = "advisor-box-bus"
 SOCKET_PROXYD: Final = Path("/lib/systemd/systemd-socket-proxyd")
 # journald and what it needs, linked from the host's vendor folder.
-LINKED: Final = ("systemd-journald.service", "systemd-journald.socket",
-                 "systemd-journald-dev-log.socket", "systemd-journald-audit.socket",
-                 "systemd-journal-flush.service", "poweroff.target", "systemd-poweroff.service",
-                 "shutdown.target", "final.target", "umount.target", "exit.target",
-                 "systemd-exit.service")
+LINKED: Final = (
+    "systemd-journald.service",
+    "systemd-journald.socket",
+    "systemd-journald-dev-log.socket",
+    "systemd-journald-audit.socket",
+    "systemd-journal-flush.service",
+    "poweroff.target",
+    "systemd-poweroff.service",
+    "shutdown.target",
+    "final.target",
+    "umount.target",
+    "exit.target",
+    "systemd-exit.service",
+)
 # Targets a boot pulls in, replaced by stand-ins that pull in nothing.
-STAND_INS: Final = ("sysinit.target", "basic.target", "sockets.target", "timers.target",
-                    "paths.target", "slices.target", "local-fs.target", "local-fs-pre.target",
-                    "swap.target", "network.target", "network-online.target",
-                    "network-pre.target", "multi-user.target", "remote-fs.target",
-                    "nss-lookup.target", "nss-user-lookup.target", "time-sync.target",
-                    "cryptsetup.target", "emergency.target", "rescue.target",
-                    "graphical.target")
-DEVICES: Final = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8),
-                  ("urandom", 1, 9), ("tty", 5, 0))
+STAND_INS: Final = (
+    "sysinit.target",
+    "basic.target",
+    "sockets.target",
+    "timers.target",
+    "paths.target",
+    "slices.target",
+    "local-fs.target",
+    "local-fs-pre.target",
+    "swap.target",
+    "network.target",
+    "network-online.target",
+    "network-pre.target",
+    "multi-user.target",
+    "remote-fs.target",
+    "nss-lookup.target",
+    "nss-user-lookup.target",
+    "time-sync.target",
+    "cryptsetup.target",
+    "emergency.target",
+    "rescue.target",
+    "graphical.target",
+)
+DEVICES: Final = (
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+)
 
 # PID 1 of the new namespaces runs this, then becomes systemd. $BOX is the box folder.
 _INIT: Final = r"""set -eu
@@ -123,9 +154,12 @@ def unavailable() -> str | None:
     if _cgroup2_root() is None:
         return "no cgroup2 hierarchy mounted at /sys/fs/cgroup(/unified)"
     if Path("/proc/1/comm").read_text().strip() == "systemd" and not os.environ.get(
-            "ADVISOR_BOX_ON_SYSTEMD_HOST"):
-        return ("this host runs systemd as PID 1: the box is for hosts where it does not "
-                "(set ADVISOR_BOX_ON_SYSTEMD_HOST=1 to boot one anyway)")
+        "ADVISOR_BOX_ON_SYSTEMD_HOST"
+    ):
+        return (
+            "this host runs systemd as PID 1: the box is for hosts where it does not "
+            "(set ADVISOR_BOX_ON_SYSTEMD_HOST=1 to boot one anyway)"
+        )
     return None
 
 
@@ -147,8 +181,14 @@ class Unit:
 class SystemdBox:
     """One booted systemd. Use as a context manager, or ``start()`` / ``stop()``."""
 
-    def __init__(self, root: Path, *, hostname: str = "gpu-box", name: str | None = None,
-                 units: Sequence[Unit] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        hostname: str = "gpu-box",
+        name: str | None = None,
+        units: Sequence[Unit] = (),
+    ) -> None:
         self.root = root
         self.hostname = hostname
         self.name = name or f"advisor-box-{uuid.uuid4().hex[:8]}"
@@ -158,7 +198,7 @@ class SystemdBox:
         self._initial_units = list(units)
         self._launcher: subprocess.Popen[bytes] | None = None
         self._cgroup: Path | None = None
-        self.pid: int | None = None          # the box's PID 1, as the host sees it
+        self.pid: int | None = None  # the box's PID 1, as the host sees it
         self.boot_s: float | None = None
         # A short path: a unix socket's must fit in 108 bytes, a test's folder may not.
         self.bus_socket = Path("/tmp") / f"{self.name}.bus"
@@ -168,8 +208,12 @@ class SystemdBox:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def _prepare(self) -> None:
@@ -180,29 +224,34 @@ class SystemdBox:
         (self.root / "hostname").write_text(self.hostname + "\n")
         (self.root / "journald.conf").write_text(
             "[Journal]\nStorage=volatile\nRateLimitBurst=0\nRuntimeMaxUse=256M\n"
-            "ForwardToSyslog=no\nForwardToConsole=no\nForwardToWall=no\n")
+            "ForwardToSyslog=no\nForwardToConsole=no\nForwardToWall=no\n"
+        )
         for name in LINKED:
             link = self.vendor_dir / name
             if not link.exists() and (VENDOR_UNITS / name).exists():
                 link.symlink_to(VENDOR_UNITS / name)
         for name in STAND_INS:
             (self.vendor_dir / name).write_text(
-                f"[Unit]\nDescription=Stand-in for {name} (advisor box)\n")
+                f"[Unit]\nDescription=Stand-in for {name} (advisor box)\n"
+            )
         (self.vendor_dir / TARGET).write_text(
             "[Unit]\nDescription=advisor box\nRequires=basic.target systemd-journald.service\n"
             f"Wants={BUS_PROXY}.socket\nAfter=basic.target systemd-journald.service "
-            f"{BUS_PROXY}.socket\n")
+            f"{BUS_PROXY}.socket\n"
+        )
         # systemd refuses private-bus clients whose PID it cannot see (a process outside the
         # box's PID namespace): its own socket proxy, inside the box, carries the host's
         # connections to the private socket.
         (self.vendor_dir / f"{BUS_PROXY}.socket").write_text(
             "[Unit]\nDescription=The box's private D-Bus socket, for clients on the host\n"
             f"DefaultDependencies=no\n[Socket]\nListenStream={self.bus_socket}\n"
-            "SocketMode=0600\n")
+            "SocketMode=0600\n"
+        )
         (self.vendor_dir / f"{BUS_PROXY}.service").write_text(
             "[Unit]\nDescription=Proxy to systemd's private D-Bus socket\n"
             "DefaultDependencies=no\n[Service]\n"
-            f"ExecStart={SOCKET_PROXYD} /run/systemd/private\n")
+            f"ExecStart={SOCKET_PROXYD} /run/systemd/private\n"
+        )
         for unit in self._initial_units:
             self.install(unit.name, unit.text, reload=False)
         devices = "\n".join(f"mknod -m 666 /dev/{n} c {a} {b}" for n, a, b in DEVICES)
@@ -217,19 +266,29 @@ class SystemdBox:
         assert cgroot is not None
         self._cgroup = cgroot / self.name
         self._cgroup.mkdir()
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "BOX": str(self.root),
-               "SYSTEMD_BIN": str(SYSTEMD)}
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "BOX": str(self.root),
+            "SYSTEMD_BIN": str(SYSTEMD),
+        }
         began = time.monotonic()
         # The launcher moves itself into the box's cgroup before unshare: the cgroup
         # namespace is rooted there, and so is everything the box's systemd starts.
-        script = (f'echo $$ > "{self._cgroup}/cgroup.procs" && exec unshare --fork --pid '
-                  '--mount --uts --ipc --net --cgroup --propagation private '
-                  f'--kill-child=SIGKILL /bin/bash "{self.root}/init.sh"')
+        script = (
+            f'echo $$ > "{self._cgroup}/cgroup.procs" && exec unshare --fork --pid '
+            "--mount --uts --ipc --net --cgroup --propagation private "
+            f'--kill-child=SIGKILL /bin/bash "{self.root}/init.sh"'
+        )
         log = (self.root / "boot.log").open("wb")
         try:
-            self._launcher = subprocess.Popen(["/bin/sh", "-c", script], env=env,
-                                              stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                              start_new_session=True)
+            self._launcher = subprocess.Popen(
+                ["/bin/sh", "-c", script],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         finally:
             log.close()
         try:
@@ -315,17 +374,29 @@ class SystemdBox:
         """`argv` run inside the box's namespaces (its PID 1's view of everything)."""
         if self.pid is None:
             raise BoxError("the box is not running")
-        return ["nsenter", "-t", str(self.pid), "-m", "-u", "-i", "-n", "-p", "-C", "--",
-                *argv]
+        return ["nsenter", "-t", str(self.pid), "-m", "-u", "-i", "-n", "-p", "-C", "--", *argv]
 
-    def run(self, argv: Sequence[str], *, check: bool = True, timeout: float = 60,
-            input: bytes | None = None) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(self.nsenter_argv(argv), capture_output=True, text=True,
-                              timeout=timeout, check=False,
-                              input=input.decode() if input is not None else None)
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 60,
+        input: bytes | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            self.nsenter_argv(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            input=input.decode() if input is not None else None,
+        )
         if check and done.returncode != 0:
-            raise BoxError(f"{' '.join(argv)} exited {done.returncode}: "
-                           f"{(done.stderr or done.stdout).strip()[-500:]}")
+            raise BoxError(
+                f"{' '.join(argv)} exited {done.returncode}: "
+                f"{(done.stderr or done.stdout).strip()[-500:]}"
+            )
         return done
 
     def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -348,16 +419,22 @@ class SystemdBox:
 
     def journalctl(self, *args: str) -> str:
         """journalctl on the box's journal files, run on the host."""
-        done = subprocess.run(["journalctl", f"--directory={self.journal_dir}", "--no-pager",
-                               *args], capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            ["journalctl", f"--directory={self.journal_dir}", "--no-pager", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         return done.stdout
 
 
 def _remove_cgroup(path: Path, deadline_s: float = 10.0) -> None:
     """Remove a cgroup and its children, depth first, once their processes are gone."""
     end = time.monotonic() + deadline_s
-    children = sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                      reverse=True)
+    children = sorted(
+        (p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+    )
     for child in [*children, path]:
         while True:
             try:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-Claims = dict[int, dict[int, int]]   # pid → GPU index → bytes
+Claims = dict[int, dict[int, int]]  # pid → GPU index → bytes
 
 
 def claim_path(directory: Path, pid: int) -> Path:
@@ -53,5 +53,4 @@ def remove_claim(directory: Path, pid: int) -> None:
 
 def others_on(claims: Claims, me: int, gpu: int) -> list[tuple[int, int]]:
     """(pid, bytes) of the other processes holding memory on ``gpu``."""
-    return [(pid, g[gpu]) for pid, g in sorted(claims.items())
-            if pid != me and g.get(gpu, 0) > 0]
+    return [(pid, g[gpu]) for pid, g in sorted(claims.items()) if pid != me and g.get(gpu, 0) > 0]

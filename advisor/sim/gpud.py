@@ -43,7 +43,7 @@ def alive(pid: int, proc_root: Path = PROC) -> bool:
         stat = (proc_root / str(pid) / "stat").read_bytes()
     except OSError:
         return False
-    state = stat[stat.rfind(b")") + 2:][:1]
+    state = stat[stat.rfind(b")") + 2 :][:1]
     return state not in (b"Z", b"X", b"")
 
 
@@ -62,8 +62,9 @@ def write_view(view: Path, time_us: int, host: str, samples: list[GpuSampled]) -
 class Daemon:
     """One tick at a time: notice deaths, release what is due, sample, publish."""
 
-    def __init__(self, driver: Driver, view: Path, interval_s: float,
-                 proc_root: Path = PROC) -> None:
+    def __init__(
+        self, driver: Driver, view: Path, interval_s: float, proc_root: Path = PROC
+    ) -> None:
         self.driver = driver
         self.view = view
         self.interval_s = interval_s
@@ -73,8 +74,7 @@ class Daemon:
     def tick(self) -> None:
         now = time.time()
         d = self.driver
-        d.watch(now, lambda pid: alive(pid, self.proc_root),
-                lambda pid: owner(pid, self.proc_root))
+        d.watch(now, lambda pid: alive(pid, self.proc_root), lambda pid: owner(pid, self.proc_root))
         d.release_due(now)
         samples = d.sample(now)
         write_view(self.view, int(now * 1_000_000), d.host, samples)
@@ -93,14 +93,19 @@ class Daemon:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m advisor.sim.gpud",
-                                description="The simulated GPU driver, as a daemon.")
+    p = argparse.ArgumentParser(
+        prog="python -m advisor.sim.gpud", description="The simulated GPU driver, as a daemon."
+    )
     p.add_argument("--claims", type=Path, required=True, help="the servers' claims folder")
     p.add_argument("--view", type=Path, required=True, help="the NVML-like view to keep current")
     p.add_argument("--gpus", type=int, required=True, help="number of GPUs")
     p.add_argument("--gpu-gib", type=float, required=True, help="memory of each GPU")
-    p.add_argument("--release-delay", type=float, required=True,
-                   help="seconds after a process's death until its memory is free")
+    p.add_argument(
+        "--release-delay",
+        type=float,
+        required=True,
+        help="seconds after a process's death until its memory is free",
+    )
     p.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
     p.add_argument("--recording", type=Path, help="also append NVML recording lines here")
     p.add_argument("--host", help="host name in the samples (default: this host's)")
@@ -112,14 +117,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if a.gpus < 1 or a.gpu_gib <= 0 or a.release_delay < 0 or a.interval <= 0:
         parser.error("--gpus, --gpu-gib and --interval must be positive, --release-delay >= 0")
-    driver = Driver(a.claims, a.recording, host=a.host or this_host(), count=a.gpus,
-                    gpu_gib=a.gpu_gib, clock=time.time, release_delay_s=a.release_delay,
-                    clear=False)
+    driver = Driver(
+        a.claims,
+        a.recording,
+        host=a.host or this_host(),
+        count=a.gpus,
+        gpu_gib=a.gpu_gib,
+        clock=time.time,
+        release_delay_s=a.release_delay,
+        clear=False,
+    )
     a.view.parent.mkdir(parents=True, exist_ok=True)
     daemon = Daemon(driver, a.view, a.interval)
-    print(f"simulated driver: {a.gpus} GPU(s) of {a.gpu_gib:g} GiB, memory freed "
-          f"{a.release_delay:g} s after a process dies; claims {a.claims}, view {a.view}",
-          flush=True)
+    print(
+        f"simulated driver: {a.gpus} GPU(s) of {a.gpu_gib:g} GiB, memory freed "
+        f"{a.release_delay:g} s after a process dies; claims {a.claims}, view {a.view}",
+        flush=True,
+    )
     signal.signal(signal.SIGTERM, daemon.on_signal)
     signal.signal(signal.SIGINT, daemon.on_signal)
     try:

@@ -29,8 +29,15 @@ if TYPE_CHECKING:
 class GpuHost:
     """`SystemdBox` + GPU driver + vLLM units, rooted at `folder`."""
 
-    def __init__(self, folder: Path, *, hostname: str = "gpu-box", gpus: int = 8,
-                 gpu_gib: float = 96.0, release_delay_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        hostname: str = "gpu-box",
+        gpus: int = 8,
+        gpu_gib: float = 96.0,
+        release_delay_s: float = 2.0,
+    ) -> None:
         self.folder = folder
         self.box = SystemdBox(folder / "box", hostname=hostname)
         self.gpus = gpus
@@ -55,8 +62,12 @@ class GpuHost:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def start(self, timeout_s: float = 20.0) -> None:
@@ -65,10 +76,18 @@ class GpuHost:
         write_vllm_script(self.script.parent)
         self.box.start()
         try:
-            self.box.install(GPUD_UNIT, gpud_unit(
-                claims=self.claims, view=self.view, gpus=self.gpus, gpu_gib=self.gpu_gib,
-                release_delay_s=self.release_delay_s, recording=self.recording,
-                host=self.hostname))
+            self.box.install(
+                GPUD_UNIT,
+                gpud_unit(
+                    claims=self.claims,
+                    view=self.view,
+                    gpus=self.gpus,
+                    gpu_gib=self.gpu_gib,
+                    release_delay_s=self.release_delay_s,
+                    recording=self.recording,
+                    host=self.hostname,
+                ),
+            )
             self.box.systemctl("start", GPUD_UNIT)
             deadline = time.monotonic() + timeout_s
             while not self.view.exists():
@@ -88,12 +107,22 @@ class GpuHost:
     # ------------------------------------------------------------------ units
     def sim_environment(self, gpus: str = "0,1,2,3", **extra: str) -> dict[str, str]:
         """The environment a vLLM unit needs to run on this host's simulated GPUs."""
-        return {"ADVISOR_SIM_CLAIMS": str(self.claims), "ADVISOR_SIM_GPUS": gpus,
-                "ADVISOR_SIM_GPU_GIB": repr(self.gpu_gib),
-                "ADVISOR_SIM_ARGV_LOG": str(self.argv_log), **extra}
+        return {
+            "ADVISOR_SIM_CLAIMS": str(self.claims),
+            "ADVISOR_SIM_GPUS": gpus,
+            "ADVISOR_SIM_GPU_GIB": repr(self.gpu_gib),
+            "ADVISOR_SIM_ARGV_LOG": str(self.argv_log),
+            **extra,
+        }
 
-    def add_vllm(self, name: str, args: Sequence[str], *,
-                 environment: Mapping[str, str] | None = None, **options: object) -> Path:
+    def add_vllm(
+        self,
+        name: str,
+        args: Sequence[str],
+        *,
+        environment: Mapping[str, str] | None = None,
+        **options: object,
+    ) -> Path:
         """Install a vLLM unit `name` whose ExecStart is `vllm serve …` (`args` after the
         script, e.g. `["serve", "${MODEL}", "--max-num-seqs", "1024"]`)."""
         env = self.sim_environment() | dict(environment or {})
@@ -114,10 +143,14 @@ class GpuHost:
 
         bus = SystemdBus(self.box.bus_address, peer_to_peer=True)
         self._buses.append(bus)
-        return SystemdBackend(bus=bus,
-                              root=self.units_dir,
-                              readiness=JournalReadiness(self.box.journal_dir),
-                              gpus=self.twin(), host=self.hostname, **options)  # type: ignore[arg-type]
+        return SystemdBackend(
+            bus=bus,
+            root=self.units_dir,
+            readiness=JournalReadiness(self.box.journal_dir),
+            gpus=self.twin(),
+            host=self.hostname,
+            **options,  # type: ignore[arg-type]
+        )
 
     def ingest(self, store: EventStore) -> None:
         """Bring the host's journal and GPU recording into `store` (what `advisor watch`

@@ -30,8 +30,10 @@ DEFAULT_GPU_NAME: Final = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 def gpu_uuids(host: str, count: int) -> list[str]:
     """Stable NVML-style UUIDs for the GPUs of ``host``."""
     digest = hashlib.sha256(host.encode()).hexdigest()
-    return [f"GPU-{i:08x}-{digest[:4]}-4{digest[4:7]}-8{digest[7:10]}-{digest[10:22]}"
-            for i in range(count)]
+    return [
+        f"GPU-{i:08x}-{digest[:4]}-4{digest[4:7]}-8{digest[7:10]}-{digest[10:22]}"
+        for i in range(count)
+    ]
 
 
 class Driver:
@@ -42,9 +44,19 @@ class Driver:
     that may be restarted under running servers keeps them and lets ``watch`` sort them out.
     """
 
-    def __init__(self, claims: Path, recording: Path | None, *, host: str, count: int,
-                 gpu_gib: float, clock: Callable[[], float], release_delay_s: float,
-                 gpu_name: str = DEFAULT_GPU_NAME, clear: bool = True) -> None:
+    def __init__(
+        self,
+        claims: Path,
+        recording: Path | None,
+        *,
+        host: str,
+        count: int,
+        gpu_gib: float,
+        clock: Callable[[], float],
+        release_delay_s: float,
+        gpu_name: str = DEFAULT_GPU_NAME,
+        clear: bool = True,
+    ) -> None:
         self.claims_dir = claims
         self.host = host
         self.count = count
@@ -52,8 +64,8 @@ class Driver:
         self.clock = clock
         self.release_delay_s = release_delay_s
         self.gpu_name = gpu_name
-        self.owners: dict[int, tuple[str, str]] = {}   # pid → (unit, comm); "" when unknown
-        self.deaths: dict[int, float] = {}            # pid → when it died (clock seconds)
+        self.owners: dict[int, tuple[str, str]] = {}  # pid → (unit, comm); "" when unknown
+        self.deaths: dict[int, float] = {}  # pid → when it died (clock seconds)
         claims.mkdir(parents=True, exist_ok=True)
         if clear:
             for stale in claims.iterdir():
@@ -73,8 +85,12 @@ class Driver:
         """The process is gone; its memory is released ``release_delay_s`` later."""
         self.deaths[pid] = when
 
-    def watch(self, now: float, alive: Callable[[int], bool],
-              owner: Callable[[int], tuple[str | None, str | None]]) -> None:
+    def watch(
+        self,
+        now: float,
+        alive: Callable[[int], bool],
+        owner: Callable[[int], tuple[str | None, str | None]],
+    ) -> None:
         """For a driver that learns of processes only from their claims: list each new one
         under its unit and name (``owner``, asked once, while it lives) and note as dead, at
         ``now``, every claimant that ``alive`` says is gone."""
@@ -113,17 +129,35 @@ class Driver:
         claims = self.claims()
         samples = []
         for i in range(self.count):
-            procs = tuple(GpuProcess(pid=pid, used_bytes=c[i], unit=self.owners.get(pid, ("",))[0]
-                                     or None, name=self.owners.get(pid, ("", ""))[1] or None)
-                          for pid, c in sorted(claims.items()) if c.get(i, 0) > 0)
+            procs = tuple(
+                GpuProcess(
+                    pid=pid,
+                    used_bytes=c[i],
+                    unit=self.owners.get(pid, ("",))[0] or None,
+                    name=self.owners.get(pid, ("", ""))[1] or None,
+                )
+                for pid, c in sorted(claims.items())
+                if c.get(i, 0) > 0
+            )
             used = min(self.total, sum(p.used_bytes or 0 for p in procs))
             share = used / self.total if self.total else 0.0
-            samples.append(GpuSampled(
-                origin="nvml", host=self.host, index=i, uuid=self.uuids[i], name=self.gpu_name,
-                memory_total_bytes=self.total, memory_used_bytes=used,
-                memory_free_bytes=self.total - used, utilization_gpu_pct=0 if not used else 3,
-                utilization_memory_pct=0, temperature_c=34 + round(18 * share),
-                power_w=round(85.0 + 140.0 * share, 2), processes=procs))
+            samples.append(
+                GpuSampled(
+                    origin="nvml",
+                    host=self.host,
+                    index=i,
+                    uuid=self.uuids[i],
+                    name=self.gpu_name,
+                    memory_total_bytes=self.total,
+                    memory_used_bytes=used,
+                    memory_free_bytes=self.total - used,
+                    utilization_gpu_pct=0 if not used else 3,
+                    utilization_memory_pct=0,
+                    temperature_c=34 + round(18 * share),
+                    power_w=round(85.0 + 140.0 * share, 2),
+                    processes=procs,
+                )
+            )
         return samples
 
     def sample(self, now: float | None = None) -> list[GpuSampled]:

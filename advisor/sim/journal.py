@@ -35,13 +35,30 @@ from advisor.core.journald import (
 
 # Messages PID 1 writes that advisor.core.journald's catalogue does not have.
 EXTRA_MESSAGES: Final = {
-    "failed_start": SystemdMessage("Failed to start {status}.", "be02cf6855d2428ba40df7e9d022f03d",
-                                   "3", "src/core/job.c", "768", "job_emit_done_message"),
-    "start_limit": SystemdMessage("{unit}: Start request repeated too quickly.", None, "4",
-                                  "src/core/unit.c", "1877", "unit_test_start_limit"),
-    "remains": SystemdMessage("{unit}: Unit process {pid} ({comm}) remains running after unit "
-                              "stopped.", None, "6", "src/core/unit.c", "5009",
-                              "unit_log_leftover"),
+    "failed_start": SystemdMessage(
+        "Failed to start {status}.",
+        "be02cf6855d2428ba40df7e9d022f03d",
+        "3",
+        "src/core/job.c",
+        "768",
+        "job_emit_done_message",
+    ),
+    "start_limit": SystemdMessage(
+        "{unit}: Start request repeated too quickly.",
+        None,
+        "4",
+        "src/core/unit.c",
+        "1877",
+        "unit_test_start_limit",
+    ),
+    "remains": SystemdMessage(
+        "{unit}: Unit process {pid} ({comm}) remains running after unit stopped.",
+        None,
+        "6",
+        "src/core/unit.c",
+        "5009",
+        "unit_log_leftover",
+    ),
 }
 STRIP: Final = b" \t\r\n"
 
@@ -75,8 +92,9 @@ def journal_line_text(raw: bytes) -> bytes | None:
 class JournalWriter:
     """Appends entries to ``path``; ``clock`` gives wall-clock seconds."""
 
-    def __init__(self, path: Path, *, host: str, clock: Callable[[], float],
-                 uptime_s: float = 3 * 86_400.0) -> None:
+    def __init__(
+        self, path: Path, *, host: str, clock: Callable[[], float], uptime_s: float = 3 * 86_400.0
+    ) -> None:
         self.path = path
         self.host = host
         self.clock = clock
@@ -98,30 +116,51 @@ class JournalWriter:
         self.last_us = t
         self.seqnum += 1
         mono = t - self.boot_us
-        return t, {"__CURSOR": cursor(self.seqnum_id, self.seqnum, self.boot_id, mono, t),
-                   "__REALTIME_TIMESTAMP": str(t), "__MONOTONIC_TIMESTAMP": str(mono)}
+        return t, {
+            "__CURSOR": cursor(self.seqnum_id, self.seqnum, self.boot_id, mono, t),
+            "__REALTIME_TIMESTAMP": str(t),
+            "__MONOTONIC_TIMESTAMP": str(mono),
+        }
 
     def _write(self, fields: dict[str, str | bytes]) -> None:
         self._file.write(json_line(fields))
         self._file.flush()
         self.entries += 1
 
-    def pid1(self, kind: str, *, unit: str, status: str, invocation_id: str | None,
-             extra: dict[str, str] | None = None, **fmt: object) -> None:
+    def pid1(
+        self,
+        kind: str,
+        *,
+        unit: str,
+        status: str,
+        invocation_id: str | None,
+        extra: dict[str, str] | None = None,
+        **fmt: object,
+    ) -> None:
         """A PID 1 message ``kind`` (``SYSTEMD_MESSAGES`` or ``EXTRA_MESSAGES``) about ``unit``."""
         message = SYSTEMD_MESSAGES.get(kind) or EXTRA_MESSAGES[kind]
         t, fields = self._address(None)
-        entry: dict[str, str | bytes] = {**fields, **message.fields(),
-                                         "SYSLOG_FACILITY": PID1_FIELDS["SYSLOG_FACILITY"],
-                                         "TID": "1", "SYSLOG_IDENTIFIER": "systemd",
-                                         "UNIT": unit}
+        entry: dict[str, str | bytes] = {
+            **fields,
+            **message.fields(),
+            "SYSLOG_FACILITY": PID1_FIELDS["SYSLOG_FACILITY"],
+            "TID": "1",
+            "SYSLOG_IDENTIFIER": "systemd",
+            "UNIT": unit,
+        }
         if invocation_id is not None:
             entry["INVOCATION_ID"] = invocation_id
         entry.update(extra or {})
         entry["MESSAGE"] = message.fmt.format(unit=unit, status=status, **fmt)
         entry.update(PID1_FIELDS)
-        entry.update({"_SOURCE_REALTIME_TIMESTAMP": str(t - 37), "_BOOT_ID": self.boot_id,
-                      "_MACHINE_ID": self.machine_id, "_HOSTNAME": self.host})
+        entry.update(
+            {
+                "_SOURCE_REALTIME_TIMESTAMP": str(t - 37),
+                "_BOOT_ID": self.boot_id,
+                "_MACHINE_ID": self.machine_id,
+                "_HOSTNAME": self.host,
+            }
+        )
         self._write(entry)
 
     def stdout(self, stream: Stream, raw: bytes, time_s: float | None = None) -> bool:
@@ -131,14 +170,28 @@ class JournalWriter:
             return False
         _, entry = self._address(time_s)
         values: dict[str, str | bytes] = {
-            "_TRANSPORT": "stdout", "PRIORITY": "6", "SYSLOG_FACILITY": "3",
-            "SYSLOG_IDENTIFIER": stream.identifier, "MESSAGE": text,
-            "_STREAM_ID": stream.stream_id, "_PID": str(stream.pid), "_UID": str(os.getuid()),
-            "_GID": str(os.getgid()), "_COMM": stream.comm, "_EXE": stream.exe,
-            "_CMDLINE": stream.cmdline, "_CAP_EFFECTIVE": "0", "_SELINUX_CONTEXT": "unconfined",
-            "_SYSTEMD_CGROUP": f"/system.slice/{stream.unit}", "_SYSTEMD_UNIT": stream.unit,
-            "_SYSTEMD_SLICE": "system.slice", "_SYSTEMD_INVOCATION_ID": stream.invocation_id,
-            "_BOOT_ID": self.boot_id, "_MACHINE_ID": self.machine_id, "_HOSTNAME": self.host}
+            "_TRANSPORT": "stdout",
+            "PRIORITY": "6",
+            "SYSLOG_FACILITY": "3",
+            "SYSLOG_IDENTIFIER": stream.identifier,
+            "MESSAGE": text,
+            "_STREAM_ID": stream.stream_id,
+            "_PID": str(stream.pid),
+            "_UID": str(os.getuid()),
+            "_GID": str(os.getgid()),
+            "_COMM": stream.comm,
+            "_EXE": stream.exe,
+            "_CMDLINE": stream.cmdline,
+            "_CAP_EFFECTIVE": "0",
+            "_SELINUX_CONTEXT": "unconfined",
+            "_SYSTEMD_CGROUP": f"/system.slice/{stream.unit}",
+            "_SYSTEMD_UNIT": stream.unit,
+            "_SYSTEMD_SLICE": "system.slice",
+            "_SYSTEMD_INVOCATION_ID": stream.invocation_id,
+            "_BOOT_ID": self.boot_id,
+            "_MACHINE_ID": self.machine_id,
+            "_HOSTNAME": self.host,
+        }
         self._write({**entry, **{key: values[key] for key in STDOUT_KEY_ORDER}})
         return True
 

@@ -59,33 +59,39 @@ class ManagedUnit:
     ready: bool = False
     output_lines: int = 0
     restart_at: float | None = None
-    stop_job: tuple[int, str] | None = None     # (job id, job type) of a running stop
+    stop_job: tuple[int, str] | None = None  # (job id, job type) of a running stop
     stop_deadline: float | None = None
     stop_timed_out: bool = False
     last_exit: Exit | None = None
     starts: deque[float] = field(default_factory=deque)
 
 
-
 class ServiceManager:
     """The units of one node, with systemd's semantics (see ``advisor.sim.node``)."""
 
-    def __init__(self, journal: JournalWriter, driver: Driver, clock: Callable[[], float],
-                 gpu_gib: float) -> None:
+    def __init__(
+        self, journal: JournalWriter, driver: Driver, clock: Callable[[], float], gpu_gib: float
+    ) -> None:
         self.journal = journal
         self.driver = driver
         self.clock = clock
         self.gpu_gib = gpu_gib
         self.units: dict[str, ManagedUnit] = {}
         self.lines: queue.Queue[Line] = queue.Queue()
-        self.children: dict[int, Child] = {}          # every live process, orphans included
+        self.children: dict[int, Child] = {}  # every live process, orphans included
         self.streams: dict[int, tuple[ManagedUnit, Stream]] = {}
         self._job = 3000 + secrets.randbelow(1000)
 
     def add(self, spec: UnitSpec) -> None:
         """Install a unit (the node checks it first); it starts inactive."""
-        self.units[spec.name] = ManagedUnit(spec, list(spec.args), spec.restart, spec.restart_sec,
-                                            spec.timeout_stop_sec, spec.kill_mode)
+        self.units[spec.name] = ManagedUnit(
+            spec,
+            list(spec.args),
+            spec.restart,
+            spec.restart_sec,
+            spec.timeout_stop_sec,
+            spec.kill_mode,
+        )
 
     def unit(self, name: str) -> ManagedUnit:
         try:
@@ -142,10 +148,17 @@ class ServiceManager:
         self.drain()
 
     # ------------------------------------------------------------------ jobs
-    def _pid1(self, kind: str, u: ManagedUnit, extra: dict[str, str] | None = None,
-              **fmt: object) -> None:
-        self.journal.pid1(kind, unit=u.spec.name, status=u.spec.status,
-                          invocation_id=u.invocation_id, extra=extra, **fmt)
+    def _pid1(
+        self, kind: str, u: ManagedUnit, extra: dict[str, str] | None = None, **fmt: object
+    ) -> None:
+        self.journal.pid1(
+            kind,
+            unit=u.spec.name,
+            status=u.spec.status,
+            invocation_id=u.invocation_id,
+            extra=extra,
+            **fmt,
+        )
 
     def _next_job(self) -> int:
         self._job += 1
@@ -167,14 +180,26 @@ class ServiceManager:
         u.starts.append(now)
         u.invocation_id = new_id()
         self._pid1("starting", u, job)
-        cmd = [sys.executable, "-u", "-m", SERVER_MODULE, *u.argv,
-               "--claims", str(self.driver.claims_dir), "--gpus", ",".join(map(str, u.spec.gpus)),
-               "--gpu-gib", repr(self.gpu_gib)]
-        child = process.spawn(cmd, env=_server_env(), lines=self.lines, clock=self.clock,
-                              argv=tuple(u.argv))
+        cmd = [
+            sys.executable,
+            "-u",
+            "-m",
+            SERVER_MODULE,
+            *u.argv,
+            "--claims",
+            str(self.driver.claims_dir),
+            "--gpus",
+            ",".join(map(str, u.spec.gpus)),
+            "--gpu-gib",
+            repr(self.gpu_gib),
+        ]
+        child = process.spawn(
+            cmd, env=_server_env(), lines=self.lines, clock=self.clock, argv=tuple(u.argv)
+        )
         comm = default_comm()
-        stream = Stream(u.spec.name, u.invocation_id, child.pid, shlex.join(cmd), comm,
-                        sys.executable, new_id())
+        stream = Stream(
+            u.spec.name, u.invocation_id, child.pid, shlex.join(cmd), comm, sys.executable, new_id()
+        )
         self.children[child.pid] = child
         self.streams[child.pid] = (u, stream)
         self.driver.register(child.pid, u.spec.name, comm)
@@ -187,17 +212,21 @@ class ServiceManager:
         if u.stop_job is not None:
             return
         if u.child is None:
-            if u.restart_at is not None:   # stopping a unit waiting to restart
+            if u.restart_at is not None:  # stopping a unit waiting to restart
                 u.restart_at = None
-                self._pid1("stopped", u, {"JOB_ID": str(self._next_job()), "JOB_TYPE": job_type,
-                                          "JOB_RESULT": "done"})
-                u.active, u.sub = ("inactive", "dead") if u.result == "success" else (
-                    "failed", "failed")
+                self._pid1(
+                    "stopped",
+                    u,
+                    {"JOB_ID": str(self._next_job()), "JOB_TYPE": job_type, "JOB_RESULT": "done"},
+                )
+                u.active, u.sub = (
+                    ("inactive", "dead") if u.result == "success" else ("failed", "failed")
+                )
             return
         job = (self._next_job(), job_type)
         u.stop_job = job
         self._pid1("stopping", u, {"JOB_ID": str(job[0]), "JOB_TYPE": job_type})
-        if u.kill_mode == "none":   # nothing is signalled: the process is left behind
+        if u.kill_mode == "none":  # nothing is signalled: the process is left behind
             pid = u.child.pid
             self._pid1("remains", u, pid=pid, comm=process.comm_of(pid, default_comm()))
             u.child, u.ready, u.restart_at = None, False, None
@@ -214,8 +243,9 @@ class ServiceManager:
     def _finish_stop(self, u: ManagedUnit, active: str, sub: str) -> None:
         assert u.stop_job is not None
         job_id, job_type = u.stop_job
-        self._pid1("stopped", u, {"JOB_ID": str(job_id), "JOB_TYPE": job_type,
-                                  "JOB_RESULT": "done"})
+        self._pid1(
+            "stopped", u, {"JOB_ID": str(job_id), "JOB_TYPE": job_type, "JOB_RESULT": "done"}
+        )
         u.stop_job, u.stop_deadline = None, None
         u.active, u.sub = active, sub
 
@@ -235,7 +265,8 @@ class ServiceManager:
     def _main_exited(self, u: ManagedUnit, ex: Exit) -> None:
         u.child, u.ready, u.last_exit = None, False, ex
         clean = (ex.code == "exited" and ex.status == 0) or (
-            ex.code == "killed" and ex.signal_name in CLEAN_SIGNALS)
+            ex.code == "killed" and ex.signal_name in CLEAN_SIGNALS
+        )
         if u.stop_timed_out:
             result = "timeout"
         elif clean:
@@ -249,9 +280,15 @@ class ServiceManager:
             self._pid1("exited", u, exit_fields(ex.code, status), code=ex.code, exit=status)
             self._pid1("failed", u, {"UNIT_RESULT": result}, result=result)
         if ex.cpu_s > 1.0:
-            self._pid1("consumed", u, {"PRIORITY": "6" if ex.cpu_s < 600 else "5",
-                                       "CPU_USAGE_NSEC": str(int(ex.cpu_s * 1e9))},
-                       cpu=timespan(ex.cpu_s))
+            self._pid1(
+                "consumed",
+                u,
+                {
+                    "PRIORITY": "6" if ex.cpu_s < 600 else "5",
+                    "CPU_USAGE_NSEC": str(int(ex.cpu_s * 1e9)),
+                },
+                cpu=timespan(ex.cpu_s),
+            )
         u.result = result
         after = ("inactive", "dead") if result == "success" else ("failed", "failed")
         if u.stop_job is not None:
@@ -267,21 +304,35 @@ class ServiceManager:
         u.restart_at = None
         u.n_restarts += 1
         self._pid1("restart", u, {"N_RESTARTS": str(u.n_restarts)}, n=u.n_restarts)
-        self._pid1("stopped", u, {"JOB_ID": str(self._next_job()), "JOB_TYPE": "restart",
-                                  "JOB_RESULT": "done"})
+        self._pid1(
+            "stopped",
+            u,
+            {"JOB_ID": str(self._next_job()), "JOB_TYPE": "restart", "JOB_RESULT": "done"},
+        )
         self.start_job(u)
 
     def state(self, u: ManagedUnit) -> UnitState:
         ex = u.last_exit
         return UnitState(
-            name=u.spec.name, active_state=u.active, sub_state=u.sub,
-            main_pid=u.child.pid if u.child is not None else None, n_restarts=u.n_restarts,
-            result=u.result, invocation_id=u.invocation_id, argv=tuple(u.argv),
-            running_argv=u.child.argv if u.child is not None else None, restart=u.restart,
-            restart_sec=u.restart_sec, timeout_stop_sec=u.timeout_stop_sec,
-            kill_mode=u.kill_mode, restarts_held=u.held, ready=u.ready,
+            name=u.spec.name,
+            active_state=u.active,
+            sub_state=u.sub,
+            main_pid=u.child.pid if u.child is not None else None,
+            n_restarts=u.n_restarts,
+            result=u.result,
+            invocation_id=u.invocation_id,
+            argv=tuple(u.argv),
+            running_argv=u.child.argv if u.child is not None else None,
+            restart=u.restart,
+            restart_sec=u.restart_sec,
+            timeout_stop_sec=u.timeout_stop_sec,
+            kill_mode=u.kill_mode,
+            restarts_held=u.held,
+            ready=u.ready,
             output_lines=u.output_lines,
-            exit_code=ex.code if ex else None, exit_status=exit_status(ex) if ex else None)
+            exit_code=ex.code if ex else None,
+            exit_status=exit_status(ex) if ex else None,
+        )
 
 
 def _server_env() -> dict[str, str]:

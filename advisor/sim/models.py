@@ -23,9 +23,9 @@ from typing import Final
 
 GIB: Final = 1024**3
 MIB: Final = 1024**2
-BLOCK_TOKENS: Final = 16            # vLLM's default KV block size
-CONTEXT_GIB: Final = 0.5            # CUDA context + cuBLAS workspace, per GPU
-SAMPLER_CHUNKS: Final = 5           # N × V × 4 B each: logits fp32, scaled copy, sorted values,
+BLOCK_TOKENS: Final = 16  # vLLM's default KV block size
+CONTEXT_GIB: Final = 0.5  # CUDA context + cuBLAS workspace, per GPU
+SAMPLER_CHUNKS: Final = 5  # N × V × 4 B each: logits fp32, scaled copy, sorted values,
 SAMPLER_BYTES_PER_ELEMENT: Final = 4 * SAMPLER_CHUNKS  # int64 indices (two chunks) = 20 B
 
 
@@ -35,43 +35,76 @@ class ModelCard:
 
     name: str
     architecture: str
-    weights_gib: float          # all weights, summed over the tensor-parallel ranks
+    weights_gib: float  # all weights, summed over the tensor-parallel ranks
     vocab_size: int
-    kv_bytes_per_token: int     # K and V of every layer for one token, before TP sharding
-    activation_gib: float       # profiled activation peak per GPU (inside the budget)
-    outside_budget_gib: float   # per GPU, outside the budget: context, comm buffers, graphs
+    kv_bytes_per_token: int  # K and V of every layer for one token, before TP sharding
+    activation_gib: float  # profiled activation peak per GPU (inside the budget)
+    outside_budget_gib: float  # per GPU, outside the budget: context, comm buffers, graphs
     quantization: str | None = None
     max_model_len: int = 131_072  # the model's own context length (vLLM's default)
     dtype: str = "torch.bfloat16"
 
 
 # A few models people run; anything else gets a card estimated from its name.
-CARDS: Final[dict[str, ModelCard]] = {c.name: c for c in (
-    # The seed deployment: 230B FP8 MoE, TP 4 with expert parallelism. Its all-to-all buffers
-    # and CUDA-graph pools leave ~1.2 GiB per 96 GiB GPU at utilization 0.9.
-    ModelCard("MiniMaxAI/MiniMax-M2.5", "MiniMaxM2ForCausalLM", 215.36, 200_064, 98_304, 3.19,
-              8.4, "fp8"),
-    ModelCard("meta-llama/Llama-3.1-8B-Instruct", "LlamaForCausalLM", 14.99, 128_256, 131_072,
-              1.0, 1.5),
-    ModelCard("meta-llama/Llama-3.1-70B-Instruct", "LlamaForCausalLM", 131.43, 128_256, 327_680,
-              1.2, 2.0),
-    ModelCard("Qwen/Qwen2.5-7B-Instruct", "Qwen2ForCausalLM", 14.19, 152_064, 57_344, 1.0, 1.5,
-              max_model_len=32_768),
-)}
+CARDS: Final[dict[str, ModelCard]] = {
+    c.name: c
+    for c in (
+        # The seed deployment: 230B FP8 MoE, TP 4 with expert parallelism. Its all-to-all buffers
+        # and CUDA-graph pools leave ~1.2 GiB per 96 GiB GPU at utilization 0.9.
+        ModelCard(
+            "MiniMaxAI/MiniMax-M2.5",
+            "MiniMaxM2ForCausalLM",
+            215.36,
+            200_064,
+            98_304,
+            3.19,
+            8.4,
+            "fp8",
+        ),
+        ModelCard(
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "LlamaForCausalLM",
+            14.99,
+            128_256,
+            131_072,
+            1.0,
+            1.5,
+        ),
+        ModelCard(
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "LlamaForCausalLM",
+            131.43,
+            128_256,
+            327_680,
+            1.2,
+            2.0,
+        ),
+        ModelCard(
+            "Qwen/Qwen2.5-7B-Instruct",
+            "Qwen2ForCausalLM",
+            14.19,
+            152_064,
+            57_344,
+            1.0,
+            1.5,
+            max_model_len=32_768,
+        ),
+    )
+}
 
 _PARAMS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[Bb](?![a-zA-Z])")
 
 
-def card_for(model: str, *, weights_gib: float | None = None,
-             vocab_size: int | None = None) -> ModelCard:
+def card_for(
+    model: str, *, weights_gib: float | None = None, vocab_size: int | None = None
+) -> ModelCard:
     """The card of ``model`` (estimated from a ``<N>B`` in its name when unknown), with the
     weights and vocabulary overridden where given."""
     card = CARDS.get(model)
     if card is None:
         card = _estimated(model)
     if weights_gib is not None:
-        card = replace(card, weights_gib=weights_gib,
-                       kv_bytes_per_token=_kv_per_token(weights_gib))
+        card = replace(card, weights_gib=weights_gib, kv_bytes_per_token=_kv_per_token(weights_gib))
     if vocab_size is not None:
         card = replace(card, vocab_size=vocab_size)
     return card
@@ -88,8 +121,16 @@ def _estimated(model: str) -> ModelCard:
     m = _PARAMS.search(model.rsplit("/", 1)[-1])
     params_b = float(m.group(1)) if m else 8.0
     weights = round(params_b * 1e9 * (1 if fp8 else 2) / GIB, 2)
-    return ModelCard(model, "LlamaForCausalLM", weights, 128_256, _kv_per_token(weights), 1.0,
-                     1.5, "fp8" if fp8 else None)
+    return ModelCard(
+        model,
+        "LlamaForCausalLM",
+        weights,
+        128_256,
+        _kv_per_token(weights),
+        1.0,
+        1.5,
+        "fp8" if fp8 else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +142,10 @@ class MemoryPlan:
     context: int
     weights: int
     activations: int
-    kv: int                  # may be ≤ 0: no room for the cache blocks
+    kv: int  # may be ≤ 0: no room for the cache blocks
     kv_bytes_per_token: int  # per GPU (after TP sharding)
-    graphs: int              # the rest of the outside-budget memory, after the KV cache
-    sampler_chunk: int       # one N × V float32 tensor
+    graphs: int  # the rest of the outside-budget memory, after the KV cache
+    sampler_chunk: int  # one N × V float32 tensor
     max_num_seqs: int
 
     @property
@@ -123,8 +164,14 @@ class MemoryPlan:
         return max_model_len * self.kv_bytes_per_token
 
 
-def plan(card: ModelCard, *, tensor_parallel_size: int, gpu_memory_utilization: float,
-         gpu_gib: float, max_num_seqs: int) -> MemoryPlan:
+def plan(
+    card: ModelCard,
+    *,
+    tensor_parallel_size: int,
+    gpu_memory_utilization: float,
+    gpu_gib: float,
+    max_num_seqs: int,
+) -> MemoryPlan:
     """The per-GPU plan: weights W/T, budget U × G, KV = budget − weights − activations."""
     tp = max(1, tensor_parallel_size)
     total = int(gpu_gib * GIB)
@@ -133,11 +180,17 @@ def plan(card: ModelCard, *, tensor_parallel_size: int, gpu_memory_utilization: 
     activations = int(card.activation_gib * GIB)
     context = int(min(CONTEXT_GIB, card.outside_budget_gib) * GIB)
     return MemoryPlan(
-        total=total, budget=budget, context=context, weights=weights, activations=activations,
+        total=total,
+        budget=budget,
+        context=context,
+        weights=weights,
+        activations=activations,
         kv=budget - weights - activations,
         kv_bytes_per_token=max(1, math.ceil(card.kv_bytes_per_token / tp)),
         graphs=int(card.outside_budget_gib * GIB) - context,
-        sampler_chunk=max_num_seqs * card.vocab_size * 4, max_num_seqs=max_num_seqs)
+        sampler_chunk=max_num_seqs * card.vocab_size * 4,
+        max_num_seqs=max_num_seqs,
+    )
 
 
 def format_size(n: float) -> str:

@@ -55,10 +55,18 @@ def wall_clock() -> Callable[[], float]:
 class SimNode:
     """A simulated GPU host rooted at ``root`` (created if missing)."""
 
-    def __init__(self, root: Path, *, host: str = "sim-node-07", gpus: int = 8,
-                 gpu_gib: float = 96.0, release_delay_s: float = 5.0,
-                 sample_interval_s: float = 1.0, clock: Callable[[], float] | None = None,
-                 gpu_name: str = DEFAULT_GPU_NAME) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        host: str = "sim-node-07",
+        gpus: int = 8,
+        gpu_gib: float = 96.0,
+        release_delay_s: float = 5.0,
+        sample_interval_s: float = 1.0,
+        clock: Callable[[], float] | None = None,
+        gpu_name: str = DEFAULT_GPU_NAME,
+    ) -> None:
         self.root = root
         self.host = host
         self.gpu_count = gpus
@@ -68,9 +76,16 @@ class SimNode:
         root.mkdir(parents=True, exist_ok=True)
         self.journal = JournalWriter(root / "journal.jsonl", host=host, clock=self.clock)
         try:
-            self.driver = Driver(root / "claims", root / "gpus.jsonl", host=host, count=gpus,
-                                 gpu_gib=gpu_gib, clock=self.clock,
-                                 release_delay_s=release_delay_s, gpu_name=gpu_name)
+            self.driver = Driver(
+                root / "claims",
+                root / "gpus.jsonl",
+                host=host,
+                count=gpus,
+                gpu_gib=gpu_gib,
+                clock=self.clock,
+                release_delay_s=release_delay_s,
+                gpu_name=gpu_name,
+            )
         except BaseException:
             self.journal.close()
             raise
@@ -95,8 +110,12 @@ class SimNode:
     def __enter__(self) -> SimNode:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -152,8 +171,7 @@ class SimNode:
             self.run_until(lambda: u.stop_job is None, bound_s)
         return self._state(u)
 
-    def kill(self, unit: str, signal: str | int = "SIGKILL", *,
-             whom: str = "all") -> UnitState:
+    def kill(self, unit: str, signal: str | int = "SIGKILL", *, whom: str = "all") -> UnitState:
         """``systemctl kill --signal=S [--kill-whom=main|all]``: only sends the signal; what
         follows is the ordinary reaction to the process's death (on later steps)."""
         self.step()
@@ -204,8 +222,9 @@ class SimNode:
         u.held = False
         return self._state(u)
 
-    def set_flag(self, unit: str, flag: str,
-                 value: str | int | float | bool | None) -> tuple[str, ...]:
+    def set_flag(
+        self, unit: str, flag: str, value: str | int | float | bool | None
+    ) -> tuple[str, ...]:
         """Change one server flag for the next start (a drop-in rewriting ExecStart=):
         ``True`` sets a bare switch, ``False``/``None`` removes the flag. The new flags."""
         u = self._unit(unit)

@@ -24,8 +24,14 @@ DEFAULT_STALE_S = 3.0
 class TwinSampler:
     """Samples the simulated GPUs of the view file ``view``, as ``host``'s."""
 
-    def __init__(self, view: Path, host: str, *, stale_s: float = DEFAULT_STALE_S,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        view: Path,
+        host: str,
+        *,
+        stale_s: float = DEFAULT_STALE_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.view = view
         self.host = host
         self.stale_s = stale_s
@@ -49,8 +55,12 @@ class TwinSampler:
     def __enter__(self) -> TwinSampler:
         return self.open()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # -- sampling ----------------------------------------------------------------------------
@@ -64,7 +74,8 @@ class TwinSampler:
             ) from None
         except OSError as e:
             raise GpuUnavailableError(
-                f"simulated GPU view {self.view} unreadable: {e.strerror or e}") from e
+                f"simulated GPU view {self.view} unreadable: {e.strerror or e}"
+            ) from e
         try:
             written_us, samples = parse_recording_line(raw)
         except ValueError as e:
@@ -72,7 +83,8 @@ class TwinSampler:
         age = self.clock() - written_us / 1e6
         if age > self.stale_s:
             raise GpuUnavailableError(
-                f"simulated GPU driver gone: {self.view} not updated for {age:.1f} s")
+                f"simulated GPU driver gone: {self.view} not updated for {age:.1f} s"
+            )
         return written_us, samples
 
     def sample(self, time_us: int | None = None) -> tuple[int, list[GpuSampled]]:
@@ -84,5 +96,4 @@ class TwinSampler:
     def used_by(self, unit: str) -> int:
         """Bytes the processes of ``unit`` hold, summed over all GPUs."""
         _, samples = self.read()
-        return sum(p.used_bytes or 0 for s in samples for p in s.processes or ()
-                   if p.unit == unit)
+        return sum(p.used_bytes or 0 for s in samples for p in s.processes or () if p.unit == unit)

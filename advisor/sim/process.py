@@ -27,10 +27,10 @@ Line = tuple[float, int, bytes | None]
 class Exit:
     """How a main process ended, in systemd's terms."""
 
-    code: str          # exited / killed / dumped
-    status: int        # exit status, or the signal number
-    cpu_s: float       # user + system CPU time
-    when: float        # clock seconds
+    code: str  # exited / killed / dumped
+    status: int  # exit status, or the signal number
+    cpu_s: float  # user + system CPU time
+    when: float  # clock seconds
 
     @property
     def signal_name(self) -> str | None:
@@ -56,21 +56,42 @@ class Child:
         return self.popen.pid
 
 
-def spawn(cmd: list[str], *, env: dict[str, str], lines: queue.Queue[Line],
-          clock: Callable[[], float], argv: tuple[str, ...]) -> Child:
+def spawn(
+    cmd: list[str],
+    *,
+    env: dict[str, str],
+    lines: queue.Queue[Line],
+    clock: Callable[[], float],
+    argv: tuple[str, ...],
+) -> Child:
     """Start ``cmd`` (stdout and stderr into one pipe) and a thread feeding ``lines``."""
-    popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    popen = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     assert popen.stdout is not None
     eof = threading.Event()
-    reader = threading.Thread(target=_read, args=(popen.stdout, popen.pid, lines, clock, eof),
-                              name=f"sim-stdout-{popen.pid}", daemon=True)
+    reader = threading.Thread(
+        target=_read,
+        args=(popen.stdout, popen.pid, lines, clock, eof),
+        name=f"sim-stdout-{popen.pid}",
+        daemon=True,
+    )
     reader.start()
     return Child(popen, argv, clock(), reader, eof=eof)
 
 
-def _read(stream: IO[bytes], pid: int, lines: queue.Queue[Line], clock: Callable[[], float],
-          eof: threading.Event) -> None:
+def _read(
+    stream: IO[bytes],
+    pid: int,
+    lines: queue.Queue[Line],
+    clock: Callable[[], float],
+    eof: threading.Event,
+) -> None:
     try:
         for raw in iter(stream.readline, b""):
             lines.put((clock(), pid, raw))
@@ -115,7 +136,7 @@ def group_members(pid: int) -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 3 and fields[3] == str(pid) and fields[0] != "Z":   # session id
+        if len(fields) > 3 and fields[3] == str(pid) and fields[0] != "Z":  # session id
             members.append(int(entry))
     return members
 

@@ -38,11 +38,23 @@ from advisor.sim.claims import Claims, others_on, read_claims, write_claim
 from advisor.sim.models import GIB, SAMPLER_CHUNKS, MemoryPlan, gib_str, plan
 from advisor.sim.server_config import MODELLED, Config, SimSettings, make_config, parse_config
 
-__all__ = ["GRAPH_POOL_MAX", "HEALTH_EVERY_S", "MODELLED", "Config", "Oom", "Server",
-           "SimSettings", "Terminated", "main", "make_config", "parse_config", "serve"]
+__all__ = [
+    "GRAPH_POOL_MAX",
+    "HEALTH_EVERY_S",
+    "MODELLED",
+    "Config",
+    "Oom",
+    "Server",
+    "SimSettings",
+    "Terminated",
+    "main",
+    "make_config",
+    "parse_config",
+    "serve",
+]
 
-GRAPH_POOL_MAX = int(1.02 * GIB)   # what "Graph capturing finished … took" reports at most
-HEALTH_EVERY_S = 30.0              # nominal seconds between health-check access-log lines
+GRAPH_POOL_MAX = int(1.02 * GIB)  # what "Graph capturing finished … took" reports at most
+HEALTH_EVERY_S = 30.0  # nominal seconds between health-check access-log lines
 
 
 class Terminated(Exception):
@@ -66,10 +78,14 @@ class Server:
         self.pid = os.getpid()
         self.p = vt.Printer(self.pid)
         self.dummies = min(cfg.max_num_seqs, cfg.max_num_batched_tokens)
-        self.plan: MemoryPlan = plan(cfg.card, tensor_parallel_size=cfg.tensor_parallel_size,
-                                     gpu_memory_utilization=cfg.gpu_memory_utilization,
-                                     gpu_gib=cfg.gpu_gib, max_num_seqs=self.dummies)
-        self.own = 0          # bytes held on each of the server's GPUs
+        self.plan: MemoryPlan = plan(
+            cfg.card,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            gpu_gib=cfg.gpu_gib,
+            max_num_seqs=self.dummies,
+        )
+        self.own = 0  # bytes held on each of the server's GPUs
         self.graph_pool = 0
         self.term = False
         self.ready = False
@@ -100,8 +116,10 @@ class Server:
         self.emit(self.p.raw(proc, text))
 
     def workers(self) -> list[str]:
-        return [vt.worker_name(r, self.cfg.tensor_parallel_size)
-                for r in range(self.cfg.tensor_parallel_size)]
+        return [
+            vt.worker_name(r, self.cfg.tensor_parallel_size)
+            for r in range(self.cfg.tensor_parallel_size)
+        ]
 
     # ------------------------------------------------------------------ memory
     def _claims(self) -> Claims:
@@ -119,8 +137,17 @@ class Server:
             others = tuple(others_on(claims, self.pid, gpu))
             free = self.plan.total - self.own - sum(b for _, b in others)
             if nbytes > free:
-                raise Oom(vt.OomFigures(rank, nbytes, self.plan.total, max(0, free), self.own,
-                                        others, self.graph_pool))
+                raise Oom(
+                    vt.OomFigures(
+                        rank,
+                        nbytes,
+                        self.plan.total,
+                        max(0, free),
+                        self.own,
+                        others,
+                        self.graph_pool,
+                    )
+                )
         self.own += nbytes
         self._publish()
 
@@ -145,8 +172,7 @@ class Server:
             self.log(vt.CORE, "ERROR", "core.py:708", texts.ENGINE_CORE_FAILED)
             failed = "{}"
         else:
-            self.log(vt.CORE, "ERROR", "core.py:708",
-                     "\n".join([texts.ENGINE_CORE_FAILED, *lines]))
+            self.log(vt.CORE, "ERROR", "core.py:708", "\n".join([texts.ENGINE_CORE_FAILED, *lines]))
             failed = "{'EngineCore_DP0': 1}"
         self.log(vt.API, "ERROR", "api_server.py:1901", vt.engine_init_failed(failed))
         return 1
@@ -165,17 +191,32 @@ class Server:
         cfg, pl = self.cfg, self.plan
         if cfg.claims is not None:
             cfg.claims.mkdir(parents=True, exist_ok=True)
-        self.pause(2.5)   # Python imports, CUDA platform detection
+        self.pause(2.5)  # Python imports, CUDA platform detection
         self.api_preamble()
         self.pause(1.2)
-        self.log(vt.CORE, "INFO", "core.py:77",
-                 vt.engine_config(cfg.card, cfg.max_model_len, cfg.tensor_parallel_size,
-                                  cfg.trust_remote_code, cfg.served_model_name))
+        self.log(
+            vt.CORE,
+            "INFO",
+            "core.py:77",
+            vt.engine_config(
+                cfg.card,
+                cfg.max_model_len,
+                cfg.tensor_parallel_size,
+                cfg.trust_remote_code,
+                cfg.served_model_name,
+            ),
+        )
         self.pause(1.8)
         if len(cfg.gpus) < cfg.tensor_parallel_size:
-            return self.fail(0, [f"ValueError: tensor_parallel_size ({cfg.tensor_parallel_size})"
-                                 f" is larger than the number of visible GPUs ({len(cfg.gpus)})"],
-                             in_worker=False, starting=True)
+            return self.fail(
+                0,
+                [
+                    f"ValueError: tensor_parallel_size ({cfg.tensor_parallel_size})"
+                    f" is larger than the number of visible GPUs ({len(cfg.gpus)})"
+                ],
+                in_worker=False,
+                starting=True,
+            )
         try:
             self.alloc(pl.context)
         except Oom as oom:
@@ -183,9 +224,12 @@ class Server:
         short = self.startup_free()
         if short is not None:
             rank, free = short
-            return self.fail(rank, vt.free_memory_traceback(
-                free, pl.total, cfg.gpu_memory_utilization, pl.budget),
-                in_worker=True, starting=True)
+            return self.fail(
+                rank,
+                vt.free_memory_traceback(free, pl.total, cfg.gpu_memory_utilization, pl.budget),
+                in_worker=True,
+                starting=True,
+            )
         status = self.load_weights()
         if status is None:
             status = self.profile_and_kv()
@@ -200,20 +244,27 @@ class Server:
         cfg = self.cfg
         self.log(vt.API, "INFO", "api_server.py:1885", f"vLLM API server version {vt.VERSION}")
         self.log(vt.API, "INFO", "utils.py:328", vt.non_default_args(cfg.given))
-        self.log(vt.API, "INFO", "model.py:547",
-                 f"Resolved architecture: {cfg.card.architecture}")
+        self.log(vt.API, "INFO", "model.py:547", f"Resolved architecture: {cfg.card.architecture}")
         self.log(vt.API, "INFO", "model.py:1510", f"Using max model len {cfg.max_model_len}")
-        self.log(vt.API, "INFO", "scheduler.py:205", "Chunked prefill is enabled with "
-                 f"max_num_batched_tokens={cfg.max_num_batched_tokens}.")
+        self.log(
+            vt.API,
+            "INFO",
+            "scheduler.py:205",
+            f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.",
+        )
 
     def load_weights(self) -> int | None:
         pl = self.plan
         comm = max(0, pl.graphs - min(pl.graphs, GRAPH_POOL_MAX))
         for w in self.workers():
-            self.log(w, "INFO", "gpu_model_runner.py:2602",
-                     f"Starting to load model {self.cfg.card.name}...")
+            self.log(
+                w,
+                "INFO",
+                "gpu_model_runner.py:2602",
+                f"Starting to load model {self.cfg.card.name}...",
+            )
         try:
-            self.alloc(comm)        # NCCL / all-to-all buffers of the distributed init
+            self.alloc(comm)  # NCCL / all-to-all buffers of the distributed init
             self.pause(2.5)
             self.alloc(pl.weights // 2)
             self.pause(2.4)
@@ -223,9 +274,12 @@ class Server:
         for r, w in enumerate(self.workers()):
             took = 4.9 + 0.1 * r
             self.log(w, "INFO", "default_loader.py:267", texts.loading_weights_took(f"{took:.2f}"))
-            self.log(w, "INFO", "gpu_model_runner.py:2653",
-                     f"Model loading took {gib_str(pl.weights)} GiB memory and "
-                     f"{took + 0.7:.6f} seconds")
+            self.log(
+                w,
+                "INFO",
+                "gpu_model_runner.py:2653",
+                f"Model loading took {gib_str(pl.weights)} GiB memory and {took + 0.7:.6f} seconds",
+            )
         return None
 
     def profile_and_kv(self) -> int | None:
@@ -240,14 +294,25 @@ class Server:
         if pl.kv <= 0:
             return self.fail(0, vt.no_cache_blocks_traceback(), in_worker=False, starting=True)
         if cfg.max_model_len > pl.kv_tokens:
-            return self.fail(0, vt.kv_needed_traceback(
-                cfg.max_model_len, pl.kv_needed(cfg.max_model_len), pl.kv, pl.kv_tokens),
-                in_worker=False, starting=True)
-        self.log(vt.CORE, "INFO", "kv_cache_utils.py:1087",
-                 texts.kv_cache_size(f"{pl.kv_tokens:,}"))
-        self.log(vt.CORE, "INFO", "kv_cache_utils.py:1091",
-                 texts.max_concurrency(f"{cfg.max_model_len:,}",
-                                       f"{pl.kv_tokens / cfg.max_model_len:.2f}"))
+            return self.fail(
+                0,
+                vt.kv_needed_traceback(
+                    cfg.max_model_len, pl.kv_needed(cfg.max_model_len), pl.kv, pl.kv_tokens
+                ),
+                in_worker=False,
+                starting=True,
+            )
+        self.log(
+            vt.CORE, "INFO", "kv_cache_utils.py:1087", texts.kv_cache_size(f"{pl.kv_tokens:,}")
+        )
+        self.log(
+            vt.CORE,
+            "INFO",
+            "kv_cache_utils.py:1091",
+            texts.max_concurrency(
+                f"{cfg.max_model_len:,}", f"{pl.kv_tokens / cfg.max_model_len:.2f}"
+            ),
+        )
         try:
             self.alloc(pl.kv)
         except Oom as oom:
@@ -260,8 +325,9 @@ class Server:
         self.pause(1.5)
         if self.cfg.enforce_eager:
             for w in self.workers():
-                self.log(w, "INFO", "gpu_model_runner.py:3455",
-                         "Cudagraph is disabled under eager mode")
+                self.log(
+                    w, "INFO", "gpu_model_runner.py:3455", "Cudagraph is disabled under eager mode"
+                )
         else:
             self.raw(vt.worker_name(0, self.cfg.tensor_parallel_size), vt.cuda_graph_bar())
             self.pause(2.5)
@@ -271,8 +337,12 @@ class Server:
                 return self.fail_oom(oom, "graphs")
             self.graph_pool = pool
             for w in self.workers():
-                self.log(w, "INFO", "gpu_model_runner.py:3480",
-                         texts.graphs_captured("4", f"{pool / GIB:.2f}"))
+                self.log(
+                    w,
+                    "INFO",
+                    "gpu_model_runner.py:3480",
+                    texts.graphs_captured("4", f"{pool / GIB:.2f}"),
+                )
         self.pause(1.0)
         try:
             for _ in range(SAMPLER_CHUNKS):
@@ -285,11 +355,20 @@ class Server:
         cfg, pl = self.cfg, self.plan
         self.log(vt.CORE, "INFO", "core.py:210", texts.engine_init_took("18.64"))
         self.pause(0.6)
-        self.log(vt.API, "INFO", "loggers.py:147", "Engine 000: vllm cache_config_info with "
-                 f"initialization after num_gpu_blocks is: {pl.kv_tokens // 16}")
+        self.log(
+            vt.API,
+            "INFO",
+            "loggers.py:147",
+            "Engine 000: vllm cache_config_info with "
+            f"initialization after num_gpu_blocks is: {pl.kv_tokens // 16}",
+        )
         self.log(vt.API, "INFO", "api_server.py:1634", "Supported_tasks: ['generate']")
-        self.log(vt.API, "INFO", "api_server.py:1912",
-                 f"Starting vLLM API server 0 on http://{cfg.host}:{cfg.port}")
+        self.log(
+            vt.API,
+            "INFO",
+            "api_server.py:1912",
+            f"Starting vLLM API server 0 on http://{cfg.host}:{cfg.port}",
+        )
         self.raw(vt.API, texts.uvicorn_started(self.pid))
         self.raw(vt.API, texts.UVICORN_WAITING)
         self.raw(vt.API, texts.UVICORN_READY)
@@ -308,11 +387,15 @@ class Server:
         if self.cfg.wedge_on_stop:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            while True:   # a worker stuck in a CUDA call: only SIGKILL ends this
+            while True:  # a worker stuck in a CUDA call: only SIGKILL ends this
                 time.sleep(3600)
         if self.ready:
-            for text in (texts.UVICORN_SHUTTING_DOWN, texts.UVICORN_WAITING_SHUTDOWN,
-                         texts.UVICORN_SHUTDOWN_COMPLETE, texts.uvicorn_finished(self.pid)):
+            for text in (
+                texts.UVICORN_SHUTTING_DOWN,
+                texts.UVICORN_WAITING_SHUTDOWN,
+                texts.UVICORN_SHUTDOWN_COMPLETE,
+                texts.uvicorn_finished(self.pid),
+            ):
                 self.raw(vt.API, text)
         return 0
 

@@ -35,7 +35,7 @@ class Config:
     trust_remote_code: bool
     host: str
     port: int
-    given: dict[str, object]   # the vLLM options set on the command line, in vLLM's order
+    given: dict[str, object]  # the vLLM options set on the command line, in vLLM's order
 
     @property
     def served_model_name(self) -> str | None:
@@ -53,23 +53,34 @@ class SimSettings:
     (``advisor.sim.vllm_cli``)."""
 
     vocab_size: int | None = None
-    weights_gib: float | None = None   # all weights, summed over TP ranks
-    gpu_gib: float = 96.0              # memory of each GPU
-    claims: Path | None = None         # folder of GPU memory claims (the driver's)
-    gpus: str | None = None            # GPU indices this server may use, e.g. "0,1,2,3"
-    speed: float = 1.0                 # divide start-up durations by this
+    weights_gib: float | None = None  # all weights, summed over TP ranks
+    gpu_gib: float = 96.0  # memory of each GPU
+    claims: Path | None = None  # folder of GPU memory claims (the driver's)
+    gpus: str | None = None  # GPU indices this server may use, e.g. "0,1,2,3"
+    speed: float = 1.0  # divide start-up durations by this
     wedge_on_stop: bool = False
 
 
 # The vLLM options the simulation acts on (argparse dests), in the order vLLM prints them.
-MODELLED: Final = ("host", "port", "model", "trust_remote_code", "max_model_len",
-                   "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs",
-                   "max_num_batched_tokens", "enable_expert_parallel", "enforce_eager")
+MODELLED: Final = (
+    "host",
+    "port",
+    "model",
+    "trust_remote_code",
+    "max_model_len",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_expert_parallel",
+    "enforce_eager",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m advisor.sim.server",
-                                description="A simulated vLLM 0.15.1 OpenAI server.")
+    p = argparse.ArgumentParser(
+        prog="python -m advisor.sim.server", description="A simulated vLLM 0.15.1 OpenAI server."
+    )
     p.add_argument("--model", required=True)
     p.add_argument("--host")
     p.add_argument("--port", type=int)
@@ -96,9 +107,15 @@ def parse_config(argv: Sequence[str]) -> Config:
     """Flags → Config; vLLM's defaults for what is not given (argparse exits 2 on bad flags)."""
     parser = _parser()
     a = parser.parse_args(list(argv))
-    sim = SimSettings(vocab_size=a.vocab_size, weights_gib=a.weights_gib, gpu_gib=a.gpu_gib,
-                      claims=a.claims, gpus=a.gpus, speed=a.speed,
-                      wedge_on_stop=a.wedge_on_stop)
+    sim = SimSettings(
+        vocab_size=a.vocab_size,
+        weights_gib=a.weights_gib,
+        gpu_gib=a.gpu_gib,
+        claims=a.claims,
+        gpus=a.gpus,
+        speed=a.speed,
+        wedge_on_stop=a.wedge_on_stop,
+    )
     given: dict[str, object] = {"model_tag": a.model}
     given.update((key, getattr(a, key)) for key in MODELLED if getattr(a, key) is not None)
     try:
@@ -129,20 +146,29 @@ def make_config(given: dict[str, object], sim: SimSettings) -> Config:
     card = card_for(model, weights_gib=sim.weights_gib, vocab_size=sim.vocab_size)
     tp = _option(given, "tensor_parallel_size", int) or 1
     util = _option(given, "gpu_memory_utilization", float) or 0.9
-    gpus = (tuple(int(g) for g in sim.gpus.split(",") if g.strip()) if sim.gpus
-            else tuple(range(tp)))
+    gpus = tuple(int(g) for g in sim.gpus.split(",") if g.strip()) if sim.gpus else tuple(range(tp))
     if sim.speed <= 0 or tp < 1 or not 0 < util <= 1:
-        raise ValueError("--speed and --tensor-parallel-size must be positive and "
-                         "--gpu-memory-utilization in (0, 1]")
+        raise ValueError(
+            "--speed and --tensor-parallel-size must be positive and "
+            "--gpu-memory-utilization in (0, 1]"
+        )
     # vLLM 0.10 – 0.25: 1024 sequences on GPUs of 70 GiB or more, else 256.
     seqs = _option(given, "max_num_seqs", int) or (1024 if sim.gpu_gib >= 70 else 256)
-    return Config(card=card, max_num_seqs=seqs,
-                  max_num_batched_tokens=_option(given, "max_num_batched_tokens", int) or 8192,
-                  max_model_len=_option(given, "max_model_len", int) or card.max_model_len,
-                  gpu_memory_utilization=util, tensor_parallel_size=tp, gpu_gib=sim.gpu_gib,
-                  gpus=gpus[:tp], claims=sim.claims, speed=sim.speed,
-                  wedge_on_stop=sim.wedge_on_stop,
-                  enforce_eager=bool(_option(given, "enforce_eager", bool)),
-                  trust_remote_code=bool(_option(given, "trust_remote_code", bool)),
-                  host=_option(given, "host", str) or "0.0.0.0",
-                  port=_option(given, "port", int) or 8000, given=given)
+    return Config(
+        card=card,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=_option(given, "max_num_batched_tokens", int) or 8192,
+        max_model_len=_option(given, "max_model_len", int) or card.max_model_len,
+        gpu_memory_utilization=util,
+        tensor_parallel_size=tp,
+        gpu_gib=sim.gpu_gib,
+        gpus=gpus[:tp],
+        claims=sim.claims,
+        speed=sim.speed,
+        wedge_on_stop=sim.wedge_on_stop,
+        enforce_eager=bool(_option(given, "enforce_eager", bool)),
+        trust_remote_code=bool(_option(given, "trust_remote_code", bool)),
+        host=_option(given, "host", str) or "0.0.0.0",
+        port=_option(given, "port", int) or 8000,
+        given=given,
+    )

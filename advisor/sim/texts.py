@@ -33,8 +33,7 @@ def uvicorn_finished(pid: int) -> str:
 # vLLM: the API server's shutdown, the V1 engine core's start-up failure.
 HTTP_SHUTDOWN: Final = "Shutting down FastAPI HTTP server."
 ENGINE_CORE_FAILED: Final = "EngineCore failed to start."
-ENGINE_INIT_FAILED: Final = ("RuntimeError: Engine core initialization failed. "
-                             "See root cause above.")
+ENGINE_INIT_FAILED: Final = "RuntimeError: Engine core initialization failed. See root cause above."
 
 
 def engine_init_failed(failed: str) -> str:
@@ -69,22 +68,28 @@ def engine_init_took(seconds: str) -> str:
 
 
 # vLLM's start-up errors.
-NO_CACHE_BLOCKS: Final = ("ValueError: No available memory for the cache blocks. Try increasing "
-                          "`gpu_memory_utilization` when initializing the engine.")
+NO_CACHE_BLOCKS: Final = (
+    "ValueError: No available memory for the cache blocks. Try increasing "
+    "`gpu_memory_utilization` when initializing the engine."
+)
 
 
 def sampler_warmup_oom(dummy_requests: int, what: str = "sampler") -> str:
     """vLLM V1's RuntimeError when the sampler (or a pooling model's pooler) warm-up runs out
     of memory."""
-    return (f"RuntimeError: CUDA out of memory occurred when warming up {what} with "
-            f"{dummy_requests} dummy requests. Please try lowering `max_num_seqs` or "
-            "`gpu_memory_utilization` when initializing the engine.")
+    return (
+        f"RuntimeError: CUDA out of memory occurred when warming up {what} with "
+        f"{dummy_requests} dummy requests. Please try lowering `max_num_seqs` or "
+        "`gpu_memory_utilization` when initializing the engine."
+    )
 
 
 # torch's caching allocator, torch 2.x: the hint closing its OutOfMemoryError.
-TORCH_OOM_HINT: Final = ("If reserved but unallocated memory is large try setting "
-                         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-                         "fragmentation.")
+TORCH_OOM_HINT: Final = (
+    "If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation."
+)
 TORCH_DOCS: Final = "https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"
 
 

@@ -22,12 +22,32 @@ KILL_MODES: Final = ("control-group", "mixed", "process", "none")
 # Exits that count as clean for a non-oneshot service (systemd.service(5)).
 CLEAN_SIGNALS: Final = frozenset({"TERM", "INT", "HUP", "PIPE"})
 # systemd's exit-status names (src/shared/exit-status.c) for the codes a server produces.
-EXIT_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 3: "NOTIMPLEMENTED",
-              4: "NOPERMISSION", 5: "NOTINSTALLED", 6: "NOTCONFIGURED", 7: "NOTRUNNING",
-              203: "EXEC", 255: "EXCEPTION"}
+EXIT_NAMES = {
+    0: "SUCCESS",
+    1: "FAILURE",
+    2: "INVALIDARGUMENT",
+    3: "NOTIMPLEMENTED",
+    4: "NOPERMISSION",
+    5: "NOTINSTALLED",
+    6: "NOTCONFIGURED",
+    7: "NOTRUNNING",
+    203: "EXEC",
+    255: "EXCEPTION",
+}
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(usec|us|msec|ms|sec|min|hr|s|m|h)?(?![a-z])")
-_UNITS: Final = {None: 1.0, "usec": 1e-6, "us": 1e-6, "msec": 1e-3, "ms": 1e-3, "s": 1.0,
-                 "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0}
+_UNITS: Final = {
+    None: 1.0,
+    "usec": 1e-6,
+    "us": 1e-6,
+    "msec": 1e-3,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +86,23 @@ class UnitState:
     """What ``systemctl show`` would say, plus what the sim knows about the server."""
 
     name: str
-    active_state: str        # active, activating, deactivating, inactive, failed
-    sub_state: str           # running, auto-restart, stop-sigterm, stop-sigkill, dead, failed
+    active_state: str  # active, activating, deactivating, inactive, failed
+    sub_state: str  # running, auto-restart, stop-sigterm, stop-sigkill, dead, failed
     main_pid: int | None
     n_restarts: int
-    result: str              # success, exit-code, signal, core-dump, timeout, start-limit-hit
+    result: str  # success, exit-code, signal, core-dump, timeout, start-limit-hit
     invocation_id: str | None
-    argv: tuple[str, ...]    # the server flags the next (or current) start uses
-    running_argv: tuple[str, ...] | None   # what the live main process was started with
+    argv: tuple[str, ...]  # the server flags the next (or current) start uses
+    running_argv: tuple[str, ...] | None  # what the live main process was started with
     restart: str
     restart_sec: float
     timeout_stop_sec: float
     kill_mode: str
     restarts_held: bool
-    ready: bool              # the live process said "Application startup complete."
-    output_lines: int = 0    # journal lines the current (or last) run has written
-    exit_code: str | None = None     # of the last main process: exited / killed / dumped
-    exit_status: str | None = None   # "1/FAILURE", "9/KILL"
+    ready: bool  # the live process said "Application startup complete."
+    output_lines: int = 0  # journal lines the current (or last) run has written
+    exit_code: str | None = None  # of the last main process: exited / killed / dumped
+    exit_status: str | None = None  # "1/FAILURE", "9/KILL"
 
 
 def parse_timespan(value: str | float | int) -> float:
@@ -99,7 +119,7 @@ def parse_timespan(value: str | float | int) -> float:
         return math.inf
     total, pos = 0.0, 0
     for m in _SPAN.finditer(text):
-        if text[pos:m.start()].strip():
+        if text[pos : m.start()].strip():
             break
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
@@ -147,7 +167,7 @@ def flag_value(argv: list[str] | tuple[str, ...], flag: str) -> str | None:
             nxt = argv[i + 1] if i + 1 < len(argv) else None
             return nxt if nxt is not None and not nxt.startswith("--") else ""
         if arg.startswith(flag + "="):
-            return arg[len(flag) + 1:]
+            return arg[len(flag) + 1 :]
     return None
 
 

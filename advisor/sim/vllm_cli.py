@@ -52,68 +52,158 @@ TRUE: Final = frozenset({"1", "true", "yes", "on"})
 # simulation models keep the order of the seed deployment's journal).
 OPTIONS: Final[dict[str, Kind]] = {
     # frontend
-    "host": "str", "uds": "str", "port": "int", "uvicorn_log_level": "str",
-    "disable_uvicorn_access_log": "bool", "allow_credentials": "bool", "allowed_origins": "json",
-    "allowed_methods": "json", "allowed_headers": "json", "api_key": "list",
-    "lora_modules": "list", "chat_template": "str", "chat_template_content_format": "str",
-    "trust_request_chat_template": "bool", "response_role": "str", "ssl_keyfile": "str",
-    "ssl_certfile": "str", "ssl_ca_certs": "str", "enable_ssl_refresh": "bool",
-    "ssl_cert_reqs": "int", "root_path": "str", "middleware": "list",
-    "return_tokens_as_token_ids": "bool", "disable_frontend_multiprocessing": "bool",
-    "enable_request_id_headers": "bool", "enable_auto_tool_choice": "bool",
-    "exclude_tools_when_tool_choice_none": "bool", "tool_call_parser": "str",
-    "tool_parser_plugin": "str", "tool_server": "str", "log_config_file": "str",
-    "max_log_len": "int", "disable_fastapi_docs": "bool", "enable_prompt_tokens_details": "bool",
-    "enable_server_load_tracking": "bool", "enable_force_include_usage": "bool",
-    "enable_tokenizer_info_endpoint": "bool", "enable_log_outputs": "bool",
+    "host": "str",
+    "uds": "str",
+    "port": "int",
+    "uvicorn_log_level": "str",
+    "disable_uvicorn_access_log": "bool",
+    "allow_credentials": "bool",
+    "allowed_origins": "json",
+    "allowed_methods": "json",
+    "allowed_headers": "json",
+    "api_key": "list",
+    "lora_modules": "list",
+    "chat_template": "str",
+    "chat_template_content_format": "str",
+    "trust_request_chat_template": "bool",
+    "response_role": "str",
+    "ssl_keyfile": "str",
+    "ssl_certfile": "str",
+    "ssl_ca_certs": "str",
+    "enable_ssl_refresh": "bool",
+    "ssl_cert_reqs": "int",
+    "root_path": "str",
+    "middleware": "list",
+    "return_tokens_as_token_ids": "bool",
+    "disable_frontend_multiprocessing": "bool",
+    "enable_request_id_headers": "bool",
+    "enable_auto_tool_choice": "bool",
+    "exclude_tools_when_tool_choice_none": "bool",
+    "tool_call_parser": "str",
+    "tool_parser_plugin": "str",
+    "tool_server": "str",
+    "log_config_file": "str",
+    "max_log_len": "int",
+    "disable_fastapi_docs": "bool",
+    "enable_prompt_tokens_details": "bool",
+    "enable_server_load_tracking": "bool",
+    "enable_force_include_usage": "bool",
+    "enable_tokenizer_info_endpoint": "bool",
+    "enable_log_outputs": "bool",
     "log_error_stack": "bool",
     # model
-    "model": "str", "runner": "str", "convert": "str", "tokenizer": "str",
-    "tokenizer_mode": "str", "trust_remote_code": "bool", "dtype": "str", "seed": "int",
-    "hf_config_path": "str", "allowed_local_media_path": "str", "revision": "str",
-    "code_revision": "str", "tokenizer_revision": "str", "max_model_len": "int",
-    "quantization": "str", "max_logprobs": "int", "logprobs_mode": "str",
-    "disable_sliding_window": "bool", "disable_cascade_attn": "bool",
-    "skip_tokenizer_init": "bool", "enable_prompt_embeds": "bool", "served_model_name": "list",
-    "config_format": "str", "hf_token": "str", "hf_overrides": "json", "pooler_config": "json",
-    "generation_config": "str", "override_generation_config": "json",
-    "enable_sleep_mode": "bool", "model_impl": "str", "logits_processors": "list",
+    "model": "str",
+    "runner": "str",
+    "convert": "str",
+    "tokenizer": "str",
+    "tokenizer_mode": "str",
+    "trust_remote_code": "bool",
+    "dtype": "str",
+    "seed": "int",
+    "hf_config_path": "str",
+    "allowed_local_media_path": "str",
+    "revision": "str",
+    "code_revision": "str",
+    "tokenizer_revision": "str",
+    "max_model_len": "int",
+    "quantization": "str",
+    "max_logprobs": "int",
+    "logprobs_mode": "str",
+    "disable_sliding_window": "bool",
+    "disable_cascade_attn": "bool",
+    "skip_tokenizer_init": "bool",
+    "enable_prompt_embeds": "bool",
+    "served_model_name": "list",
+    "config_format": "str",
+    "hf_token": "str",
+    "hf_overrides": "json",
+    "pooler_config": "json",
+    "generation_config": "str",
+    "override_generation_config": "json",
+    "enable_sleep_mode": "bool",
+    "model_impl": "str",
+    "logits_processors": "list",
     # load, attention, structured outputs
-    "load_format": "str", "download_dir": "str", "safetensors_load_strategy": "str",
-    "model_loader_extra_config": "json", "ignore_patterns": "list", "use_tqdm_on_load": "bool",
-    "attention_backend": "str", "reasoning_parser": "str",
+    "load_format": "str",
+    "download_dir": "str",
+    "safetensors_load_strategy": "str",
+    "model_loader_extra_config": "json",
+    "ignore_patterns": "list",
+    "use_tqdm_on_load": "bool",
+    "attention_backend": "str",
+    "reasoning_parser": "str",
     # parallel
-    "distributed_executor_backend": "str", "pipeline_parallel_size": "int",
-    "master_addr": "str", "master_port": "int", "nnodes": "int", "node_rank": "int",
-    "tensor_parallel_size": "int", "decode_context_parallel_size": "int",
-    "data_parallel_size": "int", "data_parallel_rank": "int", "data_parallel_size_local": "int",
-    "data_parallel_address": "str", "data_parallel_rpc_port": "int",
-    "data_parallel_backend": "str", "all2all_backend": "str", "enable_dbo": "bool",
-    "enable_eplb": "bool", "eplb_config": "json", "max_parallel_loading_workers": "int",
-    "disable_custom_all_reduce": "bool", "worker_cls": "str", "worker_extension_cls": "str",
+    "distributed_executor_backend": "str",
+    "pipeline_parallel_size": "int",
+    "master_addr": "str",
+    "master_port": "int",
+    "nnodes": "int",
+    "node_rank": "int",
+    "tensor_parallel_size": "int",
+    "decode_context_parallel_size": "int",
+    "data_parallel_size": "int",
+    "data_parallel_rank": "int",
+    "data_parallel_size_local": "int",
+    "data_parallel_address": "str",
+    "data_parallel_rpc_port": "int",
+    "data_parallel_backend": "str",
+    "all2all_backend": "str",
+    "enable_dbo": "bool",
+    "enable_eplb": "bool",
+    "eplb_config": "json",
+    "max_parallel_loading_workers": "int",
+    "disable_custom_all_reduce": "bool",
+    "worker_cls": "str",
+    "worker_extension_cls": "str",
     # cache
-    "block_size": "int", "gpu_memory_utilization": "float", "kv_cache_memory_bytes": "int",
-    "swap_space": "float", "kv_cache_dtype": "str", "num_gpu_blocks_override": "int",
-    "enable_prefix_caching": "bool", "prefix_caching_hash_algo": "str",
-    "cpu_offload_gb": "float", "calculate_kv_scales": "bool", "mamba_cache_dtype": "str",
+    "block_size": "int",
+    "gpu_memory_utilization": "float",
+    "kv_cache_memory_bytes": "int",
+    "swap_space": "float",
+    "kv_cache_dtype": "str",
+    "num_gpu_blocks_override": "int",
+    "enable_prefix_caching": "bool",
+    "prefix_caching_hash_algo": "str",
+    "cpu_offload_gb": "float",
+    "calculate_kv_scales": "bool",
+    "mamba_cache_dtype": "str",
     # multimodal, LoRA, observability
-    "limit_mm_per_prompt": "json", "media_io_kwargs": "json", "mm_processor_kwargs": "json",
-    "mm_processor_cache_gb": "float", "enable_lora": "bool", "max_loras": "int",
-    "max_lora_rank": "int", "max_cpu_loras": "int", "otlp_traces_endpoint": "str",
+    "limit_mm_per_prompt": "json",
+    "media_io_kwargs": "json",
+    "mm_processor_kwargs": "json",
+    "mm_processor_cache_gb": "float",
+    "enable_lora": "bool",
+    "max_loras": "int",
+    "max_lora_rank": "int",
+    "max_cpu_loras": "int",
+    "otlp_traces_endpoint": "str",
     "collect_detailed_traces": "list",
     # scheduler
-    "max_num_seqs": "int", "max_num_batched_tokens": "int", "max_num_partial_prefills": "int",
-    "long_prefill_token_threshold": "int", "scheduling_policy": "str",
-    "enable_chunked_prefill": "bool", "async_scheduling": "bool",
-    "enable_expert_parallel": "bool", "enforce_eager": "bool",
+    "max_num_seqs": "int",
+    "max_num_batched_tokens": "int",
+    "max_num_partial_prefills": "int",
+    "long_prefill_token_threshold": "int",
+    "scheduling_policy": "str",
+    "enable_chunked_prefill": "bool",
+    "async_scheduling": "bool",
+    "enable_expert_parallel": "bool",
+    "enforce_eager": "bool",
     # whole-engine configs
-    "speculative_config": "json", "kv_transfer_config": "json", "kv_events_config": "json",
-    "compilation_config": "json", "additional_config": "json",
+    "speculative_config": "json",
+    "kv_transfer_config": "json",
+    "kv_events_config": "json",
+    "compilation_config": "json",
+    "additional_config": "json",
     "structured_outputs_config": "json",
-    "disable_log_stats": "bool", "enable_log_requests": "bool",
+    "disable_log_stats": "bool",
+    "enable_log_requests": "bool",
 }
-ALIASES: Final = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size",
-                  "-dp": "data_parallel_size", "-q": "quantization"}
+ALIASES: Final = {
+    "-tp": "tensor_parallel_size",
+    "-pp": "pipeline_parallel_size",
+    "-dp": "data_parallel_size",
+    "-q": "quantization",
+}
 _NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _INT = re.compile(r"-?\d+")
 
@@ -173,16 +263,16 @@ def parse_serve(argv: Sequence[str]) -> dict[str, object]:
             continue
         values: list[str] = [inline] if eq else []
         if not eq:
-            while i < len(tokens) and not _is_option(tokens[i]) and (
-                    not values or kind == "list"):
+            while i < len(tokens) and not _is_option(tokens[i]) and (not values or kind == "list"):
                 values.append(tokens[i])
                 i += 1
         if kind is None:
-            unknown.pop(dest, None)   # a repeated flag: the last one wins, in its place
+            unknown.pop(dest, None)  # a repeated flag: the last one wins, in its place
             unknown[dest] = _guess(values[0]) if values else True
         elif not values:
-            raise ValueError(f"argument {flag}: expected {'at least ' if kind == 'list' else ''}"
-                             "one argument")
+            raise ValueError(
+                f"argument {flag}: expected {'at least ' if kind == 'list' else ''}one argument"
+            )
         else:
             known[dest] = list(values) if kind == "list" else _convert(flag, kind, values[0])
     if len(positional) > 1:
@@ -190,7 +280,7 @@ def parse_serve(argv: Sequence[str]) -> dict[str, object]:
     given: dict[str, object] = {}
     if positional:
         given["model_tag"] = positional[0]
-        known["model"] = positional[0]   # vLLM: the positional model overrides --model
+        known["model"] = positional[0]  # vLLM: the positional model overrides --model
     if "model" not in known:
         raise ValueError("the following arguments are required: model_tag")
     given.update((dest, known[dest]) for dest in OPTIONS if dest in known)
@@ -216,12 +306,14 @@ def sim_settings(env: Mapping[str, str]) -> SimSettings:
     speed = _env(env, "ADVISOR_SIM_SPEED", float)
     claims = env.get("ADVISOR_SIM_CLAIMS", "").strip()
     return SimSettings(
-        vocab_size=None if vocab is None else int(vocab), weights_gib=weights,
+        vocab_size=None if vocab is None else int(vocab),
+        weights_gib=weights,
         gpu_gib=96.0 if gpu_gib is None else gpu_gib,
         claims=Path(claims) if claims else None,
         gpus=env.get("ADVISOR_SIM_GPUS", "").strip() or None,
         speed=1.0 if speed is None else speed,
-        wedge_on_stop=env.get("ADVISOR_SIM_WEDGE_ON_STOP", "").strip().lower() in TRUE)
+        wedge_on_stop=env.get("ADVISOR_SIM_WEDGE_ON_STOP", "").strip().lower() in TRUE,
+    )
 
 
 def log_argv(env: Mapping[str, str]) -> None:
@@ -231,8 +323,9 @@ def log_argv(env: Mapping[str, str]) -> None:
     if not path:
         return
     names = [n.strip() for n in env.get("ADVISOR_SIM_ARGV_ENV", "").split(",") if n.strip()]
-    line = json.dumps({"pid": os.getpid(), "argv": sys.argv,
-                       "env": {name: env.get(name) for name in names}})
+    line = json.dumps(
+        {"pid": os.getpid(), "argv": sys.argv, "env": {name: env.get(name) for name in names}}
+    )
     with open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
 
@@ -242,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ
     log_argv(env)
-    for stream in (sys.stdout, sys.stderr):   # every line reaches the journal at once
+    for stream in (sys.stdout, sys.stderr):  # every line reaches the journal at once
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(line_buffering=True)
@@ -279,7 +372,9 @@ def write_vllm_script(folder: Path) -> Path:
         "import sys\n\n"
         f"sys.path.insert(0, {str(repository_root())!r})\n\n"
         "from advisor.sim.vllm_cli import main\n\n"
-        "sys.exit(main())\n", encoding="utf-8")
+        "sys.exit(main())\n",
+        encoding="utf-8",
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return script
 

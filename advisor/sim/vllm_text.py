@@ -19,7 +19,7 @@ from advisor.sim.models import GIB, ModelCard, format_size, gib_str
 from advisor.sim.texts import NO_CACHE_BLOCKS, sampler_warmup_oom, torch_oom_tail
 
 VERSION: Final = "0.15.1"
-CYAN: Final = "\x1b[0;36m"   # 0.15 colours the prefix with ESC[0;36m even off a TTY
+CYAN: Final = "\x1b[0;36m"  # 0.15 colours the prefix with ESC[0;36m even off a TTY
 RESET: Final = "\x1b[0;0m"
 SITE: Final = "/opt/vllm/lib/python3.12/site-packages/vllm"
 API: Final = "APIServer"
@@ -57,26 +57,35 @@ def non_default_args(given: dict[str, object]) -> str:
     return f"non-default args: {given!r}"
 
 
-def engine_config(card: ModelCard, max_model_len: int, tensor_parallel_size: int,
-                  trust_remote_code: bool, served_model_name: str | None = None) -> str:
+def engine_config(
+    card: ModelCard,
+    max_model_len: int,
+    tensor_parallel_size: int,
+    trust_remote_code: bool,
+    served_model_name: str | None = None,
+) -> str:
     m = card.name
-    return (f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{m}', "
-            f"speculative_config=None, tokenizer='{m}', skip_tokenizer_init=False, "
-            f"tokenizer_mode=auto, revision=None, trust_remote_code={trust_remote_code}, "
-            f"dtype={card.dtype}, max_seq_len={max_model_len}, download_dir=None, "
-            f"load_format=auto, tensor_parallel_size={tensor_parallel_size}, "
-            "pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
-            f"quantization={card.quantization}, enforce_eager=False, kv_cache_dtype=auto, "
-            f"device_config=cuda, seed=0, served_model_name={served_model_name or m}, "
-            "enable_prefix_caching=True")
+    return (
+        f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{m}', "
+        f"speculative_config=None, tokenizer='{m}', skip_tokenizer_init=False, "
+        f"tokenizer_mode=auto, revision=None, trust_remote_code={trust_remote_code}, "
+        f"dtype={card.dtype}, max_seq_len={max_model_len}, download_dir=None, "
+        f"load_format=auto, tensor_parallel_size={tensor_parallel_size}, "
+        "pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
+        f"quantization={card.quantization}, enforce_eager=False, kv_cache_dtype=auto, "
+        f"device_config=cuda, seed=0, served_model_name={served_model_name or m}, "
+        "enable_prefix_caching=True"
+    )
 
 
 def cuda_graph_bar() -> str:
     """The CUDA-graph capture progress bar: tqdm refreshes separated by ``\\r``."""
     desc = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
-    return (f"{desc}:   0%|          | 0/51 [00:00<?, ?it/s]\r"
-            f"{desc}:  51%|█████     | 26/51 [00:00<00:00, 33.12it/s]\r"
-            f"{desc}: 100%|██████████| 51/51 [00:01<00:00, 33.44it/s]")
+    return (
+        f"{desc}:   0%|          | 0/51 [00:00<?, ?it/s]\r"
+        f"{desc}:  51%|█████     | 26/51 [00:00<00:00, 33.12it/s]\r"
+        f"{desc}: 100%|██████████| 51/51 [00:01<00:00, 33.44it/s]"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,7 @@ class OomFigures:
     total: int
     free: int
     own: int
-    others: tuple[tuple[int, int], ...]   # (pid, bytes) of other processes on the GPU
+    others: tuple[tuple[int, int], ...]  # (pid, bytes) of other processes on the GPU
     graph_pool: int
 
 
@@ -97,15 +106,20 @@ def torch_oom(f: OomFigures) -> str:
     others = "".join(f"Process {pid} has {format_size(b)} memory in use. " for pid, b in f.others)
     unallocated = min(f.own // 256, 512 * 1024**2)
     allocated = max(0, f.own - unallocated - int(0.5 * GIB))
-    pools = (f"with {format_size(f.graph_pool)} allocated in private pools (e.g., CUDA Graphs), "
-             if f.graph_pool else "")
-    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-            f"{format_size(f.tried)}. GPU {f.device} has a total capacity of "
-            f"{format_size(f.total)} of which {format_size(f.free)} is free. {others}"
-            f"Including non-PyTorch memory, this process has {format_size(f.own)} memory in "
-            f"use. Of the allocated memory {format_size(allocated)} is allocated by PyTorch, "
-            f"{pools}and {format_size(unallocated)} is reserved by PyTorch but unallocated. "
-            f"{torch_oom_tail()}")
+    pools = (
+        f"with {format_size(f.graph_pool)} allocated in private pools (e.g., CUDA Graphs), "
+        if f.graph_pool
+        else ""
+    )
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        f"{format_size(f.tried)}. GPU {f.device} has a total capacity of "
+        f"{format_size(f.total)} of which {format_size(f.free)} is free. {others}"
+        f"Including non-PyTorch memory, this process has {format_size(f.own)} memory in "
+        f"use. Of the allocated memory {format_size(allocated)} is allocated by PyTorch, "
+        f"{pools}and {format_size(unallocated)} is reserved by PyTorch but unallocated. "
+        f"{torch_oom_tail()}"
+    )
 
 
 def sampler_traceback(oom: str, dummy_requests: int) -> list[str]:
@@ -199,17 +213,23 @@ def no_cache_blocks_traceback() -> list[str]:
     return [*_kv_frames("check_enough_kv_cache_memory"), NO_CACHE_BLOCKS]
 
 
-def kv_needed_traceback(max_model_len: int, needed: int, available: int,
-                        estimated: int) -> list[str]:
+def kv_needed_traceback(
+    max_model_len: int, needed: int, available: int, estimated: int
+) -> list[str]:
     """V1 0.10 – 0.25: one request of ``max_model_len`` does not fit (note ``models's``)."""
-    based = (f"Based on the available memory, the estimated maximum model length is "
-             f"{estimated}." if estimated > 0 else "")
-    return [*_kv_frames("check_enough_kv_cache_memory"),
-            f"ValueError: To serve at least one request with the models's max seq len "
-            f"({max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is larger "
-            f"than the available KV cache memory ({available / GIB:.2f} GiB). {based} Try "
-            "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine."]
+    based = (
+        f"Based on the available memory, the estimated maximum model length is {estimated}."
+        if estimated > 0
+        else ""
+    )
+    return [
+        *_kv_frames("check_enough_kv_cache_memory"),
+        f"ValueError: To serve at least one request with the models's max seq len "
+        f"({max_model_len}), ({needed / GIB:.2f} GiB KV cache is needed, which is larger "
+        f"than the available KV cache memory ({available / GIB:.2f} GiB). {based} Try "
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine.",
+    ]
 
 
 def engine_init_failed(failed: str) -> str:

@@ -13,9 +13,24 @@ from advisor.store.types import AppendResult, Checkpoint, EventFilter
 if TYPE_CHECKING:
     from advisor.store.store import EventStore, open_store
 
-__all__ = ["AppendResult", "Checkpoint", "EventFilter", "EventStore", "audit", "central", "engine",
-           "headlog", "heads", "leases", "migrate", "open_store", "partitions", "schema", "store",
-           "types"]
+__all__ = [
+    "AppendResult",
+    "Checkpoint",
+    "EventFilter",
+    "EventStore",
+    "audit",
+    "central",
+    "engine",
+    "headlog",
+    "heads",
+    "leases",
+    "migrate",
+    "open_store",
+    "partitions",
+    "schema",
+    "store",
+    "types",
+]
 
 
 def __getattr__(name: str) -> Any:

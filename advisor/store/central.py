@@ -35,9 +35,11 @@ _SHIP_SQL = text(
     "CAST(:keys AS bigint[]), CAST(:streams AS text[]), CAST(:types AS text[]), "
     "CAST(:versions AS integer[]), CAST(:times AS bigint[]), CAST(:recorded AS bigint[]), "
     "CAST(:sources AS text[]), CAST(:source_keys AS bigint[]), CAST(:payloads AS text[]), "
-    "CAST(:hashes AS bytea[]))")
+    "CAST(:hashes AS bytea[]))"
+)
 _HEAD_SQL = text(
-    "SELECT advisor_ship_head(:host, :seq, :hash, :time_us, :public_key, :signature, :store)")
+    "SELECT advisor_ship_head(:host, :seq, :hash, :time_us, :public_key, :signature, :store)"
+)
 
 
 class Unreachable(StoreError):
@@ -53,7 +55,10 @@ def is_transient(e: BaseException) -> bool:
         if isinstance(seen, DBAPIError) and seen.connection_invalidated:
             return True
         if type(seen).__module__.startswith("psycopg") and type(seen).__name__ in (
-                "OperationalError", "ConnectionTimeout", "InterfaceError"):
+            "OperationalError",
+            "ConnectionTimeout",
+            "InterfaceError",
+        ):
             return True
         seen = seen.__cause__
     return False
@@ -85,8 +90,13 @@ class Shipped:
         """The same event: the same hash; without one, the same content."""
         if self.hash is not None:
             return self.hash == event.hash
-        return self.content == (event.stream, event.type, event.version, event.time_us,
-                                event.payload)
+        return self.content == (
+            event.stream,
+            event.type,
+            event.version,
+            event.time_us,
+            event.payload,
+        )
 
 
 def central_position(central: EventStore, host: str) -> Position:
@@ -97,9 +107,12 @@ def central_position(central: EventStore, host: str) -> Position:
     with central.connect() as conn:
         sid = conn.execute(select(sources.c.id).where(sources.c.name == source)).scalar()
         if sid is not None:
-            row = conn.execute(select(events.c.idem_key, events.c.origin)
-                               .where(events.c.source_id == sid)
-                               .order_by(events.c.idem_key.desc()).limit(1)).first()
+            row = conn.execute(
+                select(events.c.idem_key, events.c.origin)
+                .where(events.c.source_id == sid)
+                .order_by(events.c.idem_key.desc())
+                .limit(1)
+            ).first()
     anchor = anchors(central)[1].get(source)
     if row is not None and (anchor is None or row[0] > anchor.seq):
         return Position(int(row[0]), _origin_hash(row[1], host, int(row[0])))
@@ -118,11 +131,19 @@ def central_events(central: EventStore, host: str, keys: Sequence[int]) -> dict[
             return found
         unique = sorted(set(keys))
         for i in range(0, len(unique), _IN_CHUNK):
-            for r in conn.execute(select(events.c.idem_key, events.c.origin, events.c.stream,
-                                         events.c.type, events.c.schema_version,
-                                         events.c.event_time_us, events.c.payload)
-                                  .where(events.c.source_id == sid)
-                                  .where(events.c.idem_key.in_(unique[i:i + _IN_CHUNK]))):
+            for r in conn.execute(
+                select(
+                    events.c.idem_key,
+                    events.c.origin,
+                    events.c.stream,
+                    events.c.type,
+                    events.c.schema_version,
+                    events.c.event_time_us,
+                    events.c.payload,
+                )
+                .where(events.c.source_id == sid)
+                .where(events.c.idem_key.in_(unique[i : i + _IN_CHUNK]))
+            ):
                 k = int(r[0])
                 found[k] = Shipped(_origin_hash(r[1], host, k), (r[2], r[3], r[4], r[5], r[6]))
     return found
@@ -134,15 +155,23 @@ def _origin_hash(origin: str | None, host: str, key: int) -> bytes | None:
     try:
         return bytes.fromhex(orjson.loads(origin)["hash"])
     except (ValueError, KeyError, TypeError) as e:
-        raise IntegrityError(f"host {host}: the central store's origin of its seq {key} is "
-                             "not an advisor origin", first_bad_seq=key) from e
+        raise IntegrityError(
+            f"host {host}: the central store's origin of its seq {key} is not an advisor origin",
+            first_bad_seq=key,
+        ) from e
 
 
 def origin(event: RawEvent) -> bytes:
     """The host's envelope fields that the central row does not keep as they were."""
-    return orjson.dumps({"hash": event.hash.hex(), "key": event.key,
-                         "recorded_us": event.recorded_us, "source": event.source},
-                        option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(
+        {
+            "hash": event.hash.hex(),
+            "key": event.key,
+            "recorded_us": event.recorded_us,
+            "source": event.source,
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
 
 
 def may_fold(central: EventStore) -> bool:
@@ -152,13 +181,17 @@ def may_fold(central: EventStore) -> bool:
         return True
     with central.connect() as conn:
         names = [t.name for t in PROJECTION_TABLES]
-        checks = [f"has_table_privilege('{n}', '{p}')" for n in names
-                  for p in ("INSERT", "UPDATE", "DELETE")]
+        checks = [
+            f"has_table_privilege('{n}', '{p}')"
+            for n in names
+            for p in ("INSERT", "UPDATE", "DELETE")
+        ]
         checks.append("has_table_privilege('checkpoints', 'INSERT')")
         return bool(conn.execute(text("SELECT " + " AND ".join(checks))).scalar_one())
 
 
 # -- taking a host's events -------------------------------------------------------------------
+
 
 class Writer:
     """Appends a host's events to the central store (see `writer_for`)."""
@@ -184,24 +217,44 @@ class ServerWriter(Writer):
     keeps_heads = True
 
     def ship(self, host: str, chunk: Sequence[RawEvent], at: Position) -> tuple[int, int]:
-        params = {"host": host, "keys": [e.seq for e in chunk],
-                  "streams": [e.stream for e in chunk], "types": [e.type for e in chunk],
-                  "versions": [e.version for e in chunk], "times": [e.time_us for e in chunk],
-                  "recorded": [e.recorded_us for e in chunk],
-                  "sources": [e.source for e in chunk], "source_keys": [e.key for e in chunk],
-                  "payloads": [e.payload for e in chunk], "hashes": [e.hash for e in chunk]}
+        params = {
+            "host": host,
+            "keys": [e.seq for e in chunk],
+            "streams": [e.stream for e in chunk],
+            "types": [e.type for e in chunk],
+            "versions": [e.version for e in chunk],
+            "times": [e.time_us for e in chunk],
+            "recorded": [e.recorded_us for e in chunk],
+            "sources": [e.source for e in chunk],
+            "source_keys": [e.key for e in chunk],
+            "payloads": [e.payload for e in chunk],
+            "hashes": [e.hash for e in chunk],
+        }
         row = self._call(host, lambda conn: conn.execute(_SHIP_SQL, params).one())
         if int(row[2]) < chunk[-1].seq:
-            raise IntegrityError(f"host {host}: the central store took its events only up to "
-                                 f"its seq {row[2]}, not {chunk[-1].seq}",
-                                 first_bad_seq=int(row[2]) + 1)
+            raise IntegrityError(
+                f"host {host}: the central store took its events only up to "
+                f"its seq {row[2]}, not {chunk[-1].seq}",
+                first_bad_seq=int(row[2]) + 1,
+            )
         return int(row[0]), int(row[1])
 
     def store_head(self, head: SignedHead) -> int:
-        stored = self._call(head.host, lambda conn: conn.execute(_HEAD_SQL, {
-            "host": head.host, "seq": head.seq, "hash": head.hash, "time_us": head.time_us,
-            "public_key": head.public_key, "signature": head.signature,
-            "store": head.store}).scalar_one())
+        stored = self._call(
+            head.host,
+            lambda conn: conn.execute(
+                _HEAD_SQL,
+                {
+                    "host": head.host,
+                    "seq": head.seq,
+                    "hash": head.hash,
+                    "time_us": head.time_us,
+                    "public_key": head.public_key,
+                    "signature": head.signature,
+                    "store": head.store,
+                },
+            ).scalar_one(),
+        )
         return int(bool(stored))
 
     def _call(self, host: str, work: Callable[[Connection], T]) -> T:
@@ -210,16 +263,19 @@ class ServerWriter(Writer):
                 return work(conn)
         except DBAPIError as e:
             if is_transient(e):
-                raise Unreachable(f"the central store {self.central.display_url} is "
-                                  f"unreachable: {first_line(e)}") from e
+                raise Unreachable(
+                    f"the central store {self.central.display_url} is unreachable: {first_line(e)}"
+                ) from e
             state = getattr(e.orig, "sqlstate", None)
             if state == "AD001":
                 detail = getattr(getattr(e.orig, "diag", None), "message_detail", None)
-                raise IntegrityError(f"the central store refused host {host}'s events: "
-                                     f"{first_line(e)}",
-                                     first_bad_seq=int(detail) if detail else None) from e
-            raise StoreError(f"the central store {self.central.display_url} refused host "
-                             f"{host}: {first_line(e)}") from e
+                raise IntegrityError(
+                    f"the central store refused host {host}'s events: {first_line(e)}",
+                    first_bad_seq=int(detail) if detail else None,
+                ) from e
+            raise StoreError(
+                f"the central store {self.central.display_url} refused host {host}: {first_line(e)}"
+            ) from e
 
 
 class DirectWriter(Writer):
@@ -232,8 +288,17 @@ class DirectWriter(Writer):
         new = [e for e in chunk if e.seq > at.seq]
         _check_extends(host, new, at)
         outgoing: list[Prepared] = [
-            (e.stream, e.type, e.version, e.time_us, f"{SHIP_PREFIX}{host}", e.seq,
-             e.payload.encode()) for e in new]
+            (
+                e.stream,
+                e.type,
+                e.version,
+                e.time_us,
+                f"{SHIP_PREFIX}{host}",
+                e.seq,
+                e.payload.encode(),
+            )
+            for e in new
+        ]
         try:
             result = self.central.append_prepared(outgoing, origins=[origin(e) for e in new])
         except StoreError as e:
@@ -251,13 +316,18 @@ class DirectWriter(Writer):
         for e in chunk:
             shipped = stored.get(e.seq)
             if shipped is None:
-                raise IntegrityError(f"host {host}: its seq {e.seq} is missing from the "
-                                     "central store below its last shipped seq",
-                                     first_bad_seq=e.seq)
+                raise IntegrityError(
+                    f"host {host}: its seq {e.seq} is missing from the "
+                    "central store below its last shipped seq",
+                    first_bad_seq=e.seq,
+                )
             if not shipped.matches(e):
-                raise IntegrityError(f"host {host}: its seq {e.seq} is in the central store "
-                                     "with another hash: the host's history differs from what "
-                                     "it shipped", first_bad_seq=e.seq)
+                raise IntegrityError(
+                    f"host {host}: its seq {e.seq} is in the central store "
+                    "with another hash: the host's history differs from what "
+                    "it shipped",
+                    first_bad_seq=e.seq,
+                )
 
 
 def _check_extends(host: str, new: Sequence[RawEvent], at: Position) -> None:
@@ -266,12 +336,17 @@ def _check_extends(host: str, new: Sequence[RawEvent], at: Position) -> None:
     prev_seq, prev_hash = at.seq, at.hash
     for e in new:
         if e.seq != prev_seq + 1:
-            raise IntegrityError(f"host {host}: its seq {e.seq} does not follow its last "
-                                 f"shipped seq {prev_seq}", first_bad_seq=e.seq)
+            raise IntegrityError(
+                f"host {host}: its seq {e.seq} does not follow its last shipped seq {prev_seq}",
+                first_bad_seq=e.seq,
+            )
         if prev_hash is not None and e.recomputed_hash(prev_hash) != e.hash:
-            raise IntegrityError(f"host {host}: its seq {e.seq} does not extend its chain "
-                                 f"as shipped: its hash is not the hash of its content "
-                                 f"after seq {prev_seq}", first_bad_seq=e.seq)
+            raise IntegrityError(
+                f"host {host}: its seq {e.seq} does not extend its chain "
+                f"as shipped: its hash is not the hash of its content "
+                f"after seq {prev_seq}",
+                first_bad_seq=e.seq,
+            )
         prev_seq, prev_hash = e.seq, e.hash
 
 

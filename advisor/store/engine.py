@@ -37,8 +37,12 @@ def retry_busy(work: Callable[[], T]) -> T:
     """Run `work`, again after a pause when SQLite says it is busy without having waited
     (a lock upgrade, a journal-mode switch racing another process on a new file): up to
     BUSY_RETRIES times in all, the pauses from 0.05 s doubling up to 2 s."""
-    return Retrying(retry=retry_if_exception(_busy), stop=stop_after_attempt(BUSY_RETRIES),
-                    wait=wait_exponential(multiplier=0.05, max=2.0), reraise=True)(work)
+    return Retrying(
+        retry=retry_if_exception(_busy),
+        stop=stop_after_attempt(BUSY_RETRIES),
+        wait=wait_exponential(multiplier=0.05, max=2.0),
+        reraise=True,
+    )(work)
 
 
 def _busy(e: BaseException) -> bool:
@@ -49,11 +53,15 @@ def parse_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError as e:
-        raise StoreError(f"--db {url!r} is not a database URL (sqlite:///PATH or "
-                         "postgresql+psycopg://USER@HOST/DB)") from e
+        raise StoreError(
+            f"--db {url!r} is not a database URL (sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB)"
+        ) from e
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise StoreError(f"--db {redact(url)}: unsupported database "
-                         f"{parsed.get_backend_name()!r}; use SQLite or PostgreSQL")
+        raise StoreError(
+            f"--db {redact(url)}: unsupported database "
+            f"{parsed.get_backend_name()!r}; use SQLite or PostgreSQL"
+        )
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "psycopg":
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
@@ -82,10 +90,12 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
     # (`source_id = $1 AND idem_key IN ($2 … $501)`) is a scan of the whole table; appends
     # slowed from 0.2 s to 5 s a batch by 100,000 events.
     connect_args: dict[str, Any] = (
-        {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {})
+        {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {}
+    )
     connect_args.update(pg_timeouts(parsed))
     engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     if read_only:
+
         @event.listens_for(engine, "connect")
         def _read_only(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.execute("SET default_transaction_read_only = on")
@@ -107,24 +117,36 @@ PG_TCP_USER_TIMEOUT_MS = 30_000
 def pg_timeouts(url: URL) -> dict[str, Any]:
     """libpq connection parameters bounding every wait on the server (see above)."""
     wanted: dict[str, Any] = {
-        "connect_timeout": PG_CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": 10,
-        "keepalives_interval": 5, "keepalives_count": 3,
-        "tcp_user_timeout": PG_TCP_USER_TIMEOUT_MS}
+        "connect_timeout": PG_CONNECT_TIMEOUT_S,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "tcp_user_timeout": PG_TCP_USER_TIMEOUT_MS,
+    }
     params = {k: v for k, v in wanted.items() if k not in url.query}
     given = url.query.get("options", "")
     given = " ".join(given) if isinstance(given, tuple) else given
-    params["options"] = " ".join(filter(None, (
-        f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
-        f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
-        given)))  # later settings win: the URL's own
+    params["options"] = " ".join(
+        filter(
+            None,
+            (
+                f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+                f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_TIMEOUT_MS}",
+                given,
+            ),
+        )
+    )  # later settings win: the URL's own
     return params
 
 
 def _ours_or_empty(cursor: Any) -> bool:
     """A new file or an advisor store: switched to WAL. Another application's database is
     left as it is (`advisor db upgrade` refuses it unless told to share it)."""
-    cursor.execute("SELECT count(*), count(*) FILTER (WHERE name = 'alembic_version') "
-                   "FROM sqlite_master WHERE type = 'table'")
+    cursor.execute(
+        "SELECT count(*), count(*) FILTER (WHERE name = 'alembic_version') "
+        "FROM sqlite_master WHERE type = 'table'"
+    )
     tables, ours = cursor.fetchone()
     return bool(tables == 0 or ours)
 
@@ -140,21 +162,26 @@ def _sqlite_reader(url: URL) -> Engine:
     path = Path(database).expanduser()
     if not path.is_file():
         what = "is not a file" if path.exists() else "does not exist"
-        raise StoreError(f"--db {redact(url)}: {path} {what}; a reading command never "
-                         "creates a store (a writing command or `advisor db upgrade` does)")
+        raise StoreError(
+            f"--db {redact(url)}: {path} {what}; a reading command never "
+            "creates a store (a writing command or `advisor db upgrade` does)"
+        )
     target = f"file:{quote(str(path.resolve()))}"
     immutable = not _sqlite_readable(f"{target}?mode=ro")
     if immutable:
         wal = path.with_name(path.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
-            raise StoreError(f"--db {redact(url)}: on read-only media with a write-ahead log "
-                             f"({wal}) that was never checkpointed; copy the store and its "
-                             "-wal file to writable storage to read it")
+            raise StoreError(
+                f"--db {redact(url)}: on read-only media with a write-ahead log "
+                f"({wal}) that was never checkpointed; copy the store and its "
+                "-wal file to writable storage to read it"
+            )
     uri = f"{target}?immutable=1" if immutable else f"{target}?mode=ro"
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False
+        )
         conn.isolation_level = None
         conn.execute("PRAGMA query_only=1")
         conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
@@ -185,8 +212,9 @@ def _sqlite_readable(uri: str) -> bool:
             return False
         raise StoreError(f"cannot read the store {uri}: {e}") from e
     except sqlite3.DatabaseError as e:
-        raise StoreError(f"{uri.removeprefix('file:').split('?')[0]} is not a SQLite "
-                         f"store: {e}") from e
+        raise StoreError(
+            f"{uri.removeprefix('file:').split('?')[0]} is not a SQLite store: {e}"
+        ) from e
     finally:
         conn.close()
 

@@ -83,6 +83,7 @@ def store_label(url: str) -> str | None:
 
 # ---------------------------------------------------------------------------------- the key
 
+
 def load_key(path: Path) -> HostKey | None:
     """The host key at `path`; None when there is none."""
     try:
@@ -90,8 +91,9 @@ def load_key(path: Path) -> HostKey | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise PrerequisiteError(f"host key {path}: cannot read it "
-                                f"({e.strerror or e.__class__.__name__})") from e
+        raise PrerequisiteError(
+            f"host key {path}: cannot read it ({e.strerror or e.__class__.__name__})"
+        ) from e
     try:
         return HostKey.from_pem(data)
     except ValueError as e:
@@ -116,9 +118,11 @@ def load_or_create_key(path: Path) -> HostKey:
         with contextlib.suppress(FileExistsError):  # another process's key came first
             os.link(tmp, path)  # whole or not at all, and never over another key
     except OSError as e:
-        raise PrerequisiteError(f"host key {path}: cannot create it "
-                                f"({e.strerror or e.__class__.__name__}); set {KEY_ENV} to a "
-                                "path this user can write") from e
+        raise PrerequisiteError(
+            f"host key {path}: cannot create it "
+            f"({e.strerror or e.__class__.__name__}); set {KEY_ENV} to a "
+            "path this user can write"
+        ) from e
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -130,11 +134,16 @@ def load_or_create_key(path: Path) -> HostKey:
 
 # ---------------------------------------------------------------------------------- writing
 
+
 def journal_message(head: SignedHead) -> dict[str, str]:
-    return {"MESSAGE": f"advisor chain head seq {head.seq} of {head.store}",
-            "PRIORITY": "6", "SYSLOG_IDENTIFIER": IDENTIFIER,
-            HEAD_FIELD: orjson.dumps(head.as_json()).decode(), STORE_FIELD: head.store,
-            "ADVISOR_SEQ": str(head.seq)}
+    return {
+        "MESSAGE": f"advisor chain head seq {head.seq} of {head.store}",
+        "PRIORITY": "6",
+        "SYSLOG_IDENTIFIER": IDENTIFIER,
+        HEAD_FIELD: orjson.dumps(head.as_json()).decode(),
+        STORE_FIELD: head.store,
+        "ADVISOR_SEQ": str(head.seq),
+    }
 
 
 def encode_native(fields: Mapping[str, str]) -> bytes:
@@ -188,11 +197,19 @@ class HeadWriter:
     at most one head every `interval_s`: a batch within that time of the last head is
     covered by a head when the time is up (a timer), or by `close()`."""
 
-    def __init__(self, store: EventStore, key: HostKey, *, host: str, label: str,
-                 heads_file: Path, journal: JournalSink | None = None,
-                 interval_s: float = HEAD_INTERVAL_S,
-                 on_error: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        key: HostKey,
+        *,
+        host: str,
+        label: str,
+        heads_file: Path,
+        journal: JournalSink | None = None,
+        interval_s: float = HEAD_INTERVAL_S,
+        on_error: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store, self.key, self.host, self.label = store, key, host, label
         self.heads_file = heads_file
         self.journal = journal if journal is not None else JournalSink()
@@ -202,8 +219,8 @@ class HeadWriter:
         self.written: list[SignedHead] = []
         self.journal_sent = 0
         self._lock = threading.Lock()
-        self._signed = 0          # the seq of the latest head written
-        self._pending = 0         # the highest seq committed
+        self._signed = 0  # the seq of the latest head written
+        self._pending = 0  # the highest seq committed
         self._last_write = -math.inf
         self._timer: threading.Timer | None = None
         self._closed = False
@@ -260,8 +277,10 @@ class HeadWriter:
         try:
             append_head(self.heads_file, head)
         except OSError as e:
-            self._error(f"heads file {self.heads_file}: cannot append to it "
-                        f"({e.strerror or e.__class__.__name__})")
+            self._error(
+                f"heads file {self.heads_file}: cannot append to it "
+                f"({e.strerror or e.__class__.__name__})"
+            )
         if self.journal.send(journal_message(head)):
             self.journal_sent += 1
 
@@ -272,6 +291,7 @@ class HeadWriter:
 
 # ---------------------------------------------------------------------------------- reading
 
+
 @dataclass
 class HeadsRead:
     """Heads read for one store: those signed for it, deduplicated, and where they came from."""
@@ -279,7 +299,7 @@ class HeadsRead:
     label: str
     heads: list[SignedHead] = field(default_factory=list)
     sources: dict[str, int] = field(default_factory=dict)  # where → heads for this store
-    unreadable: int = 0   # lines or entries that are not heads
+    unreadable: int = 0  # lines or entries that are not heads
     notes: list[str] = field(default_factory=list)
 
     def add(self, where: str, heads: Iterable[SignedHead]) -> None:
@@ -313,8 +333,9 @@ def read_heads_file(path: Path, into: HeadsRead) -> None:
         into.notes.append(f"no heads file at {path}")
         return
     except OSError as e:
-        raise InputError(f"--heads-file {path}: cannot read it "
-                         f"({e.strerror or e.__class__.__name__})") from e
+        raise InputError(
+            f"--heads-file {path}: cannot read it ({e.strerror or e.__class__.__name__})"
+        ) from e
     parsed = [_parse(line) for line in lines]
     into.unreadable += sum(1 for h in parsed if h is None)
     into.add(f"file {path}", (h for h in parsed if h is not None))

@@ -30,10 +30,10 @@ HEAD_CONTEXT = b"advisor-head-v1\n"
 class SignedHead:
     host: str
     seq: int
-    hash: bytes        # the chain's hash at `seq` (32 bytes)
-    time_us: int       # when it was signed
+    hash: bytes  # the chain's hash at `seq` (32 bytes)
+    time_us: int  # when it was signed
     public_key: bytes  # raw Ed25519 public key (32 bytes)
-    signature: bytes   # Ed25519 signature of `message()` (64 bytes)
+    signature: bytes  # Ed25519 signature of `message()` (64 bytes)
     # Which store's chain (`advisor.store.headlog.store_label`), signed with the rest when
     # given: a host's heads for one store are never compared with another store's chain.
     store: str = ""
@@ -49,23 +49,36 @@ class SignedHead:
         if trusted_key is not None and trusted_key != self.public_key:
             return False
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_key).verify(self.signature,
-                                                                       self.message())
+            Ed25519PublicKey.from_public_bytes(self.public_key).verify(
+                self.signature, self.message()
+            )
         except (InvalidSignature, ValueError):
             return False
         return True
 
     def as_json(self) -> dict[str, object]:
-        return {"host": self.host, "seq": self.seq, "hash": self.hash.hex(),
-                "time_us": self.time_us, "public_key": self.public_key.hex(),
-                "signature": self.signature.hex(), **({"store": self.store} if self.store else {})}
+        return {
+            "host": self.host,
+            "seq": self.seq,
+            "hash": self.hash.hex(),
+            "time_us": self.time_us,
+            "public_key": self.public_key.hex(),
+            "signature": self.signature.hex(),
+            **({"store": self.store} if self.store else {}),
+        }
 
     @classmethod
     def from_json(cls, obj: dict[str, object]) -> SignedHead:
         """From `as_json`'s form; ValueError (or KeyError/TypeError) when it is not one."""
-        return cls(host=str(obj["host"]), seq=_int(obj["seq"]), hash=_hex(obj["hash"], 32),
-                   time_us=_int(obj["time_us"]), public_key=_hex(obj["public_key"], 32),
-                   signature=_hex(obj["signature"], 64), store=_str(obj.get("store", "")))
+        return cls(
+            host=str(obj["host"]),
+            seq=_int(obj["seq"]),
+            hash=_hex(obj["hash"], 32),
+            time_us=_int(obj["time_us"]),
+            public_key=_hex(obj["public_key"], 32),
+            signature=_hex(obj["signature"], 64),
+            store=_str(obj.get("store", "")),
+        )
 
 
 def _int(value: object) -> int:
@@ -113,11 +126,17 @@ class HostKey:
     def to_pem(self) -> bytes:
         return self._private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
 
-    def sign(self, host: str, seq: int, hash_: bytes, time_us: int,
-             store: str = "") -> SignedHead:
+    def sign(self, host: str, seq: int, hash_: bytes, time_us: int, store: str = "") -> SignedHead:
         unsigned = SignedHead(host, seq, hash_, time_us, self.public_key, b"", store)
-        return SignedHead(host, seq, hash_, time_us, self.public_key,
-                          self._private.sign(unsigned.message()), store)
+        return SignedHead(
+            host,
+            seq,
+            hash_,
+            time_us,
+            self.public_key,
+            self._private.sign(unsigned.message()),
+            store,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,8 +148,12 @@ class HeadFinding:
     reason: str
 
 
-def compare_heads(heads: Iterable[SignedHead], hash_at: Callable[[int], bytes | None],
-                  last_seq: int, trusted_key: bytes | None = None) -> list[HeadFinding]:
+def compare_heads(
+    heads: Iterable[SignedHead],
+    hash_at: Callable[[int], bytes | None],
+    last_seq: int,
+    trusted_key: bytes | None = None,
+) -> list[HeadFinding]:
     """Check a chain (its hash at a seq, its last seq) against heads signed for it: a bad
     signature, a head whose seq now holds another hash (re-chained), a head past the
     chain's end (a cut tail, or a deleted store when the chain is empty)."""
@@ -141,19 +164,37 @@ def compare_heads(heads: Iterable[SignedHead], hash_at: Callable[[int], bytes | 
             findings.append(HeadFinding(False, head.seq, "a head's signature does not verify"))
             continue
         if head.seq > last_seq:
-            what = ("the store has no events" if last_seq == 0
-                    else f"the chain ends at seq {last_seq}")
-            findings.append(HeadFinding(False, head.seq,
-                                        f"a head was signed at seq {head.seq} but {what}: "
-                                        "events were cut or the store was replaced"))
+            what = (
+                "the store has no events" if last_seq == 0 else f"the chain ends at seq {last_seq}"
+            )
+            findings.append(
+                HeadFinding(
+                    False,
+                    head.seq,
+                    f"a head was signed at seq {head.seq} but {what}: "
+                    "events were cut or the store was replaced",
+                )
+            )
             continue
         if hash_at(head.seq) != head.hash:
-            findings.append(HeadFinding(False, head.seq,
-                                        f"seq {head.seq} holds another hash than the one "
-                                        "signed: history was rewritten and re-chained"))
+            findings.append(
+                HeadFinding(
+                    False,
+                    head.seq,
+                    f"seq {head.seq} holds another hash than the one "
+                    "signed: history was rewritten and re-chained",
+                )
+            )
             continue
         checked += 1
     if not findings:
-        findings.append(HeadFinding(True, None, "1 signed head matches the chain" if checked == 1
-                                    else f"{checked} signed heads match the chain"))
+        findings.append(
+            HeadFinding(
+                True,
+                None,
+                "1 signed head matches the chain"
+                if checked == 1
+                else f"{checked} signed heads match the chain",
+            )
+        )
     return findings

@@ -50,20 +50,25 @@ def take(store: EventStore, name: str, holder: str, ttl_s: float) -> Lease | Non
     def attempt() -> Lease | None:
         now = _now_us()
         expires = now + int(ttl_s * 1_000_000)
-        with store.connect(write=True) as conn, \
-                conn.begin():
+        with store.connect(write=True) as conn, conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LEASE_LOCK_ID})
             row = conn.execute(select(leases).where(leases.c.name == name)).first()
             if row is None:
-                conn.execute(leases.insert().values(name=name, holder=holder, acquired_us=now,
-                                                    expires_us=expires))
+                conn.execute(
+                    leases.insert().values(
+                        name=name, holder=holder, acquired_us=now, expires_us=expires
+                    )
+                )
                 return Lease(name, holder, now, expires)
             if row.holder != holder and row.expires_us > now:
                 return None
             acquired = row.acquired_us if row.holder == holder else now
-            conn.execute(leases.update().where(leases.c.name == name)
-                         .values(holder=holder, acquired_us=acquired, expires_us=expires))
+            conn.execute(
+                leases.update()
+                .where(leases.c.name == name)
+                .values(holder=holder, acquired_us=acquired, expires_us=expires)
+            )
             return Lease(name, holder, acquired, expires)
 
     try:
@@ -71,18 +76,22 @@ def take(store: EventStore, name: str, holder: str, ttl_s: float) -> Lease | Non
     except SAIntegrityError:  # a contender inserted the row first (its lease now)
         return None
     except SQLAlchemyError as e:
-        raise StoreError(f"cannot take lease {name!r} in {store.display_url}: "
-                         f"{first_line(e)}") from e
+        raise StoreError(
+            f"cannot take lease {name!r} in {store.display_url}: {first_line(e)}"
+        ) from e
 
 
 def give_back(store: EventStore, name: str, holder: str) -> None:
     """End `holder`'s lease on `name` now (nothing if another holds it)."""
 
     def attempt() -> None:
-        with store.connect(write=True) as conn, \
-                conn.begin():
-            conn.execute(leases.update().where(leases.c.name == name)
-                         .where(leases.c.holder == holder).values(expires_us=0))
+        with store.connect(write=True) as conn, conn.begin():
+            conn.execute(
+                leases.update()
+                .where(leases.c.name == name)
+                .where(leases.c.holder == holder)
+                .values(expires_us=0)
+            )
 
     try:
         retry_busy(attempt)

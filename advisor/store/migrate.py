@@ -54,15 +54,18 @@ def require_current(engine: Engine) -> None:
         with engine.connect() as conn:
             revision = current_revision(conn)
     except SQLAlchemyError as e:
-        raise StoreError(f"cannot open the store {redact(engine.url)}: "
-                         f"{first_line(e)}") from e
+        raise StoreError(f"cannot open the store {redact(engine.url)}: {first_line(e)}") from e
     if revision is None:
-        raise StoreError(f"{redact(engine.url)} is not an advisor store (it has no advisor "
-                         "schema); a reading command never creates one")
+        raise StoreError(
+            f"{redact(engine.url)} is not an advisor store (it has no advisor "
+            "schema); a reading command never creates one"
+        )
     if revision != head:
-        raise StoreError(f"{redact(engine.url)} is at schema revision {revision} and this "
-                         f"advisor reads {head}: run `advisor db upgrade --db URL` (on a "
-                         "read-only copy, upgrade a writable copy of it)")
+        raise StoreError(
+            f"{redact(engine.url)} is at schema revision {revision} and this "
+            f"advisor reads {head}: run `advisor db upgrade --db URL` (on a "
+            "read-only copy, upgrade a writable copy of it)"
+        )
 
 
 def upgrade(engine: Engine, *, shared_schema: bool = False) -> str | None:
@@ -72,17 +75,20 @@ def upgrade(engine: Engine, *, shared_schema: bool = False) -> str | None:
     try:
         return retry_busy(lambda: _upgrade(engine, shared_schema))
     except SQLAlchemyError as e:
-        raise StoreError(f"cannot open the store {redact(engine.url)}: "
-                         f"{first_line(e)}") from e
+        raise StoreError(f"cannot open the store {redact(engine.url)}: {first_line(e)}") from e
 
 
 def _tables(conn: Connection) -> list[str]:
     if conn.dialect.name == "postgresql":
-        query = ("SELECT table_name FROM information_schema.tables "
-                 "WHERE table_schema = current_schema() ORDER BY table_name")
+        query = (
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() ORDER BY table_name"
+        )
     else:
-        query = ("SELECT name FROM sqlite_master WHERE type = 'table' "
-                 "AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        query = (
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
     return [str(name) for (name,) in conn.execute(text(query))]
 
 
@@ -107,7 +113,8 @@ def _upgrade(engine: Engine, shared_schema: bool) -> str | None:
                     f"{', …' if len(others) > 3 else ''}); advisor creates its tables only "
                     "in an empty one: choose another (PostgreSQL: "
                     "?options=-csearch_path%3DSCHEMA), or run `advisor db upgrade "
-                    "--shared-schema` to create them beside the others")
+                    "--shared-schema` to create them beside the others"
+                )
             cfg = _config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
@@ -127,8 +134,12 @@ def store_exists(url: str) -> bool:
         except sqlite3.Error:
             return True
         try:
-            return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                              "AND name = 'alembic_version'").fetchone() is not None
+            return (
+                db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+                ).fetchone()
+                is not None
+            )
         except sqlite3.OperationalError:
             return True
         except sqlite3.DatabaseError:  # "file is not a database": replaced by something else

@@ -58,7 +58,8 @@ checkpoints = Table(
 # ---------------------------------------------------------------- projections (migration 0002)
 # Derived from events only; `advisor rebuild` empties and refills them.
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("run_id", Text, primary_key=True),
     Column("stream", Text, nullable=False),
     Column("host", Text, nullable=False),
@@ -104,7 +105,8 @@ runs = Table(
 )
 
 incidents = Table(
-    "incidents", metadata,
+    "incidents",
+    metadata,
     Column("incident_id", Text, primary_key=True),
     Column("stream", Text, nullable=False),
     Column("host", Text, nullable=False),
@@ -134,7 +136,8 @@ incidents = Table(
 # migration 0010: every `run.classified`, by the run and the lines it judged (`content`; ''
 # for a version 1 event, which holds for any): a run's label is looked up here.
 run_labels = Table(
-    "run_labels", metadata,
+    "run_labels",
+    metadata,
     Column("run_id", Text, primary_key=True),
     Column("content", Text, primary_key=True),
     Column("label", Text, nullable=False),
@@ -144,7 +147,8 @@ run_labels = Table(
 )
 
 gpu_samples = Table(
-    "gpu_samples", metadata,
+    "gpu_samples",
+    metadata,
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("host", Text, nullable=False),
     Column("gpu", Integer, nullable=False),
@@ -155,7 +159,8 @@ gpu_samples = Table(
 )
 
 actions = Table(  # migration 0003
-    "actions", metadata,
+    "actions",
+    metadata,
     Column("action_id", Text, primary_key=True),
     Column("plan_id", Text, nullable=False),
     Column("step", Integer, nullable=False),
@@ -174,7 +179,7 @@ actions = Table(  # migration 0003
     Column("detail", Text),
     Column("dropin", Text),
     Column("previous", Text),
-    Column("executor", Text),          # migration 0007
+    Column("executor", Text),  # migration 0007
     Column("state_after", Text),
     Column("written_text", Text),
     Column("previous_text", Text),
@@ -182,7 +187,8 @@ actions = Table(  # migration 0003
 )
 
 leases = Table(  # migration 0007: one executor per plan
-    "leases", metadata,
+    "leases",
+    metadata,
     Column("name", Text, primary_key=True),
     Column("holder", Text, nullable=False),
     Column("acquired_us", BigInteger, nullable=False),
@@ -192,7 +198,8 @@ leases = Table(  # migration 0007: one executor per plan
 # migration 0010: streams whose runs the fold re-derives at the end of its catch-up (older
 # lines came), from where (the earliest such line) to where (the latest).
 fold_pending = Table(
-    "fold_pending", metadata,
+    "fold_pending",
+    metadata,
     Column("stream", Text, primary_key=True),
     Column("first_key", Text, nullable=False),
     Column("first_us", BigInteger, nullable=False),

@@ -28,9 +28,16 @@ from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
 GENESIS_HASH = bytes(32)
 # What `read` and `read_raw` give of each event before its payload, in this order.
-_ENVELOPE = (events.c.seq, events.c.stream, events.c.type, events.c.schema_version,
-             events.c.event_time_us, events.c.recorded_time_us, sources.c.name,
-             events.c.idem_key)
+_ENVELOPE = (
+    events.c.seq,
+    events.c.stream,
+    events.c.type,
+    events.c.schema_version,
+    events.c.event_time_us,
+    events.c.recorded_time_us,
+    sources.c.name,
+    events.c.idem_key,
+)
 SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.fleet.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
@@ -40,12 +47,23 @@ _IN_CHUNK = 500
 # of probing the (source_id, idem_key) index: 0.5 s a look-up at 1,000,000 events, not 1 ms.
 _PG_EXISTING_KEYS = text(
     "SELECT idem_key FROM events WHERE source_id = :sid "
-    "AND idem_key = ANY(ARRAY(SELECT unnest(CAST(:keys AS bigint[]))))")
+    "AND idem_key = ANY(ARRAY(SELECT unnest(CAST(:keys AS bigint[]))))"
+)
 
 
-def event_hash(prev: bytes, seq: int, stream: str, type_: str, version: int, time_us: int,
-               recorded_us: int, source: str, key: int, payload: bytes,
-               origin: bytes | None = None) -> bytes:
+def event_hash(
+    prev: bytes,
+    seq: int,
+    stream: str,
+    type_: str,
+    version: int,
+    time_us: int,
+    recorded_us: int,
+    source: str,
+    key: int,
+    payload: bytes,
+    origin: bytes | None = None,
+) -> bytes:
     """SHA-256 over the previous hash and the event's canonical content (with a shipped
     event's origin envelope, so that it cannot be altered either)."""
     header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
@@ -70,9 +88,19 @@ class RawEvent:
     origin: str | None
 
     def recomputed_hash(self, prev: bytes) -> bytes:
-        return event_hash(prev, self.seq, self.stream, self.type, self.version, self.time_us,
-                          self.recorded_us, self.source, self.key, self.payload.encode(),
-                          None if self.origin is None else self.origin.encode())
+        return event_hash(
+            prev,
+            self.seq,
+            self.stream,
+            self.type,
+            self.version,
+            self.time_us,
+            self.recorded_us,
+            self.source,
+            self.key,
+            self.payload.encode(),
+            None if self.origin is None else self.origin.encode(),
+        )
 
 
 def save_checkpoint(conn: Connection, name: str, position: dict[str, Any]) -> None:
@@ -81,32 +109,47 @@ def save_checkpoint(conn: Connection, name: str, position: dict[str, Any]) -> No
     when the position has not changed. Callers hold the lock that orders the name's writers
     (SQLite's write lock, the append or projection advisory lock)."""
     text_ = orjson.dumps(position, option=orjson.OPT_SORT_KEYS).decode()
-    latest = conn.execute(select(checkpoints.c.n, checkpoints.c.position)
-                          .where(checkpoints.c.name == name)
-                          .order_by(checkpoints.c.n.desc()).limit(1)).first()
+    latest = conn.execute(
+        select(checkpoints.c.n, checkpoints.c.position)
+        .where(checkpoints.c.name == name)
+        .order_by(checkpoints.c.n.desc())
+        .limit(1)
+    ).first()
     if latest is not None and latest[1] == text_:
         return
-    conn.execute(checkpoints.insert().values(
-        name=name, n=1 if latest is None else latest[0] + 1, position=text_,
-        updated_time_us=time.time_ns() // 1000))
+    conn.execute(
+        checkpoints.insert().values(
+            name=name,
+            n=1 if latest is None else latest[0] + 1,
+            position=text_,
+            updated_time_us=time.time_ns() // 1000,
+        )
+    )
 
 
 def latest_checkpoint(conn: Connection, name: str) -> str | None:
     """A reader's current position (its latest row's JSON text), None when it has none."""
-    value = conn.execute(select(checkpoints.c.position).where(checkpoints.c.name == name)
-                         .order_by(checkpoints.c.n.desc()).limit(1)).scalar()
+    value = conn.execute(
+        select(checkpoints.c.position)
+        .where(checkpoints.c.name == name)
+        .order_by(checkpoints.c.n.desc())
+        .limit(1)
+    ).scalar()
     return None if value is None else str(value)
 
 
 def latest_checkpoints(conn: Connection) -> list[tuple[str, str, int]]:
     """Every reader's current position: (name, position JSON, saved at µs), by name."""
-    latest = (select(checkpoints.c.name, func.max(checkpoints.c.n).label("n"))
-              .group_by(checkpoints.c.name).subquery())
-    rows = conn.execute(select(checkpoints.c.name, checkpoints.c.position,
-                               checkpoints.c.updated_time_us)
-                        .join(latest, (latest.c.name == checkpoints.c.name)
-                              & (latest.c.n == checkpoints.c.n))
-                        .order_by(checkpoints.c.name)).all()
+    latest = (
+        select(checkpoints.c.name, func.max(checkpoints.c.n).label("n"))
+        .group_by(checkpoints.c.name)
+        .subquery()
+    )
+    rows = conn.execute(
+        select(checkpoints.c.name, checkpoints.c.position, checkpoints.c.updated_time_us)
+        .join(latest, (latest.c.name == checkpoints.c.name) & (latest.c.n == checkpoints.c.n))
+        .order_by(checkpoints.c.name)
+    ).all()
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
 
@@ -152,14 +195,18 @@ class EventStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, batch: Sequence[NewEvent],
-               checkpoint: Checkpoint | None = None) -> AppendResult:
+    def append(
+        self, batch: Sequence[NewEvent], checkpoint: Checkpoint | None = None
+    ) -> AppendResult:
         """Append a batch in one transaction (all or nothing), skipping events already stored."""
         return self.append_prepared(prepare_events(batch), checkpoint)
 
-    def append_prepared(self, batch: Sequence[Prepared],
-                        checkpoint: Checkpoint | None = None,
-                        origins: Sequence[bytes | None] | None = None) -> AppendResult:
+    def append_prepared(
+        self,
+        batch: Sequence[Prepared],
+        checkpoint: Checkpoint | None = None,
+        origins: Sequence[bytes | None] | None = None,
+    ) -> AppendResult:
         """`append` for events already validated and serialised by `advisor.core.events.prepare`;
         `origins`, one per event, are shipped events' envelopes on their hosts."""
         if not batch and checkpoint is None:
@@ -172,15 +219,23 @@ class EventStore:
                 observer(result)
         return result
 
-    def _append_retrying(self, batch: Sequence[Prepared], checkpoint: Checkpoint | None,
-                         origins: Sequence[bytes | None] | None) -> AppendResult:
+    def _append_retrying(
+        self,
+        batch: Sequence[Prepared],
+        checkpoint: Checkpoint | None,
+        origins: Sequence[bytes | None] | None,
+    ) -> AppendResult:
         try:
             return retry_busy(lambda: self._append_once(batch, checkpoint, origins))
         except SQLAlchemyError as e:
             raise StoreError(f"cannot append to {self.display_url}: {first_line(e)}") from e
 
-    def _append_once(self, batch: Sequence[Prepared], checkpoint: Checkpoint | None,
-                     origins: Sequence[bytes | None] | None) -> AppendResult:
+    def _append_once(
+        self,
+        batch: Sequence[Prepared],
+        checkpoint: Checkpoint | None,
+        origins: Sequence[bytes | None] | None,
+    ) -> AppendResult:
         result = AppendResult()
         partitioned_below = self._partitioned_below
         with self._engine.connect().execution_options(**{WRITE_OPTION: True}) as conn:
@@ -189,8 +244,9 @@ class EventStore:
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": APPEND_LOCK_ID})
                 source_ids, new_sources = self._intern_sources(conn, {ev[4] for ev in batch})
                 seen = self._existing_keys(conn, batch, source_ids, new_sources)
-                row = conn.execute(select(events.c.seq, events.c.hash)
-                                   .order_by(events.c.seq.desc()).limit(1)).first()
+                row = conn.execute(
+                    select(events.c.seq, events.c.hash).order_by(events.c.seq.desc()).limit(1)
+                ).first()
                 last_seq, last_hash = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
                 recorded = time.time_ns() // 1000
                 rows = []
@@ -202,14 +258,39 @@ class EventStore:
                     seen.add((sid, key))
                     seq = last_seq + 1
                     origin = None if origins is None else origins[i]
-                    h = event_hash(last_hash, seq, stream, type_, version, time_us, recorded,
-                                   source, key, body, origin)
-                    rows.append((seq, stream, type_, version, time_us, recorded, sid, key,
-                                 body.decode(), h, None if origin is None else origin.decode()))
+                    h = event_hash(
+                        last_hash,
+                        seq,
+                        stream,
+                        type_,
+                        version,
+                        time_us,
+                        recorded,
+                        source,
+                        key,
+                        body,
+                        origin,
+                    )
+                    rows.append(
+                        (
+                            seq,
+                            stream,
+                            type_,
+                            version,
+                            time_us,
+                            recorded,
+                            sid,
+                            key,
+                            body.decode(),
+                            h,
+                            None if origin is None else origin.decode(),
+                        )
+                    )
                     last_seq, last_hash = seq, h
                 if rows and self.dialect == "postgresql" and last_seq >= partitioned_below:
                     partitioned_below = conn.execute(
-                        text("SELECT advisor_ensure_partitions(:s)"), {"s": last_seq}).scalar_one()
+                        text("SELECT advisor_ensure_partitions(:s)"), {"s": last_seq}
+                    ).scalar_one()
                 if rows:
                     conn.exec_driver_sql(self._insert_sql(), rows)
                 if checkpoint is not None:
@@ -222,16 +303,19 @@ class EventStore:
 
     def _insert_sql(self) -> str:
         mark = "?" if self.dialect == "sqlite" else "%s"
-        cols = ("seq, stream, type, schema_version, event_time_us, recorded_time_us, "
-                "source_id, idem_key, payload, hash, origin")
+        cols = (
+            "seq, stream, type, schema_version, event_time_us, recorded_time_us, "
+            "source_id, idem_key, payload, hash, origin"
+        )
         return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 11)})"
 
     def _intern_sources(self, conn: Connection, names: set[str]) -> tuple[dict[str, int], set[str]]:
         ids = {n: self._source_ids[n] for n in names if n in self._source_ids}
         missing = names - ids.keys()
         if missing:
-            for name, sid in conn.execute(select(sources.c.name, sources.c.id)
-                                          .where(sources.c.name.in_(sorted(missing)))):
+            for name, sid in conn.execute(
+                select(sources.c.name, sources.c.id).where(sources.c.name.in_(sorted(missing)))
+            ):
                 ids[name] = sid
         new = names - ids.keys()
         if new:
@@ -241,8 +325,13 @@ class EventStore:
             conn.execute(sources.insert(), [{"id": ids[n], "name": n} for n in sorted(new)])
         return ids, new
 
-    def _existing_keys(self, conn: Connection, batch: Sequence[Prepared],
-                       source_ids: dict[str, int], new_sources: set[str]) -> set[tuple[int, int]]:
+    def _existing_keys(
+        self,
+        conn: Connection,
+        batch: Sequence[Prepared],
+        source_ids: dict[str, int],
+        new_sources: set[str],
+    ) -> set[tuple[int, int]]:
         by_source: dict[int, list[int]] = {}
         for _stream, _type, _version, _time, source, key, _body in batch:
             if source not in new_sources:  # a source interned just now has no events yet
@@ -250,16 +339,22 @@ class EventStore:
         found: set[tuple[int, int]] = set()
         if self.dialect == "postgresql":
             for sid, keys in by_source.items():
-                found.update((sid, k) for (k,) in conn.execute(
-                    _PG_EXISTING_KEYS, {"sid": sid, "keys": sorted(set(keys))}))
+                found.update(
+                    (sid, k)
+                    for (k,) in conn.execute(
+                        _PG_EXISTING_KEYS, {"sid": sid, "keys": sorted(set(keys))}
+                    )
+                )
             return found
-        query = (select(events.c.idem_key)
-                 .where(events.c.source_id == bindparam("sid"))
-                 .where(events.c.idem_key.in_(bindparam("keys", expanding=True))))
+        query = (
+            select(events.c.idem_key)
+            .where(events.c.source_id == bindparam("sid"))
+            .where(events.c.idem_key.in_(bindparam("keys", expanding=True)))
+        )
         for sid, keys in by_source.items():
             unique = sorted(set(keys))
             for i in range(0, len(unique), _IN_CHUNK):
-                chunk = unique[i:i + _IN_CHUNK]
+                chunk = unique[i : i + _IN_CHUNK]
                 found.update((sid, k) for (k,) in conn.execute(query, {"sid": sid, "keys": chunk}))
         return found
 
@@ -273,34 +368,50 @@ class EventStore:
         position: dict[str, Any] = orjson.loads(value)
         return position
 
-    def read_raw(self, *, after_seq: int = 0, source: str | None = None,
-                 chunk: int = 10_000) -> Iterator[RawEvent]:
+    def read_raw(
+        self, *, after_seq: int = 0, source: str | None = None, chunk: int = 10_000
+    ) -> Iterator[RawEvent]:
         """Events as stored, in sequence order (with `source`: that source's, in key order)."""
-        query = (select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin)
-                 .join(sources, sources.c.id == events.c.source_id))
+        query = select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin).join(
+            sources, sources.c.id == events.c.source_id
+        )
         order, position = events.c.seq, after_seq
         if source is not None:
             query = query.where(sources.c.name == source)
             order, position = events.c.idem_key, -1
         with self._engine.connect() as conn:
             while True:
-                rows = conn.execute(query.where(order > position).order_by(order)
-                                    .limit(chunk)).all()
+                rows = conn.execute(
+                    query.where(order > position).order_by(order).limit(chunk)
+                ).all()
                 for r in rows:
-                    yield RawEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                                   _stored_hash(r[9]), r[10])
+                    yield RawEvent(
+                        r[0],
+                        r[1],
+                        r[2],
+                        r[3],
+                        r[4],
+                        r[5],
+                        r[6],
+                        r[7],
+                        r[8],
+                        _stored_hash(r[9]),
+                        r[10],
+                    )
                 if len(rows) < chunk:
                     return
                 position = rows[-1][7] if source is not None else rows[-1][0]
 
-    def read(self, flt: EventFilter | None = None, *, chunk: int = 2000,
-             tolerant: bool = False) -> Iterator[StoredEvent]:
+    def read(
+        self, flt: EventFilter | None = None, *, chunk: int = 2000, tolerant: bool = False
+    ) -> Iterator[StoredEvent]:
         """Events in sequence order; with a limit, the last `limit` that match. An event
         whose payload cannot be read raises IntegrityError, or with `tolerant` comes with the
         reason as its payload (a str), for the fold to skip and record."""
         flt = flt or EventFilter()
-        query = (select(*_ENVELOPE, events.c.payload)
-                 .join(sources, sources.c.id == events.c.source_id))
+        query = select(*_ENVELOPE, events.c.payload).join(
+            sources, sources.c.id == events.c.source_id
+        )
         if flt.stream is not None:
             query = query.where(events.c.stream == flt.stream)
         if flt.type is not None:
@@ -325,8 +436,16 @@ class EventStore:
                     # (model_construct: the row's types are the table's, and a payload
                     # that could not be read is carried as its reason, unvalidated)
                     yield StoredEvent.model_construct(
-                        seq=r[0], stream=r[1], type=r[2], version=r[3], time_us=r[4],
-                        recorded_us=r[5], source=r[6], key=r[7], payload=payload)
+                        seq=r[0],
+                        stream=r[1],
+                        type=r[2],
+                        version=r[3],
+                        time_us=r[4],
+                        recorded_us=r[5],
+                        source=r[6],
+                        key=r[7],
+                        payload=payload,
+                    )
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
@@ -338,8 +457,7 @@ def _stored_hash(value: object) -> bytes:
     return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
 
 
-def read_payload(seq: int, type_: str, version: int, text: str,
-                 tolerant: bool = False) -> Any:
+def read_payload(seq: int, type_: str, version: int, text: str, tolerant: bool = False) -> Any:
     """A stored payload, parsed; IntegrityError naming the seq when it cannot be (the
     store was altered, or a newer advisor wrote a type this one does not know) — with
     `tolerant`, the reason as a str instead."""
@@ -349,13 +467,16 @@ def read_payload(seq: int, type_: str, version: int, text: str,
         reason = str(e).splitlines()[0] if str(e) else e.__class__.__name__
         if tolerant:
             return f"its stored payload cannot be read: {reason[:200]}"
-        raise IntegrityError(f"event seq {seq} ({type_}): its stored payload cannot be read "
-                             f"({reason[:200]}); the store was altered: run `advisor verify`",
-                             first_bad_seq=seq) from e
+        raise IntegrityError(
+            f"event seq {seq} ({type_}): its stored payload cannot be read "
+            f"({reason[:200]}); the store was altered: run `advisor verify`",
+            first_bad_seq=seq,
+        ) from e
 
 
-def open_store(url: str, *, upgrade: bool = True, read_only: bool = False,
-               shared_schema: bool = False) -> EventStore:
+def open_store(
+    url: str, *, upgrade: bool = True, read_only: bool = False, shared_schema: bool = False
+) -> EventStore:
     """Open (and on first use create or upgrade) the store at `url`. `read_only`: for a
     command that only reads — the store must exist at the current schema revision, and it is
     opened read-only (nothing is created, migrated or written). `shared_schema`: create the

@@ -1,4 +1,18 @@
 """Read models folded from events, and the reading of them."""
 
-__all__ = ["actions", "cutting", "fold", "foldbase", "gpu", "history", "incidents", "keys",
-           "labels", "projector", "reading", "runrow", "runs", "skipped"]
+__all__ = [
+    "actions",
+    "cutting",
+    "fold",
+    "foldbase",
+    "gpu",
+    "history",
+    "incidents",
+    "keys",
+    "labels",
+    "projector",
+    "reading",
+    "runrow",
+    "runs",
+    "skipped",
+]

@@ -33,19 +33,37 @@ class ActionRows(FoldBase):
                 return
             spec = p.model_dump(exclude={"type"}, exclude_none=True)
             self.actions[p.action_id] = {
-                "action_id": p.action_id, "plan_id": p.plan_id, "step": p.step,
-                "incident_id": p.incident_id, "host": p.host, "unit": p.unit, "kind": p.kind,
+                "action_id": p.action_id,
+                "plan_id": p.plan_id,
+                "step": p.step,
+                "incident_id": p.incident_id,
+                "host": p.host,
+                "unit": p.unit,
+                "kind": p.kind,
                 "alternative": p.alternative,
                 "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
-                "status": "proposed", "proposed_seq": event.seq, "proposed_us": event.time_us,
-                "updated_us": event.time_us, "decided_by": None, "decided_why": None,
-                "detail": None, "dropin": None, "previous": None, "executor": None,
-                "state_after": None, "written_text": None, "previous_text": None,
-                "had_previous": None}
+                "status": "proposed",
+                "proposed_seq": event.seq,
+                "proposed_us": event.time_us,
+                "updated_us": event.time_us,
+                "decided_by": None,
+                "decided_why": None,
+                "detail": None,
+                "dropin": None,
+                "previous": None,
+                "executor": None,
+                "state_after": None,
+                "written_text": None,
+                "previous_text": None,
+                "had_previous": None,
+            }
             return
         action_id = getattr(p, "action_id", None)
-        row = (self._load(self.actions, actions.c.action_id, action_id)
-               if isinstance(action_id, str) else None)
+        row = (
+            self._load(self.actions, actions.c.action_id, action_id)
+            if isinstance(action_id, str)
+            else None
+        )
         if row is None:
             return
         row["updated_us"] = event.time_us
@@ -54,17 +72,28 @@ class ActionRows(FoldBase):
         elif isinstance(p, ActionRejected):
             row.update(status="rejected", decided_by=p.by, decided_why=p.why)
         elif isinstance(p, ActionStarted):
-            row.update(status="started", executor=p.executor, dropin=p.dropin,
-                       written_text=p.written_text, previous_text=p.previous_text,
-                       had_previous=p.had_previous)
+            row.update(
+                status="started",
+                executor=p.executor,
+                dropin=p.dropin,
+                written_text=p.written_text,
+                previous_text=p.previous_text,
+                had_previous=p.had_previous,
+            )
         elif isinstance(p, ActionSucceeded):
-            row.update(status="succeeded", detail=p.detail, dropin=p.dropin or row["dropin"],
-                       previous=p.previous, state_after=_state(p.after))
+            row.update(
+                status="succeeded",
+                detail=p.detail,
+                dropin=p.dropin or row["dropin"],
+                previous=p.previous,
+                state_after=_state(p.after),
+            )
         elif isinstance(p, ActionFailed):
             row.update(status="failed", detail=p.error, state_after=_state(p.after))
         elif isinstance(p, ActionSkipped):
-            row.update(status="stale" if p.stale else "skipped", detail=p.why,
-                       state_after=_state(p.after))
+            row.update(
+                status="stale" if p.stale else "skipped", detail=p.why, state_after=_state(p.after)
+            )
         elif isinstance(p, ActionRolledBack):
             row.update(status="rolled_back", detail=p.detail)
 
@@ -77,8 +106,9 @@ def _state(after: dict[str, Any] | None) -> str | None:
 def plan_actions(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
     """The `actions` rows of one plan, in step order."""
     with store.connect() as conn:
-        rows = conn.execute(select(actions).where(actions.c.plan_id == plan_id)
-                            .order_by(actions.c.step)).all()
+        rows = conn.execute(
+            select(actions).where(actions.c.plan_id == plan_id).order_by(actions.c.step)
+        ).all()
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
 
 

@@ -24,18 +24,29 @@ class RunCutting(FoldBase):
 
     def _latest(self, stream: str) -> RunRow | None:
         if stream not in self.current:
-            row = self.conn.execute(select(runs).where(runs.c.stream == stream)
-                                    .order_by(runs.c.started_us.desc()).limit(1)).first()
-            self.current[stream] = self._loaded(RunRow.from_row(row)) if row is not None \
-                else None
+            row = self.conn.execute(
+                select(runs)
+                .where(runs.c.stream == stream)
+                .order_by(runs.c.started_us.desc())
+                .limit(1)
+            ).first()
+            self.current[stream] = self._loaded(RunRow.from_row(row)) if row is not None else None
         return self.current[stream]
+
     def _log(self, event: StoredEvent, p: LogRecorded) -> None:
         _host, _, unit = event.stream.partition("/")
         if not unit or unit == "kernel":
             return
-        self.lines.setdefault(event.stream, []).append(Line(
-            order_key(event.time_us, p), event.seq, event.time_us, p.invocation_id,
-            parsed_line(event.seq, event.time_us, p), event))
+        self.lines.setdefault(event.stream, []).append(
+            Line(
+                order_key(event.time_us, p),
+                event.seq,
+                event.time_us,
+                p.invocation_id,
+                parsed_line(event.seq, event.time_us, p),
+                event,
+            )
+        )
 
     def _place_lines(self) -> None:
         """Put the chunk's lines into their streams' runs, in each stream's order; a stream
@@ -44,8 +55,9 @@ class RunCutting(FoldBase):
         streams = sorted(self.lines)
         marked: dict[str, Any] = {}
         for i in range(0, len(streams), IN):
-            for row in self.conn.execute(select(fold_pending).where(
-                    fold_pending.c.stream.in_(streams[i:i + IN]))).all():
+            for row in self.conn.execute(
+                select(fold_pending).where(fold_pending.c.stream.in_(streams[i : i + IN]))
+            ).all():
                 marked[row.stream] = row
         for stream in streams:
             lines = sorted(self.lines[stream], key=lambda line: (line.key, line.seq))
@@ -61,14 +73,15 @@ class RunCutting(FoldBase):
                 self.marks[stream] = (first.key, first.time_us, last.key)
             else:
                 earlier = first.key < mark.first_key
-                self.marks[stream] = (first.key if earlier else mark.first_key,
-                                      first.time_us if earlier else mark.first_us,
-                                      max(last.key, mark.last_key))
+                self.marks[stream] = (
+                    first.key if earlier else mark.first_key,
+                    first.time_us if earlier else mark.first_us,
+                    max(last.key, mark.last_key),
+                )
 
     def _begins(self, run: RunRow | None, line: Line) -> bool:
         """Does `line` start a run after `run` (the run of the line before it)?"""
-        return run is None or (line.time_us != run.started_us
-                               and starts_new_run(run, line.parsed))
+        return run is None or (line.time_us != run.started_us and starts_new_run(run, line.parsed))
 
     def _take(self, stream: str, run: RunRow | None, line: Line) -> RunRow | None:
         """Add `line` after `run`: to it, or to the new run it starts; return the run it is
@@ -76,10 +89,19 @@ class RunCutting(FoldBase):
         try:
             if self._begins(run, line):
                 host, _, unit = stream.partition("/")
-                taker = RunRow(run_id=run_id_of(stream, line.time_us), stream=stream,
-                               host=host, unit=unit, invocation_id=line.invocation_id,
-                               first_seq=line.seq, last_seq=line.seq, started_us=line.time_us,
-                               first_key=line.key, last_key=line.key, last_us=line.time_us)
+                taker = RunRow(
+                    run_id=run_id_of(stream, line.time_us),
+                    stream=stream,
+                    host=host,
+                    unit=unit,
+                    invocation_id=line.invocation_id,
+                    first_seq=line.seq,
+                    last_seq=line.seq,
+                    started_us=line.time_us,
+                    first_key=line.key,
+                    last_key=line.key,
+                    last_us=line.time_us,
+                )
             else:
                 assert run is not None
                 taker = run
@@ -110,8 +132,13 @@ class RunCutting(FoldBase):
             while pending is not None and pending.first_key < line.key:
                 self._drop(pending)
                 pending = next(stored, None)
-            if pending is not None and run is not None and line.key > last_key \
-                    and pending.first_key == line.key and self._safely_begins(run, line):
+            if (
+                pending is not None
+                and run is not None
+                and line.key > last_key
+                and pending.first_key == line.key
+                and self._safely_begins(run, line)
+            ):
                 return  # the runs from `pending` on are what they were; so is the latest
             run = self._take(stream, run, line)
         while pending is not None:
@@ -129,10 +156,13 @@ class RunCutting(FoldBase):
 
     def _start_of(self, stream: str, key: str, time_us: int) -> int | None:
         """When the stored run the line at `key` falls in started (None: before them all)."""
-        rows = self.conn.execute(select(runs.c.started_us, runs.c.first_key)
-                                 .where(runs.c.stream == stream)
-                                 .where(runs.c.started_us <= time_us)
-                                 .order_by(runs.c.started_us.desc()).limit(2)).all()
+        rows = self.conn.execute(
+            select(runs.c.started_us, runs.c.first_key)
+            .where(runs.c.stream == stream)
+            .where(runs.c.started_us <= time_us)
+            .order_by(runs.c.started_us.desc())
+            .limit(2)
+        ).all()
         for started_us, first_key in rows:
             if (first_key or "") <= key:
                 return int(started_us)
@@ -142,13 +172,20 @@ class RunCutting(FoldBase):
         """The stream's stored runs that start at `since` or later, in order."""
         after = since - 1
         while True:
-            rows = self.conn.execute(select(runs).where(runs.c.stream == stream)
-                                     .where(runs.c.started_us > after)
-                                     .order_by(runs.c.started_us).limit(PAGE)).all()
+            rows = self.conn.execute(
+                select(runs)
+                .where(runs.c.stream == stream)
+                .where(runs.c.started_us > after)
+                .order_by(runs.c.started_us)
+                .limit(PAGE)
+            ).all()
             for row in rows:
                 known = self.runs.get(row.run_id)
-                yield known if known is not None and row.run_id not in self.fresh \
+                yield (
+                    known
+                    if known is not None and row.run_id not in self.fresh
                     else RunRow.from_row(row)
+                )
             if len(rows) < PAGE:
                 return
             after = rows[-1].started_us
@@ -156,20 +193,33 @@ class RunCutting(FoldBase):
     def _stream_lines(self, stream: str, since: int) -> Iterator[Line]:
         """The stream's log lines from `since` on, folded by the end of this chunk, in the
         stream's order: a range read on (stream, time), each microsecond's lines put in order."""
-        query = (select(events.c.seq, events.c.event_time_us, events.c.schema_version,
-                        events.c.payload, events.c.recorded_time_us, sources.c.name,
-                        events.c.idem_key)
-                 .join(sources, sources.c.id == events.c.source_id)
-                 .where(events.c.stream == stream).where(events.c.type == "log.recorded")
-                 .where(events.c.seq <= self.upto))
+        query = (
+            select(
+                events.c.seq,
+                events.c.event_time_us,
+                events.c.schema_version,
+                events.c.payload,
+                events.c.recorded_time_us,
+                sources.c.name,
+                events.c.idem_key,
+            )
+            .join(sources, sources.c.id == events.c.source_id)
+            .where(events.c.stream == stream)
+            .where(events.c.type == "log.recorded")
+            .where(events.c.seq <= self.upto)
+        )
         at, after_seq = since, 0
         group: list[Line] = []
         while True:
             rows = self.conn.execute(
                 query.where(events.c.event_time_us >= at)  # the index range's start
-                .where((events.c.event_time_us > at)
-                       | ((events.c.event_time_us == at) & (events.c.seq > after_seq)))
-                .order_by(events.c.event_time_us, events.c.seq).limit(PAGE)).all()
+                .where(
+                    (events.c.event_time_us > at)
+                    | ((events.c.event_time_us == at) & (events.c.seq > after_seq))
+                )
+                .order_by(events.c.event_time_us, events.c.seq)
+                .limit(PAGE)
+            ).all()
             for row in rows:
                 if group and row.event_time_us != group[0].time_us:
                     yield from sorted(group, key=lambda line: (line.key, line.seq))
@@ -188,13 +238,26 @@ class RunCutting(FoldBase):
             p = load_payload("log.recorded", row.schema_version, row.payload)
             assert isinstance(p, LogRecorded)
             event = StoredEvent.model_construct(
-                seq=row.seq, stream=stream, type="log.recorded", version=row.schema_version,
-                time_us=row.event_time_us, recorded_us=row.recorded_time_us, source=row.name,
-                key=row.idem_key, payload=p)
+                seq=row.seq,
+                stream=stream,
+                type="log.recorded",
+                version=row.schema_version,
+                time_us=row.event_time_us,
+                recorded_us=row.recorded_time_us,
+                source=row.name,
+                key=row.idem_key,
+                payload=p,
+            )
             if unusable(event) is not None:
                 return None
-            return Line(order_key(event.time_us, p), event.seq, event.time_us,
-                         p.invocation_id, parsed_line(event.seq, event.time_us, p), None)
+            return Line(
+                order_key(event.time_us, p),
+                event.seq,
+                event.time_us,
+                p.invocation_id,
+                parsed_line(event.seq, event.time_us, p),
+                None,
+            )
         except Exception as e:
             if environmental(e):
                 raise
@@ -209,7 +272,11 @@ class RunCutting(FoldBase):
         self.deleted.add(stored.run_id)
 
     def _before(self, stream: str, since: int) -> RunRow | None:
-        row = self.conn.execute(select(runs).where(runs.c.stream == stream)
-                                .where(runs.c.started_us < since)
-                                .order_by(runs.c.started_us.desc()).limit(1)).first()
+        row = self.conn.execute(
+            select(runs)
+            .where(runs.c.stream == stream)
+            .where(runs.c.started_us < since)
+            .order_by(runs.c.started_us.desc())
+            .limit(1)
+        ).first()
         return None if row is None else self._loaded(RunRow.from_row(row))

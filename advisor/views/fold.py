@@ -62,8 +62,13 @@ class Fold(RunCutting, Labelling, GpuPeaks, IncidentRows, ActionRows):
         elif isinstance(p, RunClassified):
             content = p.content or ""
             self.labels[(p.run_id, content)] = {
-                "run_id": p.run_id, "content": content, "label": p.label,
-                "confidence": p.confidence, "phase": p.phase, "seq": event.seq}
+                "run_id": p.run_id,
+                "content": content,
+                "label": p.label,
+                "confidence": p.confidence,
+                "phase": p.phase,
+                "seq": event.seq,
+            }
             self.named.add(p.run_id)
         elif event.type.startswith("action."):
             self._action(event)
@@ -80,29 +85,40 @@ class Fold(RunCutting, Labelling, GpuPeaks, IncidentRows, ActionRows):
                 run.incident_id = loaded.incident_id  # the incidents say if that changes
         gone = sorted(self.deleted | set(self.runs))
         for i in range(0, len(gone), IN):
-            self.conn.execute(delete(runs).where(runs.c.run_id.in_(gone[i:i + IN])))
+            self.conn.execute(delete(runs).where(runs.c.run_id.in_(gone[i : i + IN])))
         if self.runs:
-            self.conn.execute(runs.insert(), [fit_row(runs, self.runs[i].row())
-                                              for i in sorted(self.runs)])
+            self.conn.execute(
+                runs.insert(), [fit_row(runs, self.runs[i].row()) for i in sorted(self.runs)]
+            )
 
     def _write(self) -> None:
         if self.marks:
             streams = sorted(self.marks)
             self.conn.execute(delete(fold_pending).where(fold_pending.c.stream.in_(streams)))
-            self.conn.execute(fold_pending.insert(), [
-                {"stream": stream, "first_key": self.marks[stream][0],
-                 "first_us": self.marks[stream][1], "last_key": self.marks[stream][2]}
-                for stream in streams])
+            self.conn.execute(
+                fold_pending.insert(),
+                [
+                    {
+                        "stream": stream,
+                        "first_key": self.marks[stream][0],
+                        "first_us": self.marks[stream][1],
+                        "last_key": self.marks[stream][2],
+                    }
+                    for stream in streams
+                ],
+            )
         if self.incidents or self.dropped:
             ids = sorted(set(self.incidents) | self.dropped)
             for i in range(0, len(ids), IN):
-                self.conn.execute(delete(incidents).where(
-                    incidents.c.incident_id.in_(ids[i:i + IN])))
+                self.conn.execute(
+                    delete(incidents).where(incidents.c.incident_id.in_(ids[i : i + IN]))
+                )
             if self.incidents:
-                self.conn.execute(incidents.insert(), [fit_row(incidents, self.incidents[i])
-                                                       for i in sorted(self.incidents)])
+                self.conn.execute(
+                    incidents.insert(),
+                    [fit_row(incidents, self.incidents[i]) for i in sorted(self.incidents)],
+                )
         if self.actions:
             ids = sorted(self.actions)
             self.conn.execute(delete(actions).where(actions.c.action_id.in_(ids)))
             self.conn.execute(actions.insert(), [fit_row(actions, self.actions[i]) for i in ids])
-

@@ -14,8 +14,8 @@ from advisor.store.schema import runs
 from advisor.views.keys import NOT_FAILURES, config_key
 from advisor.views.runrow import RunRow
 
-PAGE: Final = 2000       # rows a re-derivation reads at a time
-IN: Final = 500          # ids in one IN (…)
+PAGE: Final = 2000  # rows a re-derivation reads at a time
+IN: Final = 500  # ids in one IN (…)
 
 
 class Line(NamedTuple):
@@ -41,10 +41,19 @@ class Loaded(NamedTuple):
 
 
 def parsed_line(seq: int, time_us: int, p: LogRecorded) -> Parsed:
-    line = LogLine(number=seq, text=p.message or "", time_us=time_us,
-                   unit=p.unit, host=p.host, invocation_id=p.invocation_id, pid=p.pid,
-                   identifier=p.identifier, message_id=p.message_id,
-                   transport=p.transport, fields=p.fields or {})
+    line = LogLine(
+        number=seq,
+        text=p.message or "",
+        time_us=time_us,
+        unit=p.unit,
+        host=p.host,
+        invocation_id=p.invocation_id,
+        pid=p.pid,
+        identifier=p.identifier,
+        message_id=p.message_id,
+        transport=p.transport,
+        fields=p.fields or {},
+    )
     return parse([line])[0]
 
 
@@ -55,8 +64,14 @@ def incidence(run: RunRow) -> tuple[Any, ...] | None:
         return None
     if not failed:
         return (None, None, None, None, None, run.ready_us)
-    return (run.label, run.confidence, config_key(run.config), run.ended_us, run.first_seq,
-            run.ready_us)
+    return (
+        run.label,
+        run.confidence,
+        config_key(run.config),
+        run.ended_us,
+        run.first_seq,
+        run.ready_us,
+    )
 
 
 class FoldBase:
@@ -64,21 +79,21 @@ class FoldBase:
 
     def __init__(self, conn: Connection, upto: int) -> None:
         self.conn = conn
-        self.upto = upto                              # the chunk's last seq
-        self.current: dict[str, RunRow | None] = {}   # stream → its latest run
-        self.runs: dict[str, RunRow] = {}             # run_id → row, touched in this chunk
-        self.fresh: set[str] = set()                  # runs cut in this chunk
-        self.deleted: set[str] = set()                # stored runs a re-derivation dropped
-        self.loaded: dict[str, Loaded] = {}           # run_id → the stored run as found
-        self.lines: dict[str, list[Line]] = {}        # stream → this chunk's log lines
+        self.upto = upto  # the chunk's last seq
+        self.current: dict[str, RunRow | None] = {}  # stream → its latest run
+        self.runs: dict[str, RunRow] = {}  # run_id → row, touched in this chunk
+        self.fresh: set[str] = set()  # runs cut in this chunk
+        self.deleted: set[str] = set()  # stored runs a re-derivation dropped
+        self.loaded: dict[str, Loaded] = {}  # run_id → the stored run as found
+        self.lines: dict[str, list[Line]] = {}  # stream → this chunk's log lines
         self.marks: dict[str, tuple[str, int, str]] = {}  # stream → fold_pending, changed
         self.labels: dict[tuple[str, str], dict[str, Any]] = {}  # this chunk's run.classified
-        self.named: set[str] = set()                  # runs those name
+        self.named: set[str] = set()  # runs those name
         self.classified: dict[str, tuple[StoredEvent, IncidentClassified]] = {}
         self.incidents: dict[str, dict[str, Any]] = {}
-        self.dropped: set[str] = set()                # incident rows no longer kept
+        self.dropped: set[str] = set()  # incident rows no longer kept
         self.actions: dict[str, dict[str, Any]] = {}
-        self.samples: list[dict[str, Any]] = []       # gpu_samples rows of this chunk
+        self.samples: list[dict[str, Any]] = []  # gpu_samples rows of this chunk
         self.skipped: list[tuple[StoredEvent, str]] = []  # events not folded, and why
 
     def _run(self, run_id: str) -> RunRow | None:
@@ -99,12 +114,18 @@ class FoldBase:
 
     def _remember(self, run: RunRow) -> None:
         if run.run_id not in self.loaded:
-            self.loaded[run.run_id] = Loaded(run.stream, run.started_us,
-                                             (run.started_us, run.ended_us), run.content,
-                                             incidence(run), run.incident_id)
+            self.loaded[run.run_id] = Loaded(
+                run.stream,
+                run.started_us,
+                (run.started_us, run.ended_us),
+                run.content,
+                incidence(run),
+                run.incident_id,
+            )
 
-    def _load(self, cache: dict[str, dict[str, Any]], key: Column[str],
-              value: str) -> dict[str, Any] | None:
+    def _load(
+        self, cache: dict[str, dict[str, Any]], key: Column[str], value: str
+    ) -> dict[str, Any] | None:
         """The row of `key`'s table whose `key` is `value`, from `cache` or the database."""
         if value not in cache:
             row = self.conn.execute(select(key.table).where(key == value)).first()
@@ -112,4 +133,3 @@ class FoldBase:
                 return None
             cache[value] = {str(k): v for k, v in row._mapping.items()}
         return cache[value]
-

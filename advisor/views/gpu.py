@@ -19,10 +19,17 @@ class GpuPeaks(FoldBase):
 
     def _sample(self, event: StoredEvent, p: GpuSampled) -> None:
         units = sorted({q.unit for q in p.processes or () if q.unit})
-        self.samples.append({
-            "seq": event.seq, "host": p.host, "gpu": p.index, "time_us": event.time_us,
-            "used_bytes": p.memory_used_bytes, "total_bytes": p.memory_total_bytes,
-            "units": ",".join(units) if units else None})
+        self.samples.append(
+            {
+                "seq": event.seq,
+                "host": p.host,
+                "gpu": p.index,
+                "time_us": event.time_us,
+                "used_bytes": p.memory_used_bytes,
+                "total_bytes": p.memory_total_bytes,
+                "units": ",".join(units) if units else None,
+            }
+        )
 
     def _recompute_peaks(self) -> None:
         by_host: dict[str, list[dict[str, Any]]] = {}
@@ -33,9 +40,11 @@ class GpuPeaks(FoldBase):
         for host, new in by_host.items():
             low, high = min(s["time_us"] for s in new), max(s["time_us"] for s in new)
             covering = self.conn.execute(
-                select(runs.c.run_id).where(runs.c.host == host)
+                select(runs.c.run_id)
+                .where(runs.c.host == host)
                 .where(runs.c.started_us <= high)
-                .where((runs.c.ended_us.is_(None)) | (runs.c.ended_us >= low))).scalars()
+                .where((runs.c.ended_us.is_(None)) | (runs.c.ended_us >= low))
+            ).scalars()
             for run_id in covering:
                 self._run(run_id)
         for run in self.runs.values():
@@ -49,9 +58,12 @@ class GpuPeaks(FoldBase):
     def _raise_peak(self, run: RunRow, new: Iterable[dict[str, Any]]) -> None:
         """Keep the peak of a run whose window did not change up to date with new samples
         (what `_peak` would find, without reading the window's older samples)."""
-        inside = [(s["used_bytes"], s["total_bytes"], run.unit in (s["units"] or ""))
-                  for s in new if run.started_us <= s["time_us"]
-                  and (run.ended_us is None or s["time_us"] <= run.ended_us)]
+        inside = [
+            (s["used_bytes"], s["total_bytes"], run.unit in (s["units"] or ""))
+            for s in new
+            if run.started_us <= s["time_us"]
+            and (run.ended_us is None or s["time_us"] <= run.ended_us)
+        ]
         own = [(used, total) for used, total, mine in inside if mine]
         if own and not run.peak_gpu_from_unit:  # the first of its own: they alone count now
             best, run.peak_gpu_from_unit = max(own), True
@@ -65,16 +77,21 @@ class GpuPeaks(FoldBase):
         run.peak_gpu_used_bytes, run.peak_gpu_total_bytes = best
 
     def _peak(self, run: RunRow) -> None:
-        window = (select(gpu_samples.c.used_bytes, gpu_samples.c.total_bytes)
-                  .where(gpu_samples.c.host == run.host)
-                  .where(gpu_samples.c.time_us >= run.started_us))
+        window = (
+            select(gpu_samples.c.used_bytes, gpu_samples.c.total_bytes)
+            .where(gpu_samples.c.host == run.host)
+            .where(gpu_samples.c.time_us >= run.started_us)
+        )
         if run.ended_us is not None:
             window = window.where(gpu_samples.c.time_us <= run.ended_us)
         own = window.where(gpu_samples.c.units.contains(run.unit, autoescape=True))
         has_own = self.conn.execute(select(func.count()).select_from(own.subquery())).scalar()
         query = own if has_own else window
-        best = self.conn.execute(query.order_by(gpu_samples.c.used_bytes.desc(),
-                                                gpu_samples.c.total_bytes.desc()).limit(1)).first()
+        best = self.conn.execute(
+            query.order_by(gpu_samples.c.used_bytes.desc(), gpu_samples.c.total_bytes.desc()).limit(
+                1
+            )
+        ).first()
         run.peak_gpu_used_bytes = best[0] if best else None
         run.peak_gpu_total_bytes = best[1] if best else None
         run.peak_gpu_from_unit = bool(has_own)

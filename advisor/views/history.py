@@ -22,17 +22,26 @@ def release_times(store: EventStore, host: str) -> list[float]:
     """Seconds from each killed run's end to its GPUs' memory being free, oldest first."""
     out: list[float] = []
     with store.connect() as conn:
-        killed = conn.execute(select(runs.c.started_us, runs.c.ended_us)
-                              .where(runs.c.host == host).where(runs.c.exit_signal == "KILL")
-                              .where(runs.c.ended_us.isnot(None))
-                              .order_by(runs.c.ended_us)).all()
+        killed = conn.execute(
+            select(runs.c.started_us, runs.c.ended_us)
+            .where(runs.c.host == host)
+            .where(runs.c.exit_signal == "KILL")
+            .where(runs.c.ended_us.isnot(None))
+            .order_by(runs.c.ended_us)
+        ).all()
         for started, ended in killed:
-            rows = conn.execute(select(gpu_samples.c.gpu, gpu_samples.c.time_us,
-                                       gpu_samples.c.used_bytes, gpu_samples.c.total_bytes)
-                                .where(gpu_samples.c.host == host)
-                                .where(gpu_samples.c.time_us >= started)
-                                .where(gpu_samples.c.time_us <= ended + HORIZON_US)
-                                .order_by(gpu_samples.c.time_us, gpu_samples.c.gpu)).all()
+            rows = conn.execute(
+                select(
+                    gpu_samples.c.gpu,
+                    gpu_samples.c.time_us,
+                    gpu_samples.c.used_bytes,
+                    gpu_samples.c.total_bytes,
+                )
+                .where(gpu_samples.c.host == host)
+                .where(gpu_samples.c.time_us >= started)
+                .where(gpu_samples.c.time_us <= ended + HORIZON_US)
+                .order_by(gpu_samples.c.time_us, gpu_samples.c.gpu)
+            ).all()
             used = {g for g, t, u, total in rows if t <= ended and total and u / total > USED}
             if not used:
                 continue
@@ -51,7 +60,7 @@ def release_p95_s(store: EventStore, host: str) -> float | None:
     return p95(release_times(store, host))
 
 
-READY_FLOOR_S: Final = 60.0   # a bound, not a sleep: the wait ends at the readiness line
+READY_FLOOR_S: Final = 60.0  # a bound, not a sleep: the wait ends at the readiness line
 READY_FACTOR: Final = 3.0
 
 
@@ -59,21 +68,31 @@ def ready_bound_s(store: EventStore, host: str, unit: str) -> float | None:
     """How long a restart of `unit` may take to be ready: three times its slowest start to
     readiness so far (at least a minute); None with no ready run yet."""
     with store.connect() as conn:
-        took = [(ready - started) / 1e6 for started, ready in conn.execute(
-            select(runs.c.started_us, runs.c.ready_us).where(runs.c.host == host)
-            .where(runs.c.unit == unit).where(runs.c.ready_us.isnot(None)))]
+        took = [
+            (ready - started) / 1e6
+            for started, ready in conn.execute(
+                select(runs.c.started_us, runs.c.ready_us)
+                .where(runs.c.host == host)
+                .where(runs.c.unit == unit)
+                .where(runs.c.ready_us.isnot(None))
+            )
+        ]
     return max(READY_FLOOR_S, READY_FACTOR * max(took)) if took else None
 
 
-def unit_gpus(store: EventStore, host: str, unit: str, since_us: int,
-              until_us: int) -> tuple[int, ...] | None:
+def unit_gpus(
+    store: EventStore, host: str, unit: str, since_us: int, until_us: int
+) -> tuple[int, ...] | None:
     """The GPUs NVML saw the unit's processes on between two times; None when no sample
     names the unit (the wait then watches every GPU)."""
     with store.connect() as conn:
-        rows = conn.execute(select(gpu_samples.c.gpu).distinct()
-                            .where(gpu_samples.c.host == host)
-                            .where(gpu_samples.c.time_us >= since_us)
-                            .where(gpu_samples.c.time_us <= until_us)
-                            .where(gpu_samples.c.units.contains(unit, autoescape=True))).all()
+        rows = conn.execute(
+            select(gpu_samples.c.gpu)
+            .distinct()
+            .where(gpu_samples.c.host == host)
+            .where(gpu_samples.c.time_us >= since_us)
+            .where(gpu_samples.c.time_us <= until_us)
+            .where(gpu_samples.c.units.contains(unit, autoescape=True))
+        ).all()
     found = tuple(sorted(int(r[0]) for r in rows))
     return found or None

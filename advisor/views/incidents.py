@@ -18,15 +18,16 @@ from advisor.views.foldbase import FoldBase, incidence
 from advisor.views.keys import CURRENT, NOT_FAILURES, config_key, id_time
 
 _DIAGNOSIS: Final = ("phase", "facts", "evidence", "candidates", "classified_seq")
-Open = dict[tuple[str, str], dict[str, Any]]   # (label, config key) → the incident open
+Open = dict[tuple[str, str], dict[str, Any]]  # (label, config key) → the incident open
 
 
 class IncidentRows(FoldBase):
     """The fold's part that works the incidents out."""
 
     def _incident_row(self, row: Row[Any]) -> dict[str, Any]:
-        return self.incidents.setdefault(row.incident_id,
-                                         {str(k): v for k, v in row._mapping.items()})
+        return self.incidents.setdefault(
+            row.incident_id, {str(k): v for k, v in row._mapping.items()}
+        )
 
     def _recompute_incidents(self) -> None:
         """Work the incidents out again over the span of each unit's runs that changed in
@@ -38,8 +39,14 @@ class IncidentRows(FoldBase):
             now = None if run is None else incidence(run)
             if now == (None if before is None else before.incidence):
                 continue
-            times = [t for t in (None if before is None else before.started_us,
-                                 None if run is None else run.started_us) if t is not None]
+            times = [
+                t
+                for t in (
+                    None if before is None else before.started_us,
+                    None if run is None else run.started_us,
+                )
+                if t is not None
+            ]
             stream = run.stream if run is not None else before.stream if before else ""
             low, high = spans.get(stream, (min(times), max(times)))
             spans[stream] = (min(low, *times), max(high, *times))
@@ -52,49 +59,80 @@ class IncidentRows(FoldBase):
         `low` and `high` (start times): from the state just before `low` — the incidents open
         then, with their runs so far — up to the first run after `high` that came up ready."""
         r = runs.c
-        ready_after = self.conn.execute(select(func.min(r.started_us)).where(
-            r.stream == stream, r.ready_us.isnot(None), r.started_us > high)).scalar()
+        ready_after = self.conn.execute(
+            select(func.min(r.started_us)).where(
+                r.stream == stream, r.ready_us.isnot(None), r.started_us > high
+            )
+        ).scalar()
         open_ = self._open_before(stream, low)
         made, holder, moved = self._scan(stream, low, ready_after, open_)
         self._replace_incidents(stream, low, ready_after, made, holder)
         if moved:
-            self.conn.execute(update(runs).where(runs.c.run_id == bindparam("r"))
-                              .values(incident_id=bindparam("i")), moved)
+            self.conn.execute(
+                update(runs)
+                .where(runs.c.run_id == bindparam("r"))
+                .values(incident_id=bindparam("i")),
+                moved,
+            )
 
     def _open_before(self, stream: str, low: int) -> Open:
         """The incidents open just before `low`, with their runs up to it."""
         r, i = runs.c, incidents.c
-        ready_before = self.conn.execute(select(func.max(r.started_us)).where(
-            r.stream == stream, r.ready_us.isnot(None), r.started_us < low)).scalar()
+        ready_before = self.conn.execute(
+            select(func.max(r.started_us)).where(
+                r.stream == stream, r.ready_us.isnot(None), r.started_us < low
+            )
+        ).scalar()
         open_: Open = {}
-        query = select(incidents).where(i.stream == stream, i.status.in_(CURRENT),
-                                        i.started_us < low)
+        query = select(incidents).where(
+            i.stream == stream, i.status.in_(CURRENT), i.started_us < low
+        )
         if ready_before is not None:
             query = query.where(i.started_us >= ready_before)
         for row in self.conn.execute(query.order_by(i.started_us)).all():
             incident = self._incident_row(row)
-            label = self.conn.execute(select(r.label).where(
-                r.run_id == incident["first_run_id"])).scalar()
-            count, last_start = self.conn.execute(select(func.count(), func.max(r.started_us))
-                                                  .where(r.stream == stream)
-                                                  .where(r.incident_id == row.incident_id)
-                                                  .where(r.started_us < low)).one()
-            last = self.conn.execute(select(r.run_id).where(r.stream == stream)
-                                     .where(r.started_us == last_start)).scalar()
-            incident.update(runs=count, last_run_id=last or incident["first_run_id"],
-                            status="open", resolved_us=None, resolved_run_id=None)
+            label = self.conn.execute(
+                select(r.label).where(r.run_id == incident["first_run_id"])
+            ).scalar()
+            count, last_start = self.conn.execute(
+                select(func.count(), func.max(r.started_us))
+                .where(r.stream == stream)
+                .where(r.incident_id == row.incident_id)
+                .where(r.started_us < low)
+            ).one()
+            last = self.conn.execute(
+                select(r.run_id).where(r.stream == stream).where(r.started_us == last_start)
+            ).scalar()
+            incident.update(
+                runs=count,
+                last_run_id=last or incident["first_run_id"],
+                status="open",
+                resolved_us=None,
+                resolved_run_id=None,
+            )
             if label is not None:
                 open_[(label, incident["config_key"])] = incident
         return open_
 
-    def _scan(self, stream: str, low: int, ready_after: int | None, open_: Open
-              ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], list[dict[str, Any]]]:
+    def _scan(
+        self, stream: str, low: int, ready_after: int | None, open_: Open
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], list[dict[str, Any]]]:
         """The runs from `low` on, in order: the incidents they open (by id), the incident
         each run is in, and the runs whose incident changed."""
         r = runs.c
-        scan = select(r.run_id, r.host, r.unit, r.started_us, r.first_seq, r.ended_us,
-                      r.ready_us, r.label, r.confidence, r.config, r.incident_id
-                      ).where(r.stream == stream, r.started_us >= low)
+        scan = select(
+            r.run_id,
+            r.host,
+            r.unit,
+            r.started_us,
+            r.first_seq,
+            r.ended_us,
+            r.ready_us,
+            r.label,
+            r.confidence,
+            r.config,
+            r.incident_id,
+        ).where(r.stream == stream, r.started_us >= low)
         if ready_after is not None:
             scan = scan.where(r.started_us <= ready_after)
         made: dict[str, dict[str, Any]] = {}
@@ -103,8 +141,9 @@ class IncidentRows(FoldBase):
         for run in self.conn.execute(scan.order_by(r.started_us)).all():
             if run.ready_us is not None:  # it came up: what was open is over
                 for incident in open_.values():
-                    incident.update(status="resolved", resolved_us=run.ready_us,
-                                    resolved_run_id=run.run_id)
+                    incident.update(
+                        status="resolved", resolved_us=run.ready_us, resolved_run_id=run.run_id
+                    )
                 open_.clear()
                 if run.started_us == ready_after:
                     break  # from here on nothing changed
@@ -123,9 +162,14 @@ class IncidentRows(FoldBase):
                 moved.append({"r": run.run_id, "i": now})
         return made, holder, moved
 
-    def _replace_incidents(self, stream: str, low: int, ready_after: int | None,
-                           made: dict[str, dict[str, Any]], holder: dict[str, str | None]
-                           ) -> None:
+    def _replace_incidents(
+        self,
+        stream: str,
+        low: int,
+        ready_after: int | None,
+        made: dict[str, dict[str, Any]],
+        holder: dict[str, str | None],
+    ) -> None:
         """The stored incidents from `low` on give way to those `made`; one the diagnoser
         classified stays, superseded."""
         i = incidents.c
@@ -149,37 +193,69 @@ class IncidentRows(FoldBase):
         """What the diagnoser said of an incident, on its row; an id it named that is no
         incident (now) gets a `superseded` row."""
         for incident_id, (event, p) in sorted(self.classified.items()):
-            found = None if incident_id in self.dropped else self._load(
-                self.incidents, incidents.c.incident_id, incident_id)
+            found = (
+                None
+                if incident_id in self.dropped
+                else self._load(self.incidents, incidents.c.incident_id, incident_id)
+            )
             if found is not None:
                 row = found
             else:
                 host, _, unit = event.stream.partition("/")
-                now = self.conn.execute(select(runs.c.incident_id).where(
-                    runs.c.run_id == incident_id)).scalar()
-                row = _superseded({"incident_id": incident_id, "stream": event.stream,
-                                   "host": host, "unit": unit, "started_us": event.time_us,
-                                   "classified_seq": event.seq}, now)
+                now = self.conn.execute(
+                    select(runs.c.incident_id).where(runs.c.run_id == incident_id)
+                ).scalar()
+                row = _superseded(
+                    {
+                        "incident_id": incident_id,
+                        "stream": event.stream,
+                        "host": host,
+                        "unit": unit,
+                        "started_us": event.time_us,
+                        "classified_seq": event.seq,
+                    },
+                    now,
+                )
                 self.incidents[incident_id] = row
                 self.dropped.discard(incident_id)
             row.update(
-                label=p.label, confidence=p.confidence, phase=p.phase,
+                label=p.label,
+                confidence=p.confidence,
+                phase=p.phase,
                 facts=orjson.dumps(p.facts, option=orjson.OPT_SORT_KEYS).decode(),
                 evidence=orjson.dumps([e.model_dump() for e in p.evidence]).decode(),
                 candidates=orjson.dumps([c.model_dump() for c in p.candidates]).decode(),
-                classified_seq=event.seq)
+                classified_seq=event.seq,
+            )
             if row["status"] == "superseded":
                 row["opened_seq"] = event.seq
 
 
 def _new_incident(stream: str, run: Any, key: str) -> dict[str, Any]:
-    return {"incident_id": run.run_id, "stream": stream, "host": run.host, "unit": run.unit,
-            "started_us": run.started_us, "opened_seq": run.first_seq,
-            "opened_us": run.ended_us or run.started_us, "config_key": key,
-            "first_run_id": run.run_id, "last_run_id": run.run_id, "runs": 1, "status": "open",
-            "label": run.label, "confidence": run.confidence, "phase": None, "facts": None,
-            "evidence": None, "candidates": None, "classified_seq": None, "resolved_us": None,
-            "resolved_run_id": None, "superseded_by": None}
+    return {
+        "incident_id": run.run_id,
+        "stream": stream,
+        "host": run.host,
+        "unit": run.unit,
+        "started_us": run.started_us,
+        "opened_seq": run.first_seq,
+        "opened_us": run.ended_us or run.started_us,
+        "config_key": key,
+        "first_run_id": run.run_id,
+        "last_run_id": run.run_id,
+        "runs": 1,
+        "status": "open",
+        "label": run.label,
+        "confidence": run.confidence,
+        "phase": None,
+        "facts": None,
+        "evidence": None,
+        "candidates": None,
+        "classified_seq": None,
+        "resolved_us": None,
+        "resolved_run_id": None,
+        "superseded_by": None,
+    }
 
 
 def _keep_diagnosis(new: dict[str, Any], old: Mapping[str, Any]) -> None:
@@ -197,11 +273,23 @@ def _superseded(old: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
     when = id_time(incident_id, int(old["started_us"] or 0))
     row = {name: old.get(name) for name in _DIAGNOSIS}
     row.update(label=old.get("label"), confidence=old.get("confidence"))
-    row.update(incident_id=incident_id, stream=old["stream"], host=old["host"],
-               unit=old["unit"], started_us=when, opened_us=when,
-               opened_seq=old["classified_seq"], config_key="", first_run_id=incident_id,
-               last_run_id=incident_id, runs=0, status="superseded", resolved_us=None,
-               resolved_run_id=None, superseded_by=holder if holder != incident_id else None)
+    row.update(
+        incident_id=incident_id,
+        stream=old["stream"],
+        host=old["host"],
+        unit=old["unit"],
+        started_us=when,
+        opened_us=when,
+        opened_seq=old["classified_seq"],
+        config_key="",
+        first_run_id=incident_id,
+        last_run_id=incident_id,
+        runs=0,
+        status="superseded",
+        resolved_us=None,
+        resolved_run_id=None,
+        superseded_by=holder if holder != incident_id else None,
+    )
     return row
 
 
@@ -216,13 +304,21 @@ def would_open_incident(store: EventStore, run: Mapping[str, Any], label: str) -
     r = runs.c
     key = config_key(orjson.loads(run["config"]))
     with store.connect() as conn:
-        ready = conn.execute(select(r.started_us).where(r.stream == run["stream"])
-                             .where(r.ready_us.isnot(None))
-                             .where(r.started_us < run["started_us"])
-                             .order_by(r.started_us.desc()).limit(1)).scalar()
-        firsts = select(r.config).where(r.stream == run["stream"]) \
-            .where(r.incident_id == r.run_id).where(r.label == label) \
+        ready = conn.execute(
+            select(r.started_us)
+            .where(r.stream == run["stream"])
+            .where(r.ready_us.isnot(None))
             .where(r.started_us < run["started_us"])
+            .order_by(r.started_us.desc())
+            .limit(1)
+        ).scalar()
+        firsts = (
+            select(r.config)
+            .where(r.stream == run["stream"])
+            .where(r.incident_id == r.run_id)
+            .where(r.label == label)
+            .where(r.started_us < run["started_us"])
+        )
         if ready is not None:
             firsts = firsts.where(r.started_us >= ready)
         configs = conn.execute(firsts).scalars().all()

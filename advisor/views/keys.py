@@ -16,7 +16,7 @@ from advisor.core.timefmt import format_iso_us, parse_iso_us
 
 # The labels that are not a failure (`classify.RunVerdict.failed` is False for them).
 NOT_FAILURES: Final = frozenset({"healthy", "unknown"})
-CURRENT: Final = ("open", "resolved")   # incident statuses; the other is "superseded"
+CURRENT: Final = ("open", "resolved")  # incident statuses; the other is "superseded"
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _SEQNUM = re.compile(r"(?:^|;)i=([0-9a-fA-F]{1,16})(?=;|$)")
 _NUMBER_MAX: Final = 10**20 - 1
@@ -24,8 +24,9 @@ _NUMBER_MAX: Final = 10**20 - 1
 
 def config_key(config: dict[str, Any]) -> str:
     """A short stable name for a configuration: a failure after a config change is new."""
-    return hashlib.blake2b(orjson.dumps(config, option=orjson.OPT_SORT_KEYS),
-                           digest_size=8).hexdigest()
+    return hashlib.blake2b(
+        orjson.dumps(config, option=orjson.OPT_SORT_KEYS), digest_size=8
+    ).hexdigest()
 
 
 def _digest(value: str | bytes) -> str:
@@ -50,7 +51,7 @@ def _seqnum(cursor: str) -> tuple[int, str] | None:
         if start == 2:  # no seqnum id
             return int(m.group(1), 16), ""
     end = cursor.find(";", start)
-    return int(m.group(1), 16), cursor[start:end if end >= 0 else None]
+    return int(m.group(1), 16), cursor[start : end if end >= 0 else None]
 
 
 def _number(value: int | None) -> int:
@@ -72,8 +73,13 @@ def order_key(time_us: int, p: LogRecorded) -> str:
     return f"{when} 2{_number(p.monotonic_us):020d} {_digest(canonical_payload(p))}"
 
 
-def run_content(first_key: str, last_key: str, lines: int, peak_used: int | None = None,
-                peak_total: int | None = None) -> str:
+def run_content(
+    first_key: str,
+    last_key: str,
+    lines: int,
+    peak_used: int | None = None,
+    peak_total: int | None = None,
+) -> str:
     """What a diagnosis of a run judges: its lines — with its first and last lines' places
     and their count, the same set of lines (a stream only gains lines) in every store that
     holds them — and its peak GPU memory."""
@@ -95,4 +101,3 @@ def id_time(run_id: str, default: int) -> int:
         except ValueError:
             return default
     return default
-

@@ -13,8 +13,9 @@ from advisor.views.foldbase import IN, FoldBase
 from advisor.views.skipped import fit_row
 
 
-def label_for(content: str, found: Sequence[Row[Any]]
-               ) -> tuple[str | None, float | None, bool, int | None]:
+def label_for(
+    content: str, found: Sequence[Row[Any]]
+) -> tuple[str | None, float | None, bool, int | None]:
     """(label, confidence, stale, seq): the latest label given for these lines (or by a
     version 1 event, for any), else the latest given to the run at all, stale."""
     for wanted in (content, ""):
@@ -36,22 +37,32 @@ class Labelling(FoldBase):
         lines changed (a run cut again finds the label its lines were given)."""
         if self.labels:
             keys = sorted(self.labels)
-            self.conn.execute(delete(run_labels).where(run_labels.c.run_id == bindparam("r"))
-                              .where(run_labels.c.content == bindparam("c")),
-                              [{"r": r, "c": c} for r, c in keys])
-            self.conn.execute(run_labels.insert(),
-                              [fit_row(run_labels, self.labels[k]) for k in keys])
+            self.conn.execute(
+                delete(run_labels)
+                .where(run_labels.c.run_id == bindparam("r"))
+                .where(run_labels.c.content == bindparam("c")),
+                [{"r": r, "c": c} for r, c in keys],
+            )
+            self.conn.execute(
+                run_labels.insert(), [fit_row(run_labels, self.labels[k]) for k in keys]
+            )
         for run_id in sorted(self.named):
             self._run(run_id)
-        todo = [run for run in self.runs.values()
-                if run.run_id in self.fresh or run.run_id in self.named
-                or self.loaded[run.run_id].content != run.content]
+        todo = [
+            run
+            for run in self.runs.values()
+            if run.run_id in self.fresh
+            or run.run_id in self.named
+            or self.loaded[run.run_id].content != run.content
+        ]
         found: dict[str, list[Row[Any]]] = {}
         ids = sorted({run.run_id for run in todo})
         for i in range(0, len(ids), IN):
-            for row in self.conn.execute(select(run_labels).where(
-                    run_labels.c.run_id.in_(ids[i:i + IN]))).all():
+            for row in self.conn.execute(
+                select(run_labels).where(run_labels.c.run_id.in_(ids[i : i + IN]))
+            ).all():
                 found.setdefault(row.run_id, []).append(row)
         for run in todo:
             run.label, run.confidence, run.label_stale, run.label_seq = label_for(
-                run.content, found.get(run.run_id, ()))
+                run.content, found.get(run.run_id, ())
+            )

@@ -54,7 +54,6 @@ The fold's version is part of its checkpoint (`FOLD_VERSION`): the first catch-u
 folded by another version empties the projections and folds every event again.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -75,7 +74,7 @@ from advisor.views.fold import Fold
 from advisor.views.skipped import fold_skips, record
 
 CHECKPOINT: Final = "projections"
-FOLD_VERSION: Final = 2   # 2: order-independent runs, labels by content, incidents from runs
+FOLD_VERSION: Final = 2  # 2: order-independent runs, labels by content, incidents from runs
 PROJECTION_LOCK_ID: Final = 0x616476_70726F  # pg advisory lock key for folding ("advpro")
 CHUNK: Final = 5000
 
@@ -105,8 +104,11 @@ class Projector:
         done = 0
         while True:
             after = self.position()
-            batch = list(islice(self.store.read(EventFilter(after_seq=after), chunk=CHUNK,
-                                                tolerant=True), CHUNK))
+            batch = list(
+                islice(
+                    self.store.read(EventFilter(after_seq=after), chunk=CHUNK, tolerant=True), CHUNK
+                )
+            )
             if not batch:
                 if self._pending():
                     retry_busy(self._settle)
@@ -165,8 +167,7 @@ class Projector:
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
         """A write transaction (SQLite: BEGIN IMMEDIATE), committed on success."""
-        with self.store.connect(write=True) as conn, \
-                conn.begin():
+        with self.store.connect(write=True) as conn, conn.begin():
             if conn.dialect.name == "postgresql":  # one folder at a time, as SQLite's lock
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PROJECTION_LOCK_ID})
             yield conn
@@ -180,4 +181,3 @@ def _empty(conn: Connection) -> None:
 
 def _save_position(conn: Connection, seq: int) -> None:
     save_checkpoint(conn, CHECKPOINT, {"seq": seq, "fold": FOLD_VERSION})
-

@@ -26,11 +26,12 @@ from advisor.store.store import read_payload
 from advisor.views.foldbase import PAGE
 from advisor.views.keys import order_key
 
-KERNEL_MARGIN_US: Final = 5_000_000   # the host's kernel lines this far around a run count
+KERNEL_MARGIN_US: Final = 5_000_000  # the host's kernel lines this far around a run count
 
 
-def read_rows(store: EventStore, table_name: str, *, unit: str | None = None,
-              host: str | None = None) -> list[dict[str, Any]]:
+def read_rows(
+    store: EventStore, table_name: str, *, unit: str | None = None, host: str | None = None
+) -> list[dict[str, Any]]:
     """Rows of a projection table in a stable order (runs and incidents in time order),
     optionally for one unit / host. Incidents include `superseded` ones."""
     table = {t.name: t for t in PROJECTION_TABLES}[table_name]
@@ -39,9 +40,14 @@ def read_rows(store: EventStore, table_name: str, *, unit: str | None = None,
         query = query.where(table.c.unit == unit)
     if host is not None and "host" in table.c:
         query = query.where(table.c.host == host)
-    order = {"runs": runs.c.started_us, "incidents": incidents.c.started_us,
-             "gpu_samples": gpu_samples.c.seq, "actions": actions.c.proposed_seq,
-             "run_labels": run_labels.c.seq, "fold_pending": fold_pending.c.stream}[table_name]
+    order = {
+        "runs": runs.c.started_us,
+        "incidents": incidents.c.started_us,
+        "gpu_samples": gpu_samples.c.seq,
+        "actions": actions.c.proposed_seq,
+        "run_labels": run_labels.c.seq,
+        "fold_pending": fold_pending.c.stream,
+    }[table_name]
     with store.connect() as conn:
         rows = conn.execute(query.order_by(order, *table.primary_key)).all()
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
@@ -53,34 +59,57 @@ def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEven
     a page at a time)."""
     first, last = run["first_key"] or "", run["last_key"] or ""
     until = run["last_us"] or run["started_us"]
-    query = (select(events.c.seq, events.c.event_time_us, events.c.schema_version,
-                    events.c.payload, events.c.recorded_time_us, sources.c.name,
-                    events.c.idem_key)
-             .join(sources, sources.c.id == events.c.source_id)
-             .where(events.c.stream == run["stream"]).where(events.c.type == "log.recorded")
-             .where(events.c.event_time_us <= until))
+    query = (
+        select(
+            events.c.seq,
+            events.c.event_time_us,
+            events.c.schema_version,
+            events.c.payload,
+            events.c.recorded_time_us,
+            sources.c.name,
+            events.c.idem_key,
+        )
+        .join(sources, sources.c.id == events.c.source_id)
+        .where(events.c.stream == run["stream"])
+        .where(events.c.type == "log.recorded")
+        .where(events.c.event_time_us <= until)
+    )
     found: list[StoredEvent] = []
     at, after_seq = run["started_us"], 0
     with store.connect() as conn:
         while True:
             rows = conn.execute(
                 query.where(events.c.event_time_us >= at)  # the index range's start
-                .where((events.c.event_time_us > at)
-                       | ((events.c.event_time_us == at) & (events.c.seq > after_seq)))
-                .order_by(events.c.event_time_us, events.c.seq).limit(PAGE)).all()
+                .where(
+                    (events.c.event_time_us > at)
+                    | ((events.c.event_time_us == at) & (events.c.seq > after_seq))
+                )
+                .order_by(events.c.event_time_us, events.c.seq)
+                .limit(PAGE)
+            ).all()
             for row in rows:
                 p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload)
                 if not isinstance(p, LogRecorded):
                     continue
                 # Only the first and last lines' microseconds can hold other runs' lines.
-                if row.event_time_us in (run["started_us"], until) \
-                        and not first <= order_key(row.event_time_us, p) <= last:
+                if (
+                    row.event_time_us in (run["started_us"], until)
+                    and not first <= order_key(row.event_time_us, p) <= last
+                ):
                     continue
-                found.append(StoredEvent.model_construct(
-                    seq=row.seq, stream=run["stream"], type="log.recorded",
-                    version=row.schema_version, time_us=row.event_time_us,
-                    recorded_us=row.recorded_time_us, source=row.name, key=row.idem_key,
-                    payload=p))
+                found.append(
+                    StoredEvent.model_construct(
+                        seq=row.seq,
+                        stream=run["stream"],
+                        type="log.recorded",
+                        version=row.schema_version,
+                        time_us=row.event_time_us,
+                        recorded_us=row.recorded_time_us,
+                        source=row.name,
+                        key=row.idem_key,
+                        payload=p,
+                    )
+                )
             if len(rows) < PAGE:
                 break
             at, after_seq = rows[-1].event_time_us, rows[-1].seq
@@ -95,8 +124,12 @@ def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:
 
     def flush() -> None:
         if len(group) > 1:
-            group.sort(key=lambda e: (order_key(e.time_us, e.payload)
-                                      if isinstance(e.payload, LogRecorded) else "", e.seq))
+            group.sort(
+                key=lambda e: (
+                    order_key(e.time_us, e.payload) if isinstance(e.payload, LogRecorded) else "",
+                    e.seq,
+                )
+            )
         ordered.extend(group)
         group.clear()
 
@@ -112,10 +145,23 @@ def run_lines(store: EventStore, run: Mapping[str, Any]) -> list[LogLine]:
     """What a diagnosis of `run` (a `runs` row) reads: its own lines and the host's kernel
     lines around it, in the fold's order."""
     until = run["ended_us"] or run["last_us"] or run["started_us"]
-    kernel = sorted((event for event in store.read(EventFilter(
-        stream=f"{run['host']}/kernel", since_us=run["started_us"] - KERNEL_MARGIN_US,
-        until_us=until + KERNEL_MARGIN_US)) if isinstance(event.payload, LogRecorded)),
-        key=lambda e: e.time_us)
-    return [line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
-            for event in in_line_order(heapq.merge(run_log_events(store, run), kernel,
-                                                   key=lambda e: e.time_us))]
+    kernel = sorted(
+        (
+            event
+            for event in store.read(
+                EventFilter(
+                    stream=f"{run['host']}/kernel",
+                    since_us=run["started_us"] - KERNEL_MARGIN_US,
+                    until_us=until + KERNEL_MARGIN_US,
+                )
+            )
+            if isinstance(event.payload, LogRecorded)
+        ),
+        key=lambda e: e.time_us,
+    )
+    return [
+        line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
+        for event in in_line_order(
+            heapq.merge(run_log_events(store, run), kernel, key=lambda e: e.time_us)
+        )
+    ]

@@ -13,8 +13,18 @@ from advisor.parsing.runfold import RunFold, ended_badly
 from advisor.store.schema import runs
 from advisor.views.keys import run_content
 
-_FOLDED: Final = ("ended_us", "last_phase", "ready_us", "stop_us", "ended", "exit_code",
-                  "exit_signal", "unit_result", "restart_count", "stop_timed_out")
+_FOLDED: Final = (
+    "ended_us",
+    "last_phase",
+    "ready_us",
+    "stop_us",
+    "ended",
+    "exit_code",
+    "exit_signal",
+    "unit_result",
+    "restart_count",
+    "stop_timed_out",
+)
 
 
 @dataclass(kw_only=True)
@@ -83,8 +93,13 @@ class RunRow(RunFold):
 
     @property
     def content(self) -> str:
-        return run_content(self.first_key, self.last_key, self.lines, self.peak_gpu_used_bytes,
-                           self.peak_gpu_total_bytes)
+        return run_content(
+            self.first_key,
+            self.last_key,
+            self.lines,
+            self.peak_gpu_used_bytes,
+            self.peak_gpu_total_bytes,
+        )
 
     def add_line(self, p: Parsed, seq: int, time_us: int, key: str) -> None:
         """Fold one line (at `key` in the stream's order) into the run."""
@@ -93,9 +108,17 @@ class RunRow(RunFold):
         self.absorb(time_us, p)
         if not self.died and (ended_badly(self.event_facts, self.events) or self.said_died):
             self.died = True
-        self.outcome = ("failed" if self.died else "stopped" if self.ended
-                        else "stopping" if self.stop_at is not None
-                        else "ready" if self.ready_at is not None else "starting")
+        self.outcome = (
+            "failed"
+            if self.died
+            else "stopped"
+            if self.ended
+            else "stopping"
+            if self.stop_at is not None
+            else "ready"
+            if self.ready_at is not None
+            else "starting"
+        )
 
     def row(self) -> dict[str, Any]:
         values = {c.name: getattr(self, c.name) for c in runs.columns if c.name != "lifecycle"}
@@ -116,13 +139,21 @@ class RunRow(RunFold):
         values["last_key"] = values["last_key"] or ""
         values["last_us"] = values["last_us"] or values["started_us"]
         values["label_stale"] = bool(values["label_stale"])
-        facts = {k: folded[k] for k in ("exit_code", "exit_signal", "unit_result",
-                                        "restart_count") if folded[k] is not None}
+        facts = {
+            k: folded[k]
+            for k in ("exit_code", "exit_signal", "unit_result", "restart_count")
+            if folded[k] is not None
+        }
         if folded["stop_timed_out"]:
             facts["stop_timed_out"] = True
-        run = cls(**values, event_facts=facts, best_phase=folded["last_phase"],
-                  ready_at=folded["ready_us"], stop_at=folded["stop_us"],
-                  ended_at=folded["ended_us"] if folded["ended"] else None)
+        run = cls(
+            **values,
+            event_facts=facts,
+            best_phase=folded["last_phase"],
+            ready_at=folded["ready_us"],
+            stop_at=folded["stop_us"],
+            ended_at=folded["ended_us"] if folded["ended"] else None,
+        )
         names = orjson.loads(lifecycle) if lifecycle else _events_implied(run)
         run.events = dict.fromkeys(names, 0)
         return run

@@ -17,17 +17,24 @@ def runs_to_diagnose(store: EventStore, *, final: bool) -> list[dict[str, Any]]:
     incidents whose diagnosis is older than their label (or missing)."""
     r, i = runs.c, incidents.c
     with store.connect() as conn:
-        rows = conn.execute(select(runs).where(or_(r.label.is_(None), r.label_stale))
-                            .where(r.ended | r.died)
-                            .order_by(r.started_us, r.run_id)).all()
+        rows = conn.execute(
+            select(runs)
+            .where(or_(r.label.is_(None), r.label_stale))
+            .where(r.ended | r.died)
+            .order_by(r.started_us, r.run_id)
+        ).all()
         unsaid = conn.execute(
-            select(runs).join(incidents, i.incident_id == r.run_id)
-            .where(i.status.in_(CURRENT)).where(r.label.isnot(None))
+            select(runs)
+            .join(incidents, i.incident_id == r.run_id)
+            .where(i.status.in_(CURRENT))
+            .where(r.label.isnot(None))
             .where(or_(r.label_stale.is_(None), ~r.label_stale))
             .where(or_(i.classified_seq.is_(None), i.classified_seq < r.label_seq))
-            .order_by(r.started_us, r.run_id)).all()
-    return [dict(row._mapping) for row in rows if row.ended or final] + \
-        [dict(row._mapping) for row in unsaid]
+            .order_by(r.started_us, r.run_id)
+        ).all()
+    return [dict(row._mapping) for row in rows if row.ended or final] + [
+        dict(row._mapping) for row in unsaid
+    ]
 
 
 def run_row(store: EventStore, run_id: str) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ MIN_TIME_US: Final = -62_135_596_800_000_000
 MAX_TIME_US: Final = 253_402_300_799_000_000
 INT32: Final = (-(1 << 31), (1 << 31) - 1)
 INT64: Final = (-(1 << 63), MAX_KEY)
-_JSON_INT: Final = (-(1 << 63), (1 << 64) - 1)   # what orjson writes
+_JSON_INT: Final = (-(1 << 63), (1 << 64) - 1)  # what orjson writes
 _STREAM = re.compile(r"[^\x00-\x1f\x7f]{1,512}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _IDS: Final = ("run_id", "incident_id", "action_id", "plan_id")  # rows are looked up by these
@@ -62,13 +62,12 @@ _IDS: Final = ("run_id", "incident_id", "action_id", "plan_id")  # rows are look
 def clean_reason(text: str) -> str:
     """One line of at most REASON_CHARS characters, no control characters."""
     line = _CONTROL.sub("?", " ".join(text.split()))
-    return line if len(line) <= REASON_CHARS else line[:REASON_CHARS - 1] + "…"
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
 
 
 def reason_of(error: BaseException) -> str:
     message = str(error)
-    return clean_reason(f"{type(error).__name__}: {message}" if message
-                        else type(error).__name__)
+    return clean_reason(f"{type(error).__name__}: {message}" if message else type(error).__name__)
 
 
 def environmental(error: BaseException) -> bool:
@@ -150,8 +149,9 @@ def fit_row(table: Table, row: dict[str, Any]) -> dict[str, Any]:
             low, high = INT64 if isinstance(column.type, BigInteger) else INT32
             if not low <= value <= high:
                 new = None if column.nullable else max(low, min(high, value))
-        elif isinstance(value, float) and isinstance(column.type, Float) \
-                and not math.isfinite(value):
+        elif (
+            isinstance(value, float) and isinstance(column.type, Float) and not math.isfinite(value)
+        ):
             new = None if column.nullable else 0.0
         if new is not value:
             if fitted is row:
@@ -161,16 +161,25 @@ def fit_row(table: Table, row: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ recording
-def skipped_event(stream: str, time_us: int, stage: Stage, seq: int, reason: str,
-                  run_id: str | None = None) -> NewEvent:
+def skipped_event(
+    stream: str, time_us: int, stage: Stage, seq: int, reason: str, run_id: str | None = None
+) -> NewEvent:
     """The `pipeline.skipped` event for one skipped event (`stage` fold) or run (diagnosis)."""
     ident = run_id if stage == "diagnosis" and run_id is not None else str(seq)
-    return NewEvent.model_validate({
-        "stream": stream if _STREAM.fullmatch(stream) else SOURCE,
-        "time_us": max(0, min(time_us, MAX_KEY)), "source": SOURCE,
-        "key": stable_key(f"{TYPE}:{stage}:{ident}".encode("utf-8", "surrogatepass")),
-        "payload": PipelineSkipped(stage=stage, seq=max(1, min(seq, MAX_KEY)),
-                                   reason=clean_reason(reason), run_id=run_id)})
+    return NewEvent.model_validate(
+        {
+            "stream": stream if _STREAM.fullmatch(stream) else SOURCE,
+            "time_us": max(0, min(time_us, MAX_KEY)),
+            "source": SOURCE,
+            "key": stable_key(f"{TYPE}:{stage}:{ident}".encode("utf-8", "surrogatepass")),
+            "payload": PipelineSkipped(
+                stage=stage,
+                seq=max(1, min(seq, MAX_KEY)),
+                reason=clean_reason(reason),
+                run_id=run_id,
+            ),
+        }
+    )
 
 
 def fold_skips(skipped: Iterable[tuple[StoredEvent, str]]) -> list[NewEvent]:
@@ -184,9 +193,12 @@ def record(store: EventStore, batch: list[NewEvent]) -> int:
 
 # ------------------------------------------------------------------ reading
 def _stages(conn: Connection) -> Iterable[tuple[int, str, str, dict[str, Any]]]:
-    rows = conn.execute(select(events.c.seq, events.c.stream, sources.c.name, events.c.payload)
-                        .join(sources, sources.c.id == events.c.source_id)
-                        .where(events.c.type == TYPE).order_by(events.c.seq))
+    rows = conn.execute(
+        select(events.c.seq, events.c.stream, sources.c.name, events.c.payload)
+        .join(sources, sources.c.id == events.c.source_id)
+        .where(events.c.type == TYPE)
+        .order_by(events.c.seq)
+    )
     for seq, stream, source, payload in rows:
         try:
             data = orjson.loads(payload)
@@ -217,7 +229,15 @@ def skipped_events(store: EventStore) -> list[dict[str, Any]]:
     the host's), the stage, the event skipped (`seq`), the run (`run_id`, diagnosis) and
     the reason."""
     with store.connect() as conn:
-        return [{"recorded_seq": seq, "stream": stream, "source": source,
-                 "stage": data.get("stage"), "seq": data.get("seq"),
-                 "run_id": data.get("run_id"), "reason": data.get("reason")}
-                for seq, stream, source, data in _stages(conn)]
+        return [
+            {
+                "recorded_seq": seq,
+                "stream": stream,
+                "source": source,
+                "stage": data.get("stage"),
+                "seq": data.get("seq"),
+                "run_id": data.get("run_id"),
+                "reason": data.get("reason"),
+            }
+            for seq, stream, source, data in _stages(conn)
+        ]

@@ -36,8 +36,14 @@ def make_example(family: Family, idx: int) -> dict[str, object]:
         if MIN_LINES <= len(lines) <= MAX_LINES:
             break
     assert ctx is not None
-    return {"id": f"{label}-{idx:04d}", "label": label, "engine": ctx.engine,
-            "version": ctx.version, "shape": shape, "lines": lines}
+    return {
+        "id": f"{label}-{idx:04d}",
+        "label": label,
+        "engine": ctx.engine,
+        "version": ctx.version,
+        "shape": shape,
+        "lines": lines,
+    }
 
 
 def corpus_bytes(per_failure: int | None = None) -> bytes:
@@ -55,6 +61,8 @@ def corpus_bytes(per_failure: int | None = None) -> bytes:
 def write_corpus(out: Path, per_failure: int | None = None) -> None:
     """Write the gzip-compressed corpus; the same arguments always give the same bytes."""
     data = corpus_bytes(per_failure)
-    with out.open("wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0,
-                                            compresslevel=9) as gz:
+    with (
+        out.open("wb") as f,
+        gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=9) as gz,
+    ):
         gz.write(data)

@@ -82,11 +82,11 @@ class Ctx:
         return self.start + timedelta(seconds=self.t)
 
     # ---- events
-    def add(self, src: str, text: str, key: bool = False, tag: str = "", pid: int = 0,
-            ident: str = "") -> None:
+    def add(
+        self, src: str, text: str, key: bool = False, tag: str = "", pid: int = 0, ident: str = ""
+    ) -> None:
         self.t += self.rng.uniform(0.00002, 0.002)
-        self.evs.append(Ev(src, text, self.t, key, tag, pid or self.api.pid,
-                           ident or self.ident))
+        self.evs.append(Ev(src, text, self.t, key, tag, pid or self.api.pid, ident or self.ident))
 
     def app(self, text: str, key: bool = False, tag: str = "") -> None:
         self.add("app", text, key, tag)

@@ -37,7 +37,9 @@ class Family:
 
 def vllm_oom_wrapped(body: Builder) -> Builder:
     """A vLLM OOM body preceded by systemd starting the unit."""
+
     def run(ctx: Ctx) -> None:
         sd_start(ctx)
         body(ctx)
+
     return run

@@ -16,7 +16,7 @@ def drop_tb_head(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
     if not heads:
         return evs
     i = ctx.rng.choice(heads)
-    return evs[:i] + evs[i + 1:]
+    return evs[:i] + evs[i + 1 :]
 
 
 def drop_lines(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
@@ -45,13 +45,20 @@ def suppressed(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
     j = min(i + ctx.rng.randrange(2, 6), len(evs))
     if any(e.key for e in evs[i:j]):
         return evs
-    gap = Ev("journald", f"Suppressed {ctx.rng.randrange(200, 40000)} messages from {ctx.unit}",
-             evs[i].t, pid=ctx.rng.randrange(300, 900), ident="systemd-journald")
+    gap = Ev(
+        "journald",
+        f"Suppressed {ctx.rng.randrange(200, 40000)} messages from {ctx.unit}",
+        evs[i].t,
+        pid=ctx.rng.randrange(300, 900),
+        ident="systemd-journald",
+    )
     return [*evs[:i], gap, *evs[j:]]
 
 
-PROC_TAG = re.compile(r"\((?:VllmWorkerProcess|VllmWorker[^)]*|Worker_[^)]*|EngineCore[^)]*|"
-                      r"APIServer) pid=(\d+)\)|^\[[\d\-: .]+ (TP\d+)\]")
+PROC_TAG = re.compile(
+    r"\((?:VllmWorkerProcess|VllmWorker[^)]*|Worker_[^)]*|EngineCore[^)]*|"
+    r"APIServer) pid=(\d+)\)|^\[[\d\-: .]+ (TP\d+)\]"
+)
 
 
 def proc_of(e: Ev) -> str | None:
@@ -67,8 +74,7 @@ def interleave_processes(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
     i = 0
     while i < len(evs):
         j = i
-        while (j < len(evs) and proc_of(evs[j]) is not None
-               and int(evs[j].t) == int(evs[i].t)):
+        while j < len(evs) and proc_of(evs[j]) is not None and int(evs[j].t) == int(evs[i].t):
             j += 1
         block = evs[i:j]
         if len(block) > 2 and len({proc_of(e) for e in block}) > 1:
@@ -77,8 +83,9 @@ def interleave_processes(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
                 groups.setdefault(proc_of(e) or "", []).append(e)
             times = sorted(e.t for e in block)
             seqs = [[(Proc("x", 0), str(k)) for k in range(len(g))] for g in groups.values()]
-            order = merge(ctx.rng, [[(Proc("x", n), str(k)) for _, k in seq]
-                                    for n, seq in enumerate(seqs)])
+            order = merge(
+                ctx.rng, [[(Proc("x", n), str(k)) for _, k in seq] for n, seq in enumerate(seqs)]
+            )
             lists = list(groups.values())
             mixed = [lists[p.pid][int(k)] for p, k in order]
             for t, e in zip(times, mixed, strict=True):
@@ -91,14 +98,16 @@ def interleave_processes(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
     return out
 
 
-def perturb(ctx: Ctx, evs: list[Ev], journal: bool,
-            window: bool = False) -> tuple[list[Ev], list[str]]:
+def perturb(
+    ctx: Ctx, evs: list[Ev], journal: bool, window: bool = False
+) -> tuple[list[Ev], list[str]]:
     """Perturb the event list; ``window`` (systemctl status) shows the last lines itself."""
     done: list[str] = []
     rng = ctx.rng
     if rng.random() < 0.75:
-        evs = interleave_processes(ctx, [Ev(e.src, e.text, e.t, e.key, e.tag, e.pid, e.ident)
-                                         for e in evs])
+        evs = interleave_processes(
+            ctx, [Ev(e.src, e.text, e.t, e.key, e.tag, e.pid, e.ident) for e in evs]
+        )
     if rng.random() < 0.2 and any(e.tag == "tbhead" for e in evs):
         evs = drop_tb_head(ctx, evs)
         done.append("tb_head_removed")
@@ -113,7 +122,7 @@ def perturb(ctx: Ctx, evs: list[Ev], journal: bool,
         done.append("journald_suppressed")
     keys = [i for i, e in enumerate(evs) if e.key]
     if not keys and len(evs) > 30 and rng.random() < 0.35:
-        evs = evs[rng.randrange(0, len(evs) // 2):]
+        evs = evs[rng.randrange(0, len(evs) // 2) :]
         done.append("head_truncated")
     if keys and rng.random() < 0.35:
         cut = rng.randrange(0, keys[0] + 1)
@@ -121,7 +130,7 @@ def perturb(ctx: Ctx, evs: list[Ev], journal: bool,
         done.append("head_truncated")
         keys = [i - cut for i in keys]
     if keys and not window and rng.random() < 0.3 and keys[-1] < len(evs) - 1:
-        evs = evs[:rng.randrange(keys[-1] + 1, len(evs))]
+        evs = evs[: rng.randrange(keys[-1] + 1, len(evs))]
         done.append("tail_cut")
     return evs, done
 
@@ -131,17 +140,33 @@ NOISE = (
     ("systemd", 1, "Started Daily apt download activities."),
     ("CRON", 0, "(root) CMD (command -v debian-sa1 > /dev/null && debian-sa1 1 1)"),
     ("systemd-logind", 812, "New session 42 of user ubuntu."),
-    ("sshd", 0, "Accepted publickey for ubuntu from 10.0.0.5 port 52344 ssh2: RSA SHA256:"
-                "kM2b0c9q1T3Xr8fYwQe7p5nGJtVh4aLzUo6iD"),
+    (
+        "sshd",
+        0,
+        "Accepted publickey for ubuntu from 10.0.0.5 port 52344 ssh2: RSA SHA256:"
+        "kM2b0c9q1T3Xr8fYwQe7p5nGJtVh4aLzUo6iD",
+    ),
     ("nvidia-persistenced", 1543, "Started Persistence Daemon"),
     ("systemd", 1, "Starting Cleanup of Temporary Directories..."),
-    ("dockerd", 1187, 'time="{iso}" level=info msg="ignoring event" container=4f2a9c module=libcont'
-                      'ainerd namespace=moby topic=/tasks/delete type="*events.TaskDelete"'),
-    ("kernel", 0, "[UFW BLOCK] IN=eth0 OUT= MAC=00:16:3e:5a:7b:9c SRC=185.220.101.4 DST=10.0.3.7 "
-                  "LEN=44 PROTO=TCP SPT=49152 DPT=22 WINDOW=1024 RES=0x00 SYN URGP=0"),
+    (
+        "dockerd",
+        1187,
+        'time="{iso}" level=info msg="ignoring event" container=4f2a9c module=libcont'
+        'ainerd namespace=moby topic=/tasks/delete type="*events.TaskDelete"',
+    ),
+    (
+        "kernel",
+        0,
+        "[UFW BLOCK] IN=eth0 OUT= MAC=00:16:3e:5a:7b:9c SRC=185.220.101.4 DST=10.0.3.7 "
+        "LEN=44 PROTO=TCP SPT=49152 DPT=22 WINDOW=1024 RES=0x00 SYN URGP=0",
+    ),
     ("systemd", 1, "session-42.scope: Deactivated successfully."),
-    ("node_exporter", 1422, 'ts={iso} caller=collector.go:169 level=error msg="collector failed" '
-                            'name=nvme err="open /sys/class/nvme: no such file or directory"'),
+    (
+        "node_exporter",
+        1422,
+        'ts={iso} caller=collector.go:169 level=error msg="collector failed" '
+        'name=nvme err="open /sys/class/nvme: no such file or directory"',
+    ),
 )
 
 
@@ -155,8 +180,16 @@ def add_host_noise(ctx: Ctx, evs: list[Ev]) -> list[Ev]:
         t = evs[i].t
         iso = (ctx.start + timedelta(seconds=t)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         src = "kern" if ident == "kernel" else "other"
-        evs.insert(i, Ev(src, text.replace("{iso}", iso), t,
-                         pid=pid or ctx.rng.randrange(2000, 99999), ident=ident))
+        evs.insert(
+            i,
+            Ev(
+                src,
+                text.replace("{iso}", iso),
+                t,
+                pid=pid or ctx.rng.randrange(2000, 99999),
+                ident=ident,
+            ),
+        )
         if ident == "systemd":
             evs[i].src, evs[i].pid = "other", 1
     return evs

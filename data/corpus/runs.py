@@ -14,9 +14,12 @@ from .vllm_startup import vllm_ready, vllm_startup
 def leftover_lines(ctx: Ctx, procs: list[Proc]) -> None:
     ctx.needs_sys = True
     for p in procs:
-        ctx.sys(f"{ctx.unit}: Found left-over process {p.pid} ({comm(ctx, p)}) in control group "
-                "while starting unit. Ignoring.\nThis usually indicates unclean termination of a "
-                "previous run, or service implementation deficiencies.", key=True)
+        ctx.sys(
+            f"{ctx.unit}: Found left-over process {p.pid} ({comm(ctx, p)}) in control group "
+            "while starting unit. Ignoring.\nThis usually indicates unclean termination of a "
+            "previous run, or service implementation deficiencies.",
+            key=True,
+        )
 
 
 def previous_run_leftovers(ctx: Ctx) -> list[Proc]:
@@ -30,15 +33,17 @@ def previous_run_leftovers(ctx: Ctx) -> list[Proc]:
         if ctx.engine == "vllm" and ctx.group:
             vllm_http_shutdown(ctx, complete=ctx.chance(0.5))
         for p in old:
-            ctx.sys(f"{ctx.unit}: Unit process {p.pid} ({comm(ctx, p)}) remains running after "
-                    "unit stopped.")
+            ctx.sys(
+                f"{ctx.unit}: Unit process {p.pid} ({comm(ctx, p)}) remains running after "
+                "unit stopped."
+            )
         sd_clean_exit(ctx)
         ctx.sys(f"Stopped {ctx.status}.")
         ctx.adv(2, 400)
     new_pids(ctx)
     if rng.random() < 0.8:
         ctx.sys(f"Starting {ctx.status}...")
-    leftover_lines(ctx, old[:rng.randrange(1, len(old) + 1)])
+    leftover_lines(ctx, old[: rng.randrange(1, len(old) + 1)])
     ctx.sys(f"Started {ctx.status}.")
     ctx.needs_sys = True
     return old
@@ -47,8 +52,14 @@ def previous_run_leftovers(ctx: Ctx) -> list[Proc]:
 def hung_task(ctx: Ctx, p: Proc) -> None:
     secs = ctx.rng.choice((120, 122, 241, 245, 362, 483))
     ctx.kern(f"INFO: task {comm(ctx, p)}:{p.pid} blocked for more than {secs} seconds.")
-    kv = ctx.rng.choice(("6.8.0-45-generic #45-Ubuntu", "5.15.0-119-generic #129-Ubuntu",
-                         "6.1.0-25-amd64 #1 Debian 6.1.106-3", "5.14.0-427.13.1.el9_4.x86_64 #1"))
+    kv = ctx.rng.choice(
+        (
+            "6.8.0-45-generic #45-Ubuntu",
+            "5.15.0-119-generic #129-Ubuntu",
+            "6.1.0-25-amd64 #1 Debian 6.1.106-3",
+            "5.14.0-427.13.1.el9_4.x86_64 #1",
+        )
+    )
     ctx.kern(f"      Tainted: P           OE      {kv}")
     ctx.kern('"echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.')
     ctx.kern(f"task:{comm(ctx, p)} state:D stack:0     pid:{p.pid}  ppid:1      flags:0x00004002")
@@ -62,24 +73,33 @@ def wedged_stop_tail(ctx: Ctx, timeout: float) -> None:
     skip = ctx.chance(0.07)
     abort = not skip and ctx.chance(0.05)
     verb = "Skipping SIGKILL" if skip else ("Aborting" if abort else "Killing")
-    ctx.sys(ctx.pick(f"{ctx.unit}: State 'stop-sigterm' timed out. {verb}.", (
-        f"{ctx.unit}: stop-sigterm timed out after {timeout:.0f}s, sending SIGKILL.",
-        f"{ctx.unit}: Stop operation timed out. Killing remaining processes.",
-        f"{ctx.unit}: Timeout while waiting for processes to exit after SIGTERM. Killing.")),
-        key=True)
+    ctx.sys(
+        ctx.pick(
+            f"{ctx.unit}: State 'stop-sigterm' timed out. {verb}.",
+            (
+                f"{ctx.unit}: stop-sigterm timed out after {timeout:.0f}s, sending SIGKILL.",
+                f"{ctx.unit}: Stop operation timed out. Killing remaining processes.",
+                f"{ctx.unit}: Timeout while waiting for processes to exit after SIGTERM. Killing.",
+            ),
+        ),
+        key=True,
+    )
     procs = all_procs(ctx)
     if not skip:
         sig = "SIGABRT" if abort else "SIGKILL"
         for p in procs:
             if ctx.chance(0.9):
-                ctx.sys(f"{ctx.unit}: Killing process {p.pid} ({comm(ctx, p)}) with signal {sig}.",
-                        key=True)
+                ctx.sys(
+                    f"{ctx.unit}: Killing process {p.pid} ({comm(ctx, p)}) with signal {sig}.",
+                    key=True,
+                )
     ctx.adv(0.01, 1)
     stuck = ctx.chance(0.35)
     if ctx.chance(0.85):
         sig = "6/ABRT" if abort else "9/KILL"
-        ctx.sys(f"{ctx.unit}: Main process exited, code={'dumped' if abort else 'killed'}, "
-                f"status={sig}")
+        ctx.sys(
+            f"{ctx.unit}: Main process exited, code={'dumped' if abort else 'killed'}, status={sig}"
+        )
     if stuck:
         if ctx.chance(0.4):
             hung_task(ctx, rng.choice(procs[1:] or procs))
@@ -89,12 +109,15 @@ def wedged_stop_tail(ctx: Ctx, timeout: float) -> None:
             ctx.adv(timeout)
             ctx.sys(f"{ctx.unit}: State 'final-sigterm' timed out. Killing.", key=True)
             ctx.adv(timeout)
-            ctx.sys(f"{ctx.unit}: Processes still around after final SIGKILL. Entering failed "
-                    "mode.", key=True)
+            ctx.sys(
+                f"{ctx.unit}: Processes still around after final SIGKILL. Entering failed mode.",
+                key=True,
+            )
     ctx.sys(f"{ctx.unit}: Failed with result 'timeout'.", key=True)
     if ctx.chance(0.7):
-        ctx.sys(f"Stopped {ctx.status}." if ctx.chance(0.8) else f"Timed out stopping "
-                                                                 f"{ctx.status}.")
+        ctx.sys(
+            f"Stopped {ctx.status}." if ctx.chance(0.8) else f"Timed out stopping {ctx.status}."
+        )
     if ctx.chance(0.6):
         sd_consumed(ctx)
 
@@ -126,4 +149,4 @@ def prior_healthy_run(ctx: Ctx) -> None:
     ctx.adv(5, 90000)
     new_pids(ctx)
     if rng.random() < 0.3:
-        ctx.evs = ctx.evs[rng.randrange(0, max(1, len(ctx.evs) // 2)):]
+        ctx.evs = ctx.evs[rng.randrange(0, max(1, len(ctx.evs) // 2)) :]

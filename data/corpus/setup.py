@@ -47,8 +47,9 @@ def pick_hardware(rng: random.Random, models: tuple[Model, ...]) -> tuple[Model,
             return model, gpu, tp
 
 
-def pick_version(rng: random.Random, engine: str,
-                 family: Family) -> tuple[VGroup | None, str, str, int]:
+def pick_version(
+    rng: random.Random, engine: str, family: Family
+) -> tuple[VGroup | None, str, str, int]:
     """(vLLM version group, engine version, torch version, year of the logs)."""
     group: VGroup | None = None
     if engine == "vllm":
@@ -74,21 +75,31 @@ def pick_names(rng: random.Random, engine: str, model: Model) -> tuple[str, str,
     Each table draws for every engine before one is taken, as the draws are part of the seed's
     sequence.
     """
-    unit_base = {"vllm": rng.choice(UNITS), "sglang": rng.choice(("sglang", "sglang-server",
-                                                                  "llm-inference", "sgl-qwen")),
-                 "tgi": rng.choice(("tgi", "text-generation-inference", "tgi-llama",
-                                    "llm-inference"))}[engine]
-    desc = {"vllm": rng.choice(("vLLM OpenAI server", "vLLM Inference Server",
-                                f"vLLM {model.name.split('/')[-1]}", "LLM inference API",
-                                "OpenAI-compatible model server")),
-            "sglang": rng.choice(("SGLang server", "SGLang inference runtime",
-                                  "LLM inference (SGLang)")),
-            "tgi": rng.choice(("Text Generation Inference", "Hugging Face TGI",
-                               "LLM inference (TGI)"))}[engine]
-    ident = {"vllm": rng.choice(("vllm", "vllm", "python3", "python", "docker")),
-             "sglang": rng.choice(("python3", "python", "sglang", "docker")),
-             "tgi": rng.choice(("text-generation-launcher", "text-generation-launcher",
-                                "docker"))}[engine]
+    unit_base = {
+        "vllm": rng.choice(UNITS),
+        "sglang": rng.choice(("sglang", "sglang-server", "llm-inference", "sgl-qwen")),
+        "tgi": rng.choice(("tgi", "text-generation-inference", "tgi-llama", "llm-inference")),
+    }[engine]
+    desc = {
+        "vllm": rng.choice(
+            (
+                "vLLM OpenAI server",
+                "vLLM Inference Server",
+                f"vLLM {model.name.split('/')[-1]}",
+                "LLM inference API",
+                "OpenAI-compatible model server",
+            )
+        ),
+        "sglang": rng.choice(
+            ("SGLang server", "SGLang inference runtime", "LLM inference (SGLang)")
+        ),
+        "tgi": rng.choice(("Text Generation Inference", "Hugging Face TGI", "LLM inference (TGI)")),
+    }[engine]
+    ident = {
+        "vllm": rng.choice(("vllm", "vllm", "python3", "python", "docker")),
+        "sglang": rng.choice(("python3", "python", "sglang", "docker")),
+        "tgi": rng.choice(("text-generation-launcher", "text-generation-launcher", "docker")),
+    }[engine]
     return unit_base, desc, ident
 
 
@@ -101,16 +112,40 @@ def new_ctx(rng: random.Random, family: Family) -> Ctx:
     py = re.search(r"python(3\.\d+)", site)
     unit_base, desc, ident = pick_names(rng, engine, model)
     sysd = rng.choice((245, 247, 249, 252, 252, 252, 255, 257, 257))
-    start = datetime(year, rng.randrange(1, 13), rng.randrange(1, 29), rng.randrange(0, 24),
-                     rng.randrange(0, 60), rng.randrange(0, 60), tzinfo=UTC)
+    start = datetime(
+        year,
+        rng.randrange(1, 13),
+        rng.randrange(1, 29),
+        rng.randrange(0, 24),
+        rng.randrange(0, 60),
+        rng.randrange(0, 60),
+        tzinfo=UTC,
+    )
     reword = rng.random() < family.reword
-    ctx = Ctx(rng=rng, label=family.label, engine=engine, version=version, group=group,
-              model=model, gpu=gpu, tp=tp, host=rng.choice(HOSTS), unit=f"{unit_base}.service",
-              desc=desc, ident=ident, start=start, site=site,
-              py=py.group(1) if py else "3.12", torch=torch,
-              sysd=sysd, status_fmt="description" if sysd <= 247 else
-              rng.choice(("combined", "combined", "combined", "description", "name")),
-              reword=reword, keep_ansi=rng.random() < 0.55)
+    ctx = Ctx(
+        rng=rng,
+        label=family.label,
+        engine=engine,
+        version=version,
+        group=group,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        host=rng.choice(HOSTS),
+        unit=f"{unit_base}.service",
+        desc=desc,
+        ident=ident,
+        start=start,
+        site=site,
+        py=py.group(1) if py else "3.12",
+        torch=torch,
+        sysd=sysd,
+        status_fmt="description"
+        if sysd <= 247
+        else rng.choice(("combined", "combined", "combined", "description", "name")),
+        reword=reword,
+        keep_ansi=rng.random() < 0.55,
+    )
     v1 = bool(group and group.v1)
     if group and group.rank in (8, 9) and family.v0_ok and rng.random() < 0.12:
         ctx.v0 = True
@@ -125,8 +160,7 @@ def add_processes(ctx: Ctx, v1: bool) -> None:
     rng = ctx.rng
     base = rng.randrange(900, 3_900_000)
     ctx.api = Proc("api", base)
-    ctx.ec = Proc("ec" if (v1 or ctx.engine != "vllm") else "engine",
-                  base + rng.randrange(40, 200))
+    ctx.ec = Proc("ec" if (v1 or ctx.engine != "vllm") else "engine", base + rng.randrange(40, 200))
     w0 = ctx.ec.pid + rng.randrange(20, 90)
     ctx.workers = [Proc("worker", w0 + r, r) for r in range(ctx.tp)]
 
@@ -141,9 +175,11 @@ def tune(ctx: Ctx, family: Family, v1: bool) -> None:
     ctx.max_seqs = 1024 if big else 256
     ctx.batched = 8192 if big or not v1 else 2048
     ctx.enforce_eager = rng.random() < 0.12 and family.eager_ok
-    ctx.port = {"vllm": rng.choice((8000, 8000, 8000, 8080, 9000)),
-                "sglang": rng.choice((30000, 30000, 8000)),
-                "tgi": rng.choice((80, 3000, 8080))}[engine]
+    ctx.port = {
+        "vllm": rng.choice((8000, 8000, 8000, 8080, 9000)),
+        "sglang": rng.choice((30000, 30000, 8000)),
+        "tgi": rng.choice((80, 3000, 8080)),
+    }[engine]
     if engine == "sglang":
         ctx.util = rng.choice((0.88, 0.85, 0.9, 0.8, 0.75, 0.7))
         if rng.random() < 0.5:

@@ -13,8 +13,16 @@ from .fmt import ago, hexs, timespan
 from .perturb import add_host_noise, perturb
 from .systemd import all_procs, comm
 
-SHAPES = ("journalctl-short", "journalctl-short-iso", "journalctl-short-precise", "raw",
-          "docker", "kubectl", "compose", "systemctl-status")
+SHAPES = (
+    "journalctl-short",
+    "journalctl-short-iso",
+    "journalctl-short-precise",
+    "raw",
+    "docker",
+    "kubectl",
+    "compose",
+    "systemctl-status",
+)
 
 MIN_LINES, MAX_LINES = 15, 120  # an example outside these bounds is drawn again
 
@@ -35,8 +43,9 @@ def pick_shape(ctx: Ctx) -> str:
         weak = not key_in_app and not has_kern and ctx.label != "healthy"
         if plain and (ctx.needs_sys or not has_app or weak):
             continue
-        if s == "systemctl-status" and (ctx.needs_kern or (has_kern and not key_in_app
-                                                           and not ctx.needs_sys)):
+        if s == "systemctl-status" and (
+            ctx.needs_kern or (has_kern and not key_in_app and not ctx.needs_sys)
+        ):
             continue
         if plain and ctx.engine != "vllm" and s == "compose" and ctx.rng.random() < 0.5:
             continue
@@ -97,8 +106,12 @@ def render_journal(ctx: Ctx, evs: list[Ev], style: str, kern_inline: bool) -> li
         out += [Out(" " * len(head) + p, e.key) for p in parts[1:]]
     if kern_block:
         if ctx.rng.random() < 0.5:
-            out.append(Out(ctx.rng.choice(("---", "", "$ journalctl -k --since today",
-                                           "kernel log:")), False))
+            out.append(
+                Out(
+                    ctx.rng.choice(("---", "", "$ journalctl -k --since today", "kernel log:")),
+                    False,
+                )
+            )
         for e in kern_block:
             out.append(Out(f"{jtime(ctx, e.t, style)} {ctx.host} kernel: {e.text}", e.key))
     return out
@@ -110,8 +123,16 @@ def dmesg_block(ctx: Ctx, evs: list[Ev]) -> list[Out]:
         return []
     rng = ctx.rng
     out = []
-    head = rng.choice(("", "$ sudo dmesg -T | tail -n 30", "dmesg:", "$ dmesg | grep -i nvrm",
-                       "--- dmesg ---", "$ journalctl -k -n 20"))
+    head = rng.choice(
+        (
+            "",
+            "$ sudo dmesg -T | tail -n 30",
+            "dmesg:",
+            "$ dmesg | grep -i nvrm",
+            "--- dmesg ---",
+            "$ journalctl -k -n 20",
+        )
+    )
     if head:
         out.append(Out(head, False))
     human = rng.random() < 0.5
@@ -181,21 +202,30 @@ def unit_state(ctx: Ctx, evs: list[Ev]) -> tuple[str, str, float]:
     return state, main, since
 
 
-def render_status(ctx: Ctx, evs: list[Ev], now_extra: float,
-                  state_evs: list[Ev]) -> list[Out]:
+def render_status(ctx: Ctx, evs: list[Ev], now_extra: float, state_evs: list[Ev]) -> list[Out]:
     rng = ctx.rng
     state, main, since = unit_state(ctx, state_evs)
     d = ctx.start + timedelta(seconds=since)
     preset = "preset" if ctx.sysd >= 252 else "vendor preset"
-    out = [Out(f"{'●' if not state.startswith('failed') else '×'} {ctx.unit} - {ctx.desc}",
-               False),
-           Out(f"     Loaded: loaded (/etc/systemd/system/{ctx.unit}; enabled; {preset}: "
-               "enabled)", False)]
+    out = [
+        Out(f"{'●' if not state.startswith('failed') else '×'} {ctx.unit} - {ctx.desc}", False),
+        Out(
+            f"     Loaded: loaded (/etc/systemd/system/{ctx.unit}; enabled; {preset}: enabled)",
+            False,
+        ),
+    ]
     if rng.random() < 0.3:
-        out += [Out(f"    Drop-In: /etc/systemd/system/{ctx.unit}.d", False),
-                Out("             └─override.conf", False)]
-    out.append(Out(f"     Active: {state} since {DAYS[d.weekday()]} {d:%Y-%m-%d %H:%M:%S} UTC; "
-                   f"{ago(now_extra)}", state.startswith("deactivating")))
+        out += [
+            Out(f"    Drop-In: /etc/systemd/system/{ctx.unit}.d", False),
+            Out("             └─override.conf", False),
+        ]
+    out.append(
+        Out(
+            f"     Active: {state} since {DAYS[d.weekday()]} {d:%Y-%m-%d %H:%M:%S} UTC; "
+            f"{ago(now_extra)}",
+            state.startswith("deactivating"),
+        )
+    )
     running = state.startswith(("active", "deactivating"))
     if running:
         out.append(Out(f"   Main PID: {ctx.api.pid} ({comm(ctx, ctx.api)})", False))
@@ -207,11 +237,16 @@ def render_status(ctx: Ctx, evs: list[Ev], now_extra: float,
         procs = all_procs(ctx)
         for i, p in enumerate(procs):
             branch = "└─" if i == len(procs) - 1 else "├─"
-            cmd = {"vllm": f"/opt/venv/bin/python3 /opt/venv/bin/vllm serve {ctx.model.name}",
-                   "sglang": f"/opt/venv/bin/python3 -m sglang.launch_server --model-path "
-                             f"{ctx.model.name} --tp {ctx.tp}",
-                   "tgi": f"/usr/local/bin/text-generation-launcher --model-id "
-                          f"{ctx.model.name}"}[ctx.engine] if p.role == "api" else comm(ctx, p)
+            cmd = (
+                {
+                    "vllm": f"/opt/venv/bin/python3 /opt/venv/bin/vllm serve {ctx.model.name}",
+                    "sglang": f"/opt/venv/bin/python3 -m sglang.launch_server --model-path "
+                    f"{ctx.model.name} --tp {ctx.tp}",
+                    "tgi": f"/usr/local/bin/text-generation-launcher --model-id {ctx.model.name}",
+                }[ctx.engine]
+                if p.role == "api"
+                else comm(ctx, p)
+            )
             out.append(Out(f"             {branch}{p.pid} {cmd}", False))
     else:
         if ctx.sysd >= 252 and rng.random() < 0.5:
@@ -228,8 +263,9 @@ def render_status(ctx: Ctx, evs: list[Ev], now_extra: float,
     body = body[-n:]
     if rng.random() < 0.25:
         width = rng.randrange(200, 260)
-        body = [Out(o.text[:width - 1] + "…" if len(o.text) > width else o.text, o.key)
-                for o in body]
+        body = [
+            Out(o.text[: width - 1] + "…" if len(o.text) > width else o.text, o.key) for o in body
+        ]
     return out + body
 
 
@@ -239,8 +275,7 @@ def assemble(ctx: Ctx, shape: str) -> tuple[list[str], list[str]]:
     evs = ctx.evs
     now_extra = rng.uniform(2, 7200)
     if shape == "systemctl-status" and ctx.label == "wedged_stop" and rng.random() < 0.5:
-        cut = next((i for i, e in enumerate(evs) if "timed out" in e.text and e.src == "sys"),
-                   None)
+        cut = next((i for i, e in enumerate(evs) if "timed out" in e.text and e.src == "sys"), None)
         stop = next((i for i, e in enumerate(evs) if e.text.startswith("Stopping ")), None)
         if cut is not None and stop is not None:
             evs = evs[:cut]
@@ -248,8 +283,9 @@ def assemble(ctx: Ctx, shape: str) -> tuple[list[str], list[str]]:
     if shape == "systemctl-status":
         evs = [e for e in evs if e.src != "kern"]
     state_evs = evs
-    evs, done = perturb(ctx, evs, journal or shape == "systemctl-status",
-                        window=shape == "systemctl-status")
+    evs, done = perturb(
+        ctx, evs, journal or shape == "systemctl-status", window=shape == "systemctl-status"
+    )
     if shape == "systemctl-status":
         out = render_status(ctx, evs, now_extra, state_evs)
     elif journal:
@@ -261,16 +297,19 @@ def assemble(ctx: Ctx, shape: str) -> tuple[list[str], list[str]]:
         if rng.random() < 0.06 and ctx.sysd <= 249 and "head_truncated" not in done:
             d = ctx.start - timedelta(days=rng.randrange(1, 40))
             word = "Logs begin at" if ctx.sysd <= 247 else "Journal begins at"
-            out.insert(0, Out(f"-- {word} {DAYS[d.weekday()]} {d:%Y-%m-%d %H:%M:%S} UTC. --",
-                              False))
+            out.insert(
+                0, Out(f"-- {word} {DAYS[d.weekday()]} {d:%Y-%m-%d %H:%M:%S} UTC. --", False)
+            )
     else:
         out = render_plain(ctx, evs, shape)
     if rng.random() < 0.08:
-        cmd = {"systemctl-status": f"$ systemctl status {ctx.unit.removesuffix('.service')}",
-               "docker": "$ docker logs --timestamps --tail 200 llm", "raw": "$ tail -n 80 "
-               "/var/log/llm/server.log", "kubectl": "$ kubectl logs deploy/llm --timestamps",
-               "compose": "$ docker compose logs --tail 100"}.get(
-            shape, f"$ journalctl -u {ctx.unit} --no-pager -n 100")
+        cmd = {
+            "systemctl-status": f"$ systemctl status {ctx.unit.removesuffix('.service')}",
+            "docker": "$ docker logs --timestamps --tail 200 llm",
+            "raw": "$ tail -n 80 /var/log/llm/server.log",
+            "kubectl": "$ kubectl logs deploy/llm --timestamps",
+            "compose": "$ docker compose logs --tail 100",
+        }.get(shape, f"$ journalctl -u {ctx.unit} --no-pager -n 100")
         out.insert(0, Out(cmd, False))
         done.append("shell_prompt")
     out = fit_length(ctx, out)

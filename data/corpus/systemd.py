@@ -25,8 +25,13 @@ def sd_consumed(ctx: Ctx) -> None:
         ctx.sys(f"{ctx.unit}: Consumed {timespan(cpu)} CPU time.")
 
 
-def sd_fail(ctx: Ctx, code: str = "exited", status: str = "1/FAILURE",
-            result: str = "exit-code", key: bool = False) -> None:
+def sd_fail(
+    ctx: Ctx,
+    code: str = "exited",
+    status: str = "1/FAILURE",
+    result: str = "exit-code",
+    key: bool = False,
+) -> None:
     ctx.adv(0.2, 3)
     ctx.sys(f"{ctx.unit}: Main process exited, code={code}, status={status}", key)
     ctx.sys(f"{ctx.unit}: Failed with result '{result}'.", key)
@@ -77,17 +82,36 @@ def all_procs(ctx: Ctx) -> list[Proc]:
     if ctx.engine != "vllm" or (ctx.group and ctx.group.v1 and not ctx.v0) or ctx.grank >= 6:
         procs.append(ctx.ec)
     if ctx.tp > 1:
-        procs += ctx.workers if ctx.engine == "vllm" and ctx.group and ctx.group.v1 \
-            else ctx.workers[1:]
+        procs += (
+            ctx.workers if ctx.engine == "vllm" and ctx.group and ctx.group.v1 else ctx.workers[1:]
+        )
     return procs
 
 
 def pci_of(ctx: Ctx, rank: int) -> str:
     while len(ctx.pci) <= rank:
-        ctx.pci.append(ctx.rng.choice(("0000:07:00", "0000:0f:00", "0000:3b:00", "0000:41:00",
-                                       "0000:47:00", "0000:4e:00", "0000:87:00", "0000:90:00",
-                                       "0000:b7:00", "0000:bd:00", "0000:c1:00", "0000:ca:00",
-                                       "0000:18:00", "0000:86:00", "0000:af:00", "0000:d8:00")))
+        ctx.pci.append(
+            ctx.rng.choice(
+                (
+                    "0000:07:00",
+                    "0000:0f:00",
+                    "0000:3b:00",
+                    "0000:41:00",
+                    "0000:47:00",
+                    "0000:4e:00",
+                    "0000:87:00",
+                    "0000:90:00",
+                    "0000:b7:00",
+                    "0000:bd:00",
+                    "0000:c1:00",
+                    "0000:ca:00",
+                    "0000:18:00",
+                    "0000:86:00",
+                    "0000:af:00",
+                    "0000:d8:00",
+                )
+            )
+        )
     return ctx.pci[rank]
 
 

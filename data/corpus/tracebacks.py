@@ -22,8 +22,11 @@ def tb(ctx: Ctx, frames: list[Frame], exc: list[str], head: bool = True) -> list
 
 
 def chained(first: list[str], second: list[str], cause: bool = True) -> list[str]:
-    sep = ("The above exception was the direct cause of the following exception:" if cause else
-           "During handling of the above exception, another exception occurred:")
+    sep = (
+        "The above exception was the direct cause of the following exception:"
+        if cause
+        else "During handling of the above exception, another exception occurred:"
+    )
     return [*first, "", sep, "", *second]
 
 
@@ -48,20 +51,37 @@ def model_forward_frames(ctx: Ctx) -> list[Frame]:
     ]
     if ctx.chance(0.5):
         fr += TORCH_CALL
-    fr.append((m, "forward", "hidden_states, residual = layer(positions, hidden_states, "
-                             "residual)"))
+    fr.append((m, "forward", "hidden_states, residual = layer(positions, hidden_states, residual)"))
     if ctx.model.moe and ctx.chance(0.6):
-        fr += [(m, "forward", "hidden_states = self.mlp(hidden_states)"),
-               ("vllm/model_executor/layers/fused_moe/layer.py", "forward",
-                "return torch.ops.vllm.moe_forward(hidden_states, router_logits,"),
-               ("vllm/model_executor/layers/fused_moe/fused_moe.py", "fused_experts_impl",
-                "intermediate_cache1 = torch.empty((M, topk_ids.shape[1], N),")]
+        fr += [
+            (m, "forward", "hidden_states = self.mlp(hidden_states)"),
+            (
+                "vllm/model_executor/layers/fused_moe/layer.py",
+                "forward",
+                "return torch.ops.vllm.moe_forward(hidden_states, router_logits,",
+            ),
+            (
+                "vllm/model_executor/layers/fused_moe/fused_moe.py",
+                "fused_experts_impl",
+                "intermediate_cache1 = torch.empty((M, topk_ids.shape[1], N),",
+            ),
+        ]
     elif ctx.chance(0.5):
-        fr += [(m, "forward", "hidden_states = self.self_attn(positions=positions,"),
-               ("vllm/attention/layer.py", "forward",
-                "return self.impl.forward(self, query, key, value, kv_cache, attn_metadata)")]
+        fr += [
+            (m, "forward", "hidden_states = self.self_attn(positions=positions,"),
+            (
+                "vllm/attention/layer.py",
+                "forward",
+                "return self.impl.forward(self, query, key, value, kv_cache, attn_metadata)",
+            ),
+        ]
     else:
-        fr += [(m, "forward", "x = self.act_fn(gate_up)"),
-               ("vllm/model_executor/layers/activation.py", "forward_cuda",
-                "out = torch.empty(output_shape, dtype=x.dtype, device=x.device)")]
+        fr += [
+            (m, "forward", "x = self.act_fn(gate_up)"),
+            (
+                "vllm/model_executor/layers/activation.py",
+                "forward_cuda",
+                "out = torch.empty(output_shape, dtype=x.dtype, device=x.device)",
+            ),
+        ]
     return fr

@@ -47,8 +47,15 @@ def vprefix(ctx: Ctx, p: Proc, raw: bool) -> str:
     return tag + " "
 
 
-def vlog(ctx: Ctx, p: Proc, level: str, file: str, msg: str, key: bool = False,
-         keys: tuple[str, ...] = ()) -> None:
+def vlog(
+    ctx: Ctx,
+    p: Proc,
+    level: str,
+    file: str,
+    msg: str,
+    key: bool = False,
+    keys: tuple[str, ...] = (),
+) -> None:
     """A vLLM logger record; multi-line records repeat the full prefix on every line."""
     assert ctx.group is not None
     ts = ctx.now().strftime("%m-%d %H:%M:%S")
@@ -61,15 +68,25 @@ def vlog(ctx: Ctx, p: Proc, level: str, file: str, msg: str, key: bool = False,
 
 
 def _is_tb_head(part: str) -> bool:
-    return part.startswith(("Traceback (most recent call last)", "EngineCore failed to start",
-                            "WorkerProc hit an exception", "Exception in worker",
-                            "EngineCore encountered a fatal error", "Process EngineCore",
-                            "Process SpawnProcess", "Engine background task failed",
-                            "Scheduler hit an exception", "Error in model execution"))
+    return part.startswith(
+        (
+            "Traceback (most recent call last)",
+            "EngineCore failed to start",
+            "WorkerProc hit an exception",
+            "Exception in worker",
+            "EngineCore encountered a fatal error",
+            "Process EngineCore",
+            "Process SpawnProcess",
+            "Engine background task failed",
+            "Scheduler hit an exception",
+            "Error in model execution",
+        )
+    )
 
 
-def vraw(ctx: Ctx, p: Proc, lines: list[str], keys: tuple[str, ...] = (),
-         key_all: bool = False) -> None:
+def vraw(
+    ctx: Ctx, p: Proc, lines: list[str], keys: tuple[str, ...] = (), key_all: bool = False
+) -> None:
     """Lines a vLLM process writes to stderr itself (tracebacks, uvicorn, tqdm)."""
     pre = vprefix(ctx, p, raw=True)
     for line in lines:
@@ -78,13 +95,26 @@ def vraw(ctx: Ctx, p: Proc, lines: list[str], keys: tuple[str, ...] = (),
         ctx.app((pre + line).rstrip() if line else pre.rstrip(), k, tag)
 
 
-def vtb(ctx: Ctx, p: Proc, header: str, file: str, lines: list[str],
-        keys: tuple[str, ...], via_logger: bool = True) -> None:
+def vtb(
+    ctx: Ctx,
+    p: Proc,
+    header: str,
+    file: str,
+    lines: list[str],
+    keys: tuple[str, ...],
+    via_logger: bool = True,
+) -> None:
     """A traceback either logged with ``logger.exception`` (prefix on every line) or printed
     raw to stderr."""
     if via_logger:
-        vlog(ctx, p, "ERROR", file, "\n".join([header, *lines]) if header else "\n".join(lines),
-             keys=keys)
+        vlog(
+            ctx,
+            p,
+            "ERROR",
+            file,
+            "\n".join([header, *lines]) if header else "\n".join(lines),
+            keys=keys,
+        )
     else:
         vraw(ctx, p, [header, *lines] if header else lines, keys)
 
@@ -113,8 +143,16 @@ def vllm_mem_plan(ctx: Ctx) -> dict[str, float]:
     kvh = max(1, ctx.model.kv_heads // ctx.tp)
     bpt = ctx.model.layers * kvh * ctx.model.head_dim * 2 * 2
     tokens = int(kv * GIB / bpt) // 16 * 16
-    ctx.mem = {"w": w, "act": act, "nontorch": nontorch, "kv": kv, "tokens": tokens,
-               "bpt": bpt, "budget": budget, "secs": rng.uniform(4, 140)}
+    ctx.mem = {
+        "w": w,
+        "act": act,
+        "nontorch": nontorch,
+        "kv": kv,
+        "tokens": tokens,
+        "bpt": bpt,
+        "budget": budget,
+        "secs": rng.uniform(4, 140),
+    }
     return ctx.mem
 
 

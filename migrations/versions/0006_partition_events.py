@@ -70,8 +70,9 @@ COLUMNS = """
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
-    stored = int(op.get_bind().exec_driver_sql(
-        "SELECT COALESCE(MAX(seq), 0) FROM events").scalar() or 0)
+    stored = int(
+        op.get_bind().exec_driver_sql("SELECT COALESCE(MAX(seq), 0) FROM events").scalar() or 0
+    )
     op.execute("ALTER TABLE events RENAME TO events_legacy")
     for index in ("events_pkey", "events_idempotency", "events_stream_seq", "events_type_seq"):
         op.execute(f"ALTER INDEX {index} RENAME TO legacy_{index}")
@@ -85,14 +86,20 @@ def upgrade() -> None:
                   FOR EACH ROW EXECUTE FUNCTION advisor_refuse_change()""")
     op.execute("""CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
                   FOR EACH STATEMENT EXECUTE FUNCTION advisor_refuse_change()""")
-    op.execute("CREATE TABLE advisor_partitioning (block bigint NOT NULL CHECK (block > 0), "
-               "next_from bigint NOT NULL)")
+    op.execute(
+        "CREATE TABLE advisor_partitioning (block bigint NOT NULL CHECK (block > 0), "
+        "next_from bigint NOT NULL)"
+    )
     op.execute(f"INSERT INTO advisor_partitioning VALUES ({PARTITION_BLOCK}, {stored + 1})")
     if stored:  # what is stored stays where it is, as the first partition
-        op.execute("CREATE TRIGGER events_legacy_no_truncate BEFORE TRUNCATE ON events_legacy "
-                   "FOR EACH STATEMENT EXECUTE FUNCTION advisor_refuse_change()")
-        op.execute("ALTER TABLE events ATTACH PARTITION events_legacy "
-                   f"FOR VALUES FROM (MINVALUE) TO ({stored + 1})")
+        op.execute(
+            "CREATE TRIGGER events_legacy_no_truncate BEFORE TRUNCATE ON events_legacy "
+            "FOR EACH STATEMENT EXECUTE FUNCTION advisor_refuse_change()"
+        )
+        op.execute(
+            "ALTER TABLE events ATTACH PARTITION events_legacy "
+            f"FOR VALUES FROM (MINVALUE) TO ({stored + 1})"
+        )
     else:
         op.execute("DROP TABLE events_legacy")
     op.execute(ENSURE_PARTITIONS)

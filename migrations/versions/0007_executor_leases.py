@@ -39,7 +39,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("actions") as batch:
-        for column in ("executor", "state_after", "written_text", "previous_text",
-                       "had_previous"):
+        for column in ("executor", "state_after", "written_text", "previous_text", "had_previous"):
             batch.drop_column(column)
     op.drop_table("leases")

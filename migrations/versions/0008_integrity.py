@@ -26,20 +26,24 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-_REFUSE = ("BEGIN SELECT RAISE(ABORT, '{table} is append-only: INSERT over a stored row "
-           "refused'); END")
+_REFUSE = (
+    "BEGIN SELECT RAISE(ABORT, '{table} is append-only: INSERT over a stored row refused'); END"
+)
 SQLITE_NO_REPLACE = {
     "events": """CREATE TRIGGER events_no_replace BEFORE INSERT ON events
         WHEN EXISTS (SELECT 1 FROM events WHERE seq = NEW.seq)
           OR EXISTS (SELECT 1 FROM events
                      WHERE source_id = NEW.source_id AND idem_key = NEW.idem_key)
-        """ + _REFUSE.format(table="events"),
+        """
+    + _REFUSE.format(table="events"),
     "sources": """CREATE TRIGGER sources_no_replace BEFORE INSERT ON sources
         WHEN EXISTS (SELECT 1 FROM sources WHERE id = NEW.id OR name = NEW.name)
-        """ + _REFUSE.format(table="sources"),
+        """
+    + _REFUSE.format(table="sources"),
     "checkpoints": """CREATE TRIGGER checkpoints_no_replace BEFORE INSERT ON checkpoints
         WHEN EXISTS (SELECT 1 FROM checkpoints WHERE name = NEW.name AND n = NEW.n)
-        """ + _REFUSE.format(table="checkpoints"),
+        """
+    + _REFUSE.format(table="checkpoints"),
 }
 SQLITE_NO_CHANGE = [
     """CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
@@ -72,31 +76,46 @@ def upgrade() -> None:
         return
     op.execute("ALTER TABLE checkpoints RENAME TO checkpoints_0007")
     op.execute(_SQLITE_CHECKPOINTS)
-    op.execute("INSERT INTO checkpoints (name, n, position, updated_time_us) "
-               "SELECT name, 1, position, updated_time_us FROM checkpoints_0007 ORDER BY name")
+    op.execute(
+        "INSERT INTO checkpoints (name, n, position, updated_time_us) "
+        "SELECT name, 1, position, updated_time_us FROM checkpoints_0007 ORDER BY name"
+    )
     op.execute("DROP TABLE checkpoints_0007")
     for trigger in (*SQLITE_NO_REPLACE.values(), *SQLITE_NO_CHANGE):
         op.execute(trigger)
 
 
 def downgrade() -> None:
-    latest = ("SELECT c.name, c.position, c.updated_time_us FROM checkpoints c "
-              "WHERE c.n = (SELECT MAX(n) FROM checkpoints l WHERE l.name = c.name)")
+    latest = (
+        "SELECT c.name, c.position, c.updated_time_us FROM checkpoints c "
+        "WHERE c.n = (SELECT MAX(n) FROM checkpoints l WHERE l.name = c.name)"
+    )
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER checkpoints_append_only ON checkpoints")
         op.execute("DROP TRIGGER checkpoints_no_truncate ON checkpoints")
-        op.execute("DELETE FROM checkpoints c WHERE c.n < "
-                   "(SELECT MAX(n) FROM checkpoints l WHERE l.name = c.name)")
+        op.execute(
+            "DELETE FROM checkpoints c WHERE c.n < "
+            "(SELECT MAX(n) FROM checkpoints l WHERE l.name = c.name)"
+        )
         op.execute("ALTER TABLE checkpoints DROP CONSTRAINT checkpoints_pkey")
         op.execute("ALTER TABLE checkpoints DROP COLUMN n")
         op.execute("ALTER TABLE checkpoints ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (name)")
         return
-    for name in ("events_no_replace", "sources_no_replace", "checkpoints_no_replace",
-                 "checkpoints_no_update", "checkpoints_no_delete"):
+    for name in (
+        "events_no_replace",
+        "sources_no_replace",
+        "checkpoints_no_replace",
+        "checkpoints_no_update",
+        "checkpoints_no_delete",
+    ):
         op.execute(f"DROP TRIGGER {name}")
     op.execute("ALTER TABLE checkpoints RENAME TO checkpoints_0008")
-    op.execute("CREATE TABLE checkpoints (name TEXT NOT NULL PRIMARY KEY, "
-               "position TEXT NOT NULL, updated_time_us BIGINT NOT NULL)")
-    op.execute("INSERT INTO checkpoints (name, position, updated_time_us) "
-               + latest.replace("checkpoints", "checkpoints_0008"))
+    op.execute(
+        "CREATE TABLE checkpoints (name TEXT NOT NULL PRIMARY KEY, "
+        "position TEXT NOT NULL, updated_time_us BIGINT NOT NULL)"
+    )
+    op.execute(
+        "INSERT INTO checkpoints (name, position, updated_time_us) "
+        + latest.replace("checkpoints", "checkpoints_0008")
+    )
     op.execute("DROP TABLE checkpoints_0008")

@@ -40,12 +40,14 @@ branch_labels = None
 depends_on = None
 
 APPEND_LOCK_ID = 0x616476_617070  # advisor.store.store.APPEND_LOCK_ID
-MAX_BATCH = 100_000               # events in one advisor_ship call
-PARTITION_AHEAD = 1_000_000       # seqs advisor_ensure_partitions may create past the last
-PARTITIONS_PER_CALL = 64          # each CREATE TABLE holds locks until the commit
+MAX_BATCH = 100_000  # events in one advisor_ship call
+PARTITION_AHEAD = 1_000_000  # seqs advisor_ensure_partitions may create past the last
+PARTITIONS_PER_CALL = 64  # each CREATE TABLE holds locks until the commit
 
-SHIP_SIGNATURE = ("text, bigint[], text[], text[], integer[], bigint[], bigint[], text[], "
-                  "bigint[], text[], bytea[]")
+SHIP_SIGNATURE = (
+    "text, bigint[], text[], text[], integer[], bigint[], bigint[], text[], "
+    "bigint[], text[], bytea[]"
+)
 HEAD_SIGNATURE = "text, bigint, bytea, bigint, bytea, bytea, text"
 
 TABLES = """

@@ -26,9 +26,15 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
-_RUN_COLUMNS = (("first_key", sa.Text), ("last_key", sa.Text), ("last_us", sa.BigInteger),
-                ("content", sa.Text), ("lifecycle", sa.Text), ("label_stale", sa.Boolean),
-                ("label_seq", sa.BigInteger))
+_RUN_COLUMNS = (
+    ("first_key", sa.Text),
+    ("last_key", sa.Text),
+    ("last_us", sa.BigInteger),
+    ("content", sa.Text),
+    ("lifecycle", sa.Text),
+    ("label_stale", sa.Boolean),
+    ("label_seq", sa.BigInteger),
+)
 _INCIDENT_COLUMNS = (("started_us", sa.BigInteger), ("superseded_by", sa.Text))
 
 

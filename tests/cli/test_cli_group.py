@@ -34,8 +34,12 @@ def _tree() -> click.Group:
     def inner() -> None:
         """A nested group: made an AdvisorGroup too."""
 
-    failures = {"input": InputError("bad\x07 input"), "integrity": IntegrityError("chain"),
-                "missing": PrerequisiteError("no journalctl"), "interrupt": KeyboardInterrupt()}
+    failures = {
+        "input": InputError("bad\x07 input"),
+        "integrity": IntegrityError("chain"),
+        "missing": PrerequisiteError("no journalctl"),
+        "interrupt": KeyboardInterrupt(),
+    }
 
     @inner.command()
     @click.argument("what")
@@ -54,12 +58,15 @@ def _tree() -> click.Group:
     return top
 
 
-@pytest.mark.parametrize(("what", "code", "line"), [
-    ("input", 4, "Error: bad\\x07 input\n"),
-    ("integrity", 3, "Error: chain\n"),
-    ("missing", 2, "Error: no journalctl\n"),
-    ("interrupt", 130, "Interrupted.\n"),
-])
+@pytest.mark.parametrize(
+    ("what", "code", "line"),
+    [
+        ("input", 4, "Error: bad\\x07 input\n"),
+        ("integrity", 3, "Error: chain\n"),
+        ("missing", 2, "Error: no journalctl\n"),
+        ("interrupt", 130, "Interrupted.\n"),
+    ],
+)
 def test_nested_commands_get_the_error_mapping(what: str, code: int, line: str) -> None:
     top = _tree()
     assert isinstance(top.commands["inner"], AdvisorGroup)
@@ -98,8 +105,7 @@ def test_a_nested_advisor_command_maps_its_error(tmp_path: Path) -> None:
     log.write_text("hello\n")
     result = CliRunner().invoke(cli, ["rules", "test", "no.such.rule", str(log)])
     assert result.exit_code == 4
-    assert result.stderr == ("Error: no rule with id 'no.such.rule' (see `advisor rules "
-                             "list`)\n")
+    assert result.stderr == ("Error: no rule with id 'no.such.rule' (see `advisor rules list`)\n")
 
 
 def test_no_cli_module_handles_errors_itself() -> None:

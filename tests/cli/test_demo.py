@@ -22,40 +22,50 @@ def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(sqlite_url: s
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode() + out
     assert seconds < 60
-    for expected in ("sampler_warmup_oom (confidence", "2 failed run(s)",
-                     "set_flag --max-num-seqs 256", "approved (--yes)",
-                     "done: hold_restarts", "wedged_stop (confidence",
-                     # systemd's stop timeout already SIGKILLed the wedged run: nothing to kill
-                     "skipped: kill — invocation", "is over: systemd ended it",
-                     "done: set_flag — vllm-minimax-m25.service will start with "
-                     "--max-num-seqs 256", "done: restart",
-                     f"{UNIT} is up: Application startup complete", "the post-mortem:",
-                     "failing phase: sampler_warmup"):
+    for expected in (
+        "sampler_warmup_oom (confidence",
+        "2 failed run(s)",
+        "set_flag --max-num-seqs 256",
+        "approved (--yes)",
+        "done: hold_restarts",
+        "wedged_stop (confidence",
+        # systemd's stop timeout already SIGKILLed the wedged run: nothing to kill
+        "skipped: kill — invocation",
+        "is over: systemd ended it",
+        "done: set_flag — vllm-minimax-m25.service will start with --max-num-seqs 256",
+        "done: restart",
+        f"{UNIT} is up: Application startup complete",
+        "the post-mortem:",
+        "failing phase: sampler_warmup",
+    ):
         assert expected in out, expected
     runner = CliRunner()
     incidents = json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output)
     assert [(i["label"], i["status"]) for i in incidents] == [
-        ("sampler_warmup_oom", "resolved"), ("wedged_stop", "resolved")]
+        ("sampler_warmup_oom", "resolved"),
+        ("wedged_stop", "resolved"),
+    ]
     assert incidents[0]["runs"] >= 2
     runs = json.loads(runner.invoke(cli, ["runs", "--json", "--db", sqlite_url]).output)
     assert runs[-1]["outcome"] == "ready" and runs[-1]["config"]["max_num_seqs"] == 256
     actions = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
     assert {a["status"] for a in actions if not a["alternative"]} == {"succeeded", "skipped"}
     assert {a["kind"] for a in actions if a["status"] == "skipped"} >= {"kill"}
-    explain = runner.invoke(cli, ["explain", UNIT, "--incident", incidents[0]["incident_id"],
-                                  "--db", sqlite_url])
+    explain = runner.invoke(
+        cli, ["explain", UNIT, "--incident", incidents[0]["incident_id"], "--db", sqlite_url]
+    )
     assert "[succeeded] set_flag --max-num-seqs 256" in explain.output
     events = runner.invoke(cli, ["events", "--type", "action.succeeded", "--db", sqlite_url])
     assert events.output.count("action.succeeded") == len(
-        [a for a in actions if a["status"] == "succeeded"])
+        [a for a in actions if a["status"] == "succeeded"]
+    )
 
 
 def test_demo_without_approval_changes_nothing(sqlite_url: str) -> None:
     done = run_advisor("demo", "--db", sqlite_url, input=b"n\n", timeout=120)
     assert done.returncode == 1
     assert b"Approve this plan?" in done.stdout and b"plan not approved" in done.stdout
-    actions = json.loads(CliRunner().invoke(cli, ["actions", "--json", "--db", sqlite_url])
-                         .output)
+    actions = json.loads(CliRunner().invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
     assert actions and {a["status"] for a in actions} == {"proposed"}
 
 
@@ -66,14 +76,21 @@ def test_demo_under_real_systemd(sqlite_url: str) -> None:
     done = run_advisor("demo", "--systemd", "--yes", "--db", sqlite_url, timeout=180)
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode() + out
-    for expected in ("booted systemd in a box", "sampler_warmup_oom (confidence",
-                     "done: hold_restarts — wrote ", "zz-advisor-hold.conf; daemon-reload; "
-                     "systemd loaded it", "50-advisor.conf; daemon-reload; systemd loaded it",
-                     "Application startup complete.", f"{UNIT} is up under systemd: ",
-                     "--max-num-seqs 256", "the post-mortem:"):
+    for expected in (
+        "booted systemd in a box",
+        "sampler_warmup_oom (confidence",
+        "done: hold_restarts — wrote ",
+        "zz-advisor-hold.conf; daemon-reload; systemd loaded it",
+        "50-advisor.conf; daemon-reload; systemd loaded it",
+        "Application startup complete.",
+        f"{UNIT} is up under systemd: ",
+        "--max-num-seqs 256",
+        "the post-mortem:",
+    ):
         assert expected in out, expected
-    incidents = json.loads(CliRunner().invoke(cli, ["incidents", "--json", "--db", sqlite_url])
-                           .output)
+    incidents = json.loads(
+        CliRunner().invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output
+    )
     assert {i["status"] for i in incidents} == {"resolved"}
     result = run_advisor("demo", "--systemd", "--db", sqlite_url, input=b"n\n", timeout=120)
     assert result.returncode == 1 and b"plan not approved" in result.stdout

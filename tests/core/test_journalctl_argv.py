@@ -16,14 +16,22 @@ from ingest.journal_sources import UnitGlobs, checkpoint_name_for
 
 def test_follow_units_from_the_current_boot() -> None:
     assert build_argv(units=["vllm*.service", "sglang@0.service"], follow=True) == [
-        "journalctl", "--output=export", "--all", "--no-pager", "--quiet",
-        "--unit=vllm*.service", "--unit=sglang@0.service", "--boot", "--follow", "--no-tail"]
+        "journalctl",
+        "--output=export",
+        "--all",
+        "--no-pager",
+        "--quiet",
+        "--unit=vllm*.service",
+        "--unit=sglang@0.service",
+        "--boot",
+        "--follow",
+        "--no-tail",
+    ]
 
 
 def test_resume_starts_at_the_saved_cursor() -> None:
     cursor = "s=7d2e4f6a8b0c1d3e5f7a9b1c3d5e7f9a;i=4a001;b=3f1c;m=218711a00;t=64b4aadc07bc0;x=9e37"
-    argv = build_argv(files=[Path("/var/log/journal/x/system.journal")], cursor=cursor,
-                      since="-1h")
+    argv = build_argv(files=[Path("/var/log/journal/x/system.journal")], cursor=cursor, since="-1h")
     assert argv[-2:] == ["--file=/var/log/journal/x/system.journal", f"--cursor={cursor}"]
     assert not any(a.startswith("--since") for a in argv)  # the cursor wins
 
@@ -51,8 +59,9 @@ def test_since_cannot_smuggle_options(since: str) -> None:
         build_argv(since=since)
 
 
-def test_without_journalctl_exit_2_and_nothing_written(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_journalctl_exit_2_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no journalctl here
     db = tmp_path / "s.db"
     result = CliRunner().invoke(cli, ["ingest", "journal", "--follow", "--db", f"sqlite:///{db}"])
@@ -62,9 +71,15 @@ def test_without_journalctl_exit_2_and_nothing_written(tmp_path: Path,
 
 
 def _event(**fields: str) -> dict[str, object]:
-    base = {"__REALTIME_TIMESTAMP": "1771633975000000", "_HOSTNAME": "gpu01",
-            "__CURSOR": "s=1;i=1", "MESSAGE": "x", "_TRANSPORT": "stdout", "_PID": "4242",
-            "_UID": "1000"}
+    base = {
+        "__REALTIME_TIMESTAMP": "1771633975000000",
+        "_HOSTNAME": "gpu01",
+        "__CURSOR": "s=1;i=1",
+        "MESSAGE": "x",
+        "_TRANSPORT": "stdout",
+        "_PID": "4242",
+        "_UID": "1000",
+    }
     return entry_event({**base, **fields})
 
 
@@ -76,11 +91,18 @@ def test_a_followed_glob_keeps_what_journalctl_u_would() -> None:
     assert globs.name == "sglang,vllm-*.service"
     assert globs.keep(_event(_SYSTEMD_UNIT="vllm-a.service"))
     assert globs.keep(_event(_SYSTEMD_UNIT="sglang.service"))  # `sglang` means sglang.service
-    assert globs.keep(_event(_SYSTEMD_UNIT="init.scope", _PID="1", _UID="0",
-                             UNIT="vllm-a.service", MESSAGE="vllm-a.service: Main process "
-                             "exited, code=exited, status=1/FAILURE"))
-    assert not globs.keep(_event(_SYSTEMD_UNIT="init.scope", _PID="1", _UID="0",
-                                 UNIT="ssh.service"))
+    assert globs.keep(
+        _event(
+            _SYSTEMD_UNIT="init.scope",
+            _PID="1",
+            _UID="0",
+            UNIT="vllm-a.service",
+            MESSAGE="vllm-a.service: Main process exited, code=exited, status=1/FAILURE",
+        )
+    )
+    assert not globs.keep(
+        _event(_SYSTEMD_UNIT="init.scope", _PID="1", _UID="0", UNIT="ssh.service")
+    )
     assert not globs.keep(_event(_SYSTEMD_UNIT="ssh.service"))
     assert not globs.keep(_event(_SYSTEMD_UNIT="vllm-a.service.d"))
     kernel = _event(_TRANSPORT="kernel", MESSAGE="NVRM: Xid (PCI:0000:3b:00): 79")
@@ -93,8 +115,12 @@ def test_a_followed_glob_keeps_what_journalctl_u_would() -> None:
 
 def test_checkpoint_names() -> None:
     """`ingest journal --follow --unit` keeps its name; watch's selections have their own."""
-    assert checkpoint_name_for([], ["vllm-b.service", "vllm-a*.service"]) == \
-        "journalctl:system:vllm-a*.service,vllm-b.service"
+    assert (
+        checkpoint_name_for([], ["vllm-b.service", "vllm-a*.service"])
+        == "journalctl:system:vllm-a*.service,vllm-b.service"
+    )
     assert checkpoint_name_for([], []) == "journalctl:system:*"
-    assert checkpoint_name_for([], [], selection="vllm-*.service+kernel") == \
-        "journalctl:system:vllm-*.service+kernel"
+    assert (
+        checkpoint_name_for([], [], selection="vllm-*.service+kernel")
+        == "journalctl:system:vllm-*.service+kernel"
+    )

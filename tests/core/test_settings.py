@@ -37,25 +37,35 @@ def test_defaults_without_file_or_environment(tmp_path: Path) -> None:
     assert s.db_url == default_db_url() == f"sqlite:///{tmp_path}/data/advisor/events.db"
 
 
-def test_each_source_overrides_the_one_before(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _file(tmp_path, 'db = "sqlite:///from-file.db"\nhost = "file-host"\n'
-                           'gpu_twin = "/twin/from-file"\n')
+def test_each_source_overrides_the_one_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _file(
+        tmp_path,
+        'db = "sqlite:///from-file.db"\nhost = "file-host"\ngpu_twin = "/twin/from-file"\n',
+    )
     monkeypatch.setenv("ADVISOR_CONFIG", str(path))
     s = load_settings()
-    assert (s.db, s.host, s.gpu_twin) == ("sqlite:///from-file.db", "file-host",
-                                          Path("/twin/from-file"))
+    assert (s.db, s.host, s.gpu_twin) == (
+        "sqlite:///from-file.db",
+        "file-host",
+        Path("/twin/from-file"),
+    )
     monkeypatch.setenv("ADVISOR_HOST", "env-host")
     monkeypatch.setenv("ADVISOR_DB", "")  # empty: not set, the file's value stays
     s = load_settings()
     assert (s.db, s.host) == ("sqlite:///from-file.db", "env-host")
     s = load_settings(host="flag-host", db=None)  # a None flag was not given
-    assert (s.db, s.host, s.db_url) == ("sqlite:///from-file.db", "flag-host",
-                                        "sqlite:///from-file.db")
+    assert (s.db, s.host, s.db_url) == (
+        "sqlite:///from-file.db",
+        "flag-host",
+        "sqlite:///from-file.db",
+    )
 
 
 def test_the_system_file_is_read_when_no_file_is_named(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(settings_module, "SYSTEM_CONFIG", _file(tmp_path, 'host = "sys-host"\n'))
     assert load_settings().host == "sys-host"
     other = tmp_path / "other.toml"
@@ -64,20 +74,25 @@ def test_the_system_file_is_read_when_no_file_is_named(
     assert load_settings().host == "named-host"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("host = \n", "not TOML"),
-    ('hots = "typo"\n', "hots: Extra inputs are not permitted"),
-    ("host = 3\n", "host: Input should be a valid string"),
-])
-def test_an_unusable_settings_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              text: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("host = \n", "not TOML"),
+        ('hots = "typo"\n', "hots: Extra inputs are not permitted"),
+        ("host = 3\n", "host: Input should be a valid string"),
+    ],
+)
+def test_an_unusable_settings_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
     monkeypatch.setenv("ADVISOR_CONFIG", str(_file(tmp_path, text)))
     with pytest.raises(InputError, match=message):
         load_settings()
 
 
-def test_a_named_file_that_is_missing_is_refused(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_named_file_that_is_missing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ADVISOR_CONFIG", str(tmp_path / "nowhere.toml"))
     with pytest.raises(InputError, match=r"ADVISOR_CONFIG .*nowhere\.toml: no such file"):
         load_settings()
@@ -96,15 +111,17 @@ def test_the_cli_takes_store_and_host_in_precedence_order(tmp_path: Path) -> Non
     log.write_text("INFO: Started server process [7]\n")
     file_db, env_db, flag_db = (tmp_path / f"{n}.db" for n in ("file", "env", "flag"))
     config = _file(tmp_path, f'db = "sqlite:///{file_db}"\nhost = "file-host"\n')
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("ADVISOR_DB", "ADVISOR_HOST", "ADVISOR_GPU_TWIN")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ADVISOR_DB", "ADVISOR_HOST", "ADVISOR_GPU_TWIN")
+    }
     base["ADVISOR_CONFIG"] = str(config)
     ingest = ("ingest", "text", str(log), "--service", "vllm", "--no-diagnose")
     assert run_advisor(*ingest, env=base).returncode == 0
     with_env = {**base, "ADVISOR_DB": f"sqlite:///{env_db}", "ADVISOR_HOST": "env-host"}
     assert run_advisor(*ingest, env=with_env).returncode == 0
-    done = run_advisor(*ingest, "--host", "flag-host", "--db", f"sqlite:///{flag_db}",
-                       env=with_env)
+    done = run_advisor(*ingest, "--host", "flag-host", "--db", f"sqlite:///{flag_db}", env=with_env)
     assert done.returncode == 0, done.stderr
     assert _hosts(file_db, base) == ["file-host"]
     assert _hosts(env_db, base) == ["env-host"]
@@ -115,5 +132,6 @@ def test_the_cli_refuses_a_bad_settings_file(tmp_path: Path) -> None:
     env = {**os.environ, "ADVISOR_CONFIG": str(_file(tmp_path, "db = [\n"))}
     done = run_advisor("status", env=env)
     assert done.returncode == 4
-    assert done.stderr.decode().startswith(f"Error: settings file {tmp_path}/advisor.toml: "
-                                           "not TOML: ")
+    assert done.stderr.decode().startswith(
+        f"Error: settings file {tmp_path}/advisor.toml: not TOML: "
+    )

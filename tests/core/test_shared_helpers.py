@@ -42,6 +42,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # -- times ------------------------------------------------------------------------------------
 
+
 @given(st.integers(min_value=0, max_value=MAX_TIME_US))
 def test_a_time_to_the_microsecond_reads_back_exactly(us: int) -> None:
     stamp = format_iso_us(us)
@@ -59,12 +60,17 @@ def test_the_run_id_stamp_is_the_one_the_fold_prints(us: int) -> None:
 
 def test_the_iso_grammar() -> None:
     at = 1_771_633_975_123_000
-    for stamp in ("2026-02-21T00:32:55.123Z", "2026-02-21T00:32:55.123+00:00",
-                  "2026-02-21T01:32:55.123+01:00", "2026-02-21 00:32:55.123"):
+    for stamp in (
+        "2026-02-21T00:32:55.123Z",
+        "2026-02-21T00:32:55.123+00:00",
+        "2026-02-21T01:32:55.123+01:00",
+        "2026-02-21 00:32:55.123",
+    ):
         assert parse_iso_us(stamp) == at, stamp
     assert parse_time_us("2026-02-21T00:32:55.123Z") == at
-    assert EPOCH + timedelta(microseconds=at) == datetime(2026, 2, 21, 0, 32, 55, 123_000,
-                                                          tzinfo=UTC)
+    assert EPOCH + timedelta(microseconds=at) == datetime(
+        2026, 2, 21, 0, 32, 55, 123_000, tzinfo=UTC
+    )
     for bad in ("yesterday", "2026-02-30T00:00:00Z", ""):
         with pytest.raises(ValueError):
             parse_iso_us(bad)
@@ -76,10 +82,14 @@ def test_the_iso_grammar() -> None:
 
 # -- percentiles -----------------------------------------------------------------------------
 
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1),
-       st.floats(min_value=0.01, max_value=1.0))
-def test_nearest_rank_is_the_smallest_value_covering_the_share(values: list[float],
-                                                               q: float) -> None:
+
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1),
+    st.floats(min_value=0.01, max_value=1.0),
+)
+def test_nearest_rank_is_the_smallest_value_covering_the_share(
+    values: list[float], q: float
+) -> None:
     got = nearest_rank(values, q)
     assert got in values
     n = len(values)
@@ -95,10 +105,13 @@ def test_p95() -> None:
 
 
 def test_the_release_p95_is_the_same_in_python_and_in_sql(
-        sqlite_url: str, seed_journal: Path, seed_csv: Path) -> None:
+    sqlite_url: str, seed_journal: Path, seed_csv: Path
+) -> None:
     runner = CliRunner()
-    for argv in (["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
-                 ["ingest", "journal", "--file", str(seed_journal)]):
+    for argv in (
+        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
+        ["ingest", "journal", "--file", str(seed_journal)],
+    ):
         assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
     report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
     (row,) = report["gpu_release_after_kill"]
@@ -108,6 +121,7 @@ def test_the_release_p95_is_the_same_in_python_and_in_sql(
 
 
 # -- TOML files --------------------------------------------------------------------------------
+
 
 def test_a_bad_toml_file_is_one_input_error_naming_the_file_and_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "policy.toml"
@@ -133,8 +147,10 @@ def test_a_bad_toml_file_is_one_input_error_naming_the_file_and_the_line(tmp_pat
 
 # -- retries ------------------------------------------------------------------------------------
 
+
 def test_a_busy_sqlite_store_is_retried_until_the_lock_is_let_go(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A writer that cannot wait (busy timeout 0) finds the store locked by another
     connection: retried with pauses from 0.05 s doubling, until the holder commits."""
     path = tmp_path / "busy.db"
@@ -192,12 +208,14 @@ def test_an_unreachable_central_store_is_retried_with_waits_doubling_to_30_s() -
     waits: list[float] = []
     started = time.monotonic()
     with pytest.raises(StoreError, match=r"is unreachable \(gave up after 120 s\)"):
-        open_central("postgresql+psycopg://postgres@127.0.0.1:1/test", give_up_after_s=120,
-                     sleep=waits.append)
+        open_central(
+            "postgresql+psycopg://postgres@127.0.0.1:1/test",
+            give_up_after_s=120,
+            sleep=waits.append,
+        )
     took = time.monotonic() - started
     assert waits[:8] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     assert len(waits) == 9 and 120 - took <= sum(waits) <= 120
     with pytest.raises(StoreError, match="unsupported database"):
         open_central("mysql://root@127.0.0.1/test", give_up_after_s=120, sleep=waits.append)
     assert len(waits) == 9  # not worth retrying
-

@@ -18,8 +18,7 @@ from advisor.store import EventStore
 from tests.conftest import ROOT, run_advisor
 
 UNIT = "vllm-minimax-m25.service"
-SPELLINGS = ("vllm-minimax-m25", UNIT, "gpu-node-07/vllm-minimax-m25",
-             f"gpu-node-07/{UNIT}")
+SPELLINGS = ("vllm-minimax-m25", UNIT, "gpu-node-07/vllm-minimax-m25", f"gpu-node-07/{UNIT}")
 BAD = ("vllm minimax", "vllm*", "gpu-node-07/", "", "a/b/vllm", "vllm;reboot", "../../etc")
 # A synthetic sampler warm-up OOM as `docker logs` prints it (the golden cases).
 SAMPLER_LOG = ROOT / "tests/golden/sampler_warmup_oom/mistral-small-fp8-v020-docker.log"
@@ -35,13 +34,16 @@ def as_json(*args: str) -> Any:
     return json.loads(result.output)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("vllm-minimax-m25", (None, UNIT)),
-    (UNIT, (None, UNIT)),
-    ("gpu-node-07/vllm-minimax-m25", ("gpu-node-07", UNIT)),
-    ("vllm@0", (None, "vllm@0.service")),
-    ("nvidia-persistenced.socket", (None, "nvidia-persistenced.socket")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("vllm-minimax-m25", (None, UNIT)),
+        (UNIT, (None, UNIT)),
+        ("gpu-node-07/vllm-minimax-m25", ("gpu-node-07", UNIT)),
+        ("vllm@0", (None, "vllm@0.service")),
+        ("nvidia-persistenced.socket", (None, "nvidia-persistenced.socket")),
+    ],
+)
 def test_parse_service(text: str, expected: tuple[str | None, str]) -> None:
     assert parse_service(text) == expected
 
@@ -60,17 +62,18 @@ def test_service_host_must_agree_with_host() -> None:
         service_host("h/x", "h", "g")
 
 
-def test_every_spelling_finds_the_same_incidents_runs_and_stats(diagnosed: EventStore,
-                                                                sqlite_url: str) -> None:
+def test_every_spelling_finds_the_same_incidents_runs_and_stats(
+    diagnosed: EventStore, sqlite_url: str
+) -> None:
     db = ("--db", sqlite_url)
-    explained = {s: json.loads(invoke("explain", s, "--format", "json", *db).output)
-                 for s in SPELLINGS}
+    explained = {
+        s: json.loads(invoke("explain", s, "--format", "json", *db).output) for s in SPELLINGS
+    }
     incidents = {s: as_json("incidents", "--service", s, *db) for s in SPELLINGS}
     runs = {s: as_json("runs", "--service", s, *db) for s in SPELLINGS}
     stats = {s: as_json("stats", "--service", s, *db) for s in SPELLINGS}
     latest = explained[UNIT]["incident"]
-    assert (latest["host"], latest["unit"], latest["label"]) == \
-        ("gpu-node-07", UNIT, "wedged_stop")
+    assert (latest["host"], latest["unit"], latest["label"]) == ("gpu-node-07", UNIT, "wedged_stop")
     assert [r["label"] for r in incidents[UNIT]] == ["sampler_warmup_oom", "wedged_stop"]
     assert len(runs[UNIT]) >= 2 and {r["unit"] for r in runs[UNIT]} == {UNIT}
     assert stats[UNIT]["crashes_by_label"], stats[UNIT]
@@ -89,10 +92,13 @@ def test_every_spelling_finds_the_same_incidents_runs_and_stats(diagnosed: Event
 
 
 @pytest.mark.parametrize("bad", BAD)
-@pytest.mark.parametrize("command", [
-    ["explain"], ["incidents", "--service"], ["runs", "--service"], ["stats", "--service"]])
-def test_a_bad_name_is_one_error_line_naming_it(tmp_path: Path, command: list[str],
-                                                bad: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["explain"], ["incidents", "--service"], ["runs", "--service"], ["stats", "--service"]],
+)
+def test_a_bad_name_is_one_error_line_naming_it(
+    tmp_path: Path, command: list[str], bad: str
+) -> None:
     db = tmp_path / "never.db"
     result = CliRunner().invoke(cli, [*command, bad, "--db", f"sqlite:///{db}"])
     assert result.exit_code == 4, result.output
@@ -103,19 +109,27 @@ def test_a_bad_name_is_one_error_line_naming_it(tmp_path: Path, command: list[st
 
 
 def test_stats_host_must_agree(diagnosed: EventStore, sqlite_url: str) -> None:
-    result = invoke("stats", "--service", "gpu-node-07/vllm-minimax-m25", "--host",
-                    "gpu-node-08", "--db", sqlite_url)
+    result = invoke(
+        "stats",
+        "--service",
+        "gpu-node-07/vllm-minimax-m25",
+        "--host",
+        "gpu-node-08",
+        "--db",
+        sqlite_url,
+    )
     assert result.exit_code == 4
-    assert result.stderr == ("Error: 'gpu-node-07/vllm-minimax-m25' names host 'gpu-node-07' "
-                             "but --host says 'gpu-node-08'\n")
+    assert result.stderr == (
+        "Error: 'gpu-node-07/vllm-minimax-m25' names host 'gpu-node-07' "
+        "but --host says 'gpu-node-08'\n"
+    )
 
 
 def test_ingest_text_files_the_log_under_the_unit(tmp_path: Path, sqlite_url: str) -> None:
     log = tmp_path / "vllm.log"
     shutil.copyfile(SAMPLER_LOG, log)
     db = ("--db", sqlite_url)
-    result = invoke("ingest", "text", str(log), "--service", "vllm-llama70b", "--host", "h1",
-                    *db)
+    result = invoke("ingest", "text", str(log), "--service", "vllm-llama70b", "--host", "h1", *db)
     assert result.exit_code == 0, result.output
     listed = invoke("events", "--type", "log.recorded", "--json", *db)
     events = [json.loads(line) for line in listed.output.splitlines()]
@@ -132,12 +146,14 @@ def test_ingest_text_files_the_log_under_the_unit(tmp_path: Path, sqlite_url: st
     assert not any("not a systemd unit name" in step.get("why", "") for step in report["plan"])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--service", "vllm llama"], "Error: 'vllm llama' is not a unit name"),
-    (["--service", "h1/vllm", "--host", "h2"], "Error: 'h1/vllm' names host 'h1' but --host"),
-])
-def test_ingest_text_refuses_a_bad_service(tmp_path: Path, args: list[str],
-                                           message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--service", "vllm llama"], "Error: 'vllm llama' is not a unit name"),
+        (["--service", "h1/vllm", "--host", "h2"], "Error: 'h1/vllm' names host 'h1' but --host"),
+    ],
+)
+def test_ingest_text_refuses_a_bad_service(tmp_path: Path, args: list[str], message: str) -> None:
     log = tmp_path / "vllm.log"
     log.write_text("INFO 02-21 00:32:58 up\n")
     db = tmp_path / "never.db"
@@ -150,8 +166,9 @@ def test_ingest_text_refuses_a_bad_service(tmp_path: Path, args: list[str],
 
 def test_ingest_watch_refuses_a_bad_service(tmp_path: Path) -> None:
     db = tmp_path / "never.db"
-    result = invoke("ingest", "watch", str(tmp_path), "--service", "vllm*",
-                    "--db", f"sqlite:///{db}")
+    result = invoke(
+        "ingest", "watch", str(tmp_path), "--service", "vllm*", "--db", f"sqlite:///{db}"
+    )
     assert result.exit_code == 4
     assert result.stderr.startswith("Error: 'vllm*' is not a unit name")
     assert not db.exists()
@@ -165,4 +182,5 @@ def test_as_a_process(diagnosed: EventStore, sqlite_url: str) -> None:
     assert bad.returncode == 4 and bad.stdout == b""
     assert bad.stderr.decode().splitlines() == [
         "Error: 'vllm minimax' is not a unit name (UNIT or HOST/UNIT, e.g. vllm-minimax-m25 or "
-        "gpu-node-07/vllm-minimax-m25.service)"]
+        "gpu-node-07/vllm-minimax-m25.service)"
+    ]

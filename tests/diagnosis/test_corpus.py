@@ -29,8 +29,10 @@ def families(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 def _run(out: Path, per_failure: int) -> bytes:
-    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out),
-                    "--per-failure", str(per_failure)], check=True)
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--per-failure", str(per_failure)],
+        check=True,
+    )
     return out.read_bytes()
 
 
@@ -68,8 +70,7 @@ def test_a_small_corpus_is_deterministic_and_a_prefix_of_the_shipped_one(tmp_pat
 
 def test_each_familys_examples_carry_its_label(families: ModuleType, tmp_path: Path) -> None:
     small = _examples(_run(tmp_path / "c.jsonl.gz", SMALL))
-    expected = [(f.label, f"{f.label}-{i:04d}") for f in families.registry()
-                for i in range(SMALL)]
+    expected = [(f.label, f"{f.label}-{i:04d}") for f in families.registry() for i in range(SMALL)]
     assert [(ex["label"], ex["id"]) for ex in small] == expected
     for ex in small:
         lines = ex["lines"]

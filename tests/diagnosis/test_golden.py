@@ -25,8 +25,9 @@ CASES = sorted(GOLDEN.glob("*/*.expected.json"))
 
 def _log_for(expected: Path) -> Path:
     stem = expected.name.removesuffix(".expected.json")
-    (log,) = [p for p in expected.parent.iterdir()
-              if p.name.startswith(stem + ".") and p != expected]
+    (log,) = [
+        p for p in expected.parent.iterdir() if p.name.startswith(stem + ".") and p != expected
+    ]
     return log
 
 

@@ -40,10 +40,10 @@ def _subset(tmp_path: Path, per_label: int) -> Path:
 
 def test_the_corpus_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
     out = tmp_path / "corpus.jsonl.gz"
-    subprocess.run([sys.executable, str(ROOT / "data" / "make_corpus.py"), "--out", str(out)],
-                   check=True)
-    assert hashlib.sha256(out.read_bytes()).digest() == \
-        hashlib.sha256(CORPUS.read_bytes()).digest()
+    subprocess.run(
+        [sys.executable, str(ROOT / "data" / "make_corpus.py"), "--out", str(out)], check=True
+    )
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(CORPUS.read_bytes()).digest()
 
 
 def test_training_is_deterministic(tmp_path: Path) -> None:
@@ -72,8 +72,10 @@ def test_a_model_file_is_data_never_code(tmp_path: Path) -> None:
     bad.write_bytes(pickle.dumps({"format": "advisor-linear-v1"}))
     with pytest.raises(InputError, match="not a usable model file"):
         load_model(bad)
-    bad.write_text('{"format": "advisor-linear-v1", "labels": ["a", "b"], "weights": '
-                   '{"t": [1.0]}, "intercept": [0, 0], "temperature": 1}')
+    bad.write_text(
+        '{"format": "advisor-linear-v1", "labels": ["a", "b"], "weights": '
+        '{"t": [1.0]}, "intercept": [0, 0], "temperature": 1}'
+    )
     with pytest.raises(InputError, match="weights do not match the labels"):
         load_model(bad)
     result = CliRunner().invoke(cli, ["classify", str(bad), "--model", str(bad)])
@@ -82,16 +84,20 @@ def test_a_model_file_is_data_never_code(tmp_path: Path) -> None:
 
 def test_evaluate_prints_per_label_scores_and_a_confusion_matrix(tmp_path: Path) -> None:
     corpus = _subset(tmp_path, 12)
-    result = CliRunner().invoke(cli, ["model", "evaluate", "--corpus", str(corpus),
-                                      "--folds", "3", "--json"])
+    result = CliRunner().invoke(
+        cli, ["model", "evaluate", "--corpus", str(corpus), "--folds", "3", "--json"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)["cross_validation"]
     assert report["examples"] == 12 * len(training.MODEL_LABELS)
     assert set(report["per_label"]) >= set(training.MODEL_LABELS)
     assert {"precision", "recall", "f1", "support"} == set(report["per_label"]["healthy"])
     assert sum(sum(row.values()) for row in report["confusion"].values()) == report["examples"]
-    text = CliRunner().invoke(cli, ["model", "evaluate", "--corpus", str(corpus),
-                                    "--folds", "3"]).output
+    text = (
+        CliRunner()
+        .invoke(cli, ["model", "evaluate", "--corpus", str(corpus), "--folds", "3"])
+        .output
+    )
     assert "confusion (rows: truth, columns: predicted)" in text
 
 
@@ -110,8 +116,10 @@ def test_rules_and_model_combine() -> None:
     assert {c.label for c in trusted[2]} == {"kv_cache_oom", "runtime_oom"}
     weak = decide(RuleVote("other_crash", 0.68, "r"), {"nccl_error": 0.95, "other_crash": 0.05})
     assert weak[0] == "nccl_error"
-    assert {(c.label, c.source) for c in weak[2]} == {("other_crash", "rules"),
-                                                      ("nccl_error", "model")}
+    assert {(c.label, c.source) for c in weak[2]} == {
+        ("other_crash", "rules"),
+        ("nccl_error", "model"),
+    }
     unsure = decide(None, {"nccl_error": 0.4, "other_crash": 0.35, "healthy": 0.25})
     assert unsure[0] == "unknown" and unsure[1] < UNKNOWN_BELOW
     assert unsure[2][0].label == "nccl_error"

@@ -21,10 +21,18 @@ from advisor.sim import backend as sim_backend
 from advisor.sim.backend import SimBackend
 
 UNIT = "vllm-llama8b.service"
-ARGS = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "32768",
-        "--max-num-seqs", "256", "--speed", "30"]
+ARGS = [
+    "--model",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "--max-model-len",
+    "32768",
+    "--max-num-seqs",
+    "256",
+    "--speed",
+    "30",
+]
 VOCABULARY = get_args(ActionStep.model_fields["kind"].annotation)
-PLAN_START = Context()   # a plan's first step, its incident open
+PLAN_START = Context()  # a plan's first step, its incident open
 
 
 def step(kind: str, **fields: object) -> ActionStep:
@@ -51,7 +59,8 @@ def test_the_backends_hold_no_kind_of_their_own() -> None:
 def test_every_kind_is_described_and_dry_run(kind: str) -> None:
     fields: dict[str, dict[str, object]] = {
         "set_flag": {"flag": "--max-num-seqs", "value": 128},
-        "set_unit_option": {"option": "KillMode", "value": "mixed"}}
+        "set_unit_option": {"option": "KillMode", "value": "mixed"},
+    }
     s = step(kind, **fields.get(kind, {}))
     what = describe(s)
     assert what and (UNIT in what or kind == "notify")
@@ -95,8 +104,10 @@ def test_every_handler_guards_and_performs_on_the_sim(sim: tuple[SimNode, SimBac
     flag = step("set_flag", flag="--max-num-seqs", value=128, from_value=256)
     did(flag, run(backend, flag), f"{UNIT} will start with --max-num-seqs 128")
     assert verdict(backend, flag) == Verdict("skip", "--max-num-seqs is already 128")
-    assert verdict(backend, step("set_flag", flag="--max-num-seqs", value=64, from_value=256)
-                   ).action == "stale"   # the command has 128 now, not what the plan saw
+    assert (
+        verdict(backend, step("set_flag", flag="--max-num-seqs", value=64, from_value=256)).action
+        == "stale"
+    )  # the command has 128 now, not what the plan saw
 
     option = step("set_unit_option", option="TimeoutStopSec", value="30s")
     did(option, run(backend, option), f"{UNIT}: TimeoutStopSec=30s")
@@ -106,14 +117,14 @@ def test_every_handler_guards_and_performs_on_the_sim(sim: tuple[SimNode, SimBac
     wedged = backend.observe(UNIT).invocation_id
     kill = step("kill", invocation_id=wedged)
     did(kill, run(backend, kill), f"SIGKILL to every process of {UNIT}")
-    assert node.run_until(lambda: node.unit_state(UNIT).ready, 30)   # Restart=on-failure
+    assert node.run_until(lambda: node.unit_state(UNIT).ready, 30)  # Restart=on-failure
     again = verdict(backend, kill)
     assert again.action == "skip" and "is over" in again.why
 
     stop = step("stop")
     did(stop, run(backend, stop), f"stopped {UNIT}: inactive")
     assert verdict(backend, stop).action == "skip"
-    assert verdict(backend, step("kill")).action == "skip"   # no process of it is left
+    assert verdict(backend, step("kill")).action == "skip"  # no process of it is left
 
     wait = step("wait_gpu_free", seconds=10)
     did(wait, run(backend, wait), "GPU memory free after")

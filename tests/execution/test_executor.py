@@ -35,12 +35,16 @@ WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
 
 
 def _types(store: EventStore, action_id: str) -> list[str]:
-    return [e.type for e in store.read(EventFilter()) if e.type.startswith("action.")
-            and getattr(e.payload, "action_id", None) == action_id]
+    return [
+        e.type
+        for e in store.read(EventFilter())
+        if e.type.startswith("action.") and getattr(e.payload, "action_id", None) == action_id
+    ]
 
 
 def test_nothing_runs_without_approval_and_a_rejected_step_never_runs(
-        diagnosed: EventStore) -> None:
+    diagnosed: EventStore,
+) -> None:
     backend = DryRunBackend()
     report = execute(diagnosed, backend, WEDGE_PLAN)
     assert (report.state, backend.done) == ("waiting", [])
@@ -54,27 +58,44 @@ def test_nothing_runs_without_approval_and_a_rejected_step_never_runs(
 
 def test_an_approved_plan_runs_in_order_and_every_step_is_events(diagnosed: EventStore) -> None:
     assert approve(diagnosed, SAMPLER_PLAN, "human:test") == [
-        f"{SAMPLER_PLAN}#0", f"{SAMPLER_PLAN}#1", f"{SAMPLER_PLAN}#3", f"{SAMPLER_PLAN}#4",
-        f"{SAMPLER_PLAN}#5"]  # not the alternative (#2)
+        f"{SAMPLER_PLAN}#0",
+        f"{SAMPLER_PLAN}#1",
+        f"{SAMPLER_PLAN}#3",
+        f"{SAMPLER_PLAN}#4",
+        f"{SAMPLER_PLAN}#5",
+    ]  # not the alternative (#2)
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert report.state == "done"
-    assert backend.done == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                            f"wait up to 30 s for {UNIT}'s GPU memory", f"reset-failed {UNIT}",
-                            f"restart {UNIT}"]
+    assert backend.done == [
+        f"hold restarts of {UNIT}",
+        f"set --max-num-seqs 256 on {UNIT}",
+        f"wait up to 30 s for {UNIT}'s GPU memory",
+        f"reset-failed {UNIT}",
+        f"restart {UNIT}",
+    ]
     assert _types(diagnosed, f"{SAMPLER_PLAN}#1") == [
-        "action.proposed", "action.approved", "action.started", "action.succeeded"]
+        "action.proposed",
+        "action.approved",
+        "action.started",
+        "action.succeeded",
+    ]
     assert [r["status"] for r in plan_rows(diagnosed, SAMPLER_PLAN)] == [
-        "succeeded", "succeeded", "proposed", "succeeded", "succeeded", "succeeded"]
+        "succeeded",
+        "succeeded",
+        "proposed",
+        "succeeded",
+        "succeeded",
+        "succeeded",
+    ]
     started = [e.payload for e in diagnosed.read(EventFilter(type="action.started"))]
     assert {getattr(p, "executor", None) for p in started} == {started[0].executor}
     again = DryRunBackend()
     assert execute(diagnosed, again, SAMPLER_PLAN).ran == [] and again.done == []
 
 
-def test_choosing_an_alternative_rejects_the_step_it_stands_in_for(
-        diagnosed: EventStore) -> None:
-    approve(diagnosed, f"{SAMPLER_PLAN}#2", "human:test")   # --gpu-memory-utilization 0.87
+def test_choosing_an_alternative_rejects_the_step_it_stands_in_for(diagnosed: EventStore) -> None:
+    approve(diagnosed, f"{SAMPLER_PLAN}#2", "human:test")  # --gpu-memory-utilization 0.87
     rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
     assert rows[1]["status"] == "rejected" and "alternative" in rows[1]["decided_why"]
     approve(diagnosed, SAMPLER_PLAN, "human:test")
@@ -87,15 +108,15 @@ def test_choosing_an_alternative_rejects_the_step_it_stands_in_for(
 class Dies(DryRunBackend):
     """The executor's process dies while a step runs (after its action.started)."""
 
-    def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+    ) -> Outcome:
         if step.kind == "wait_gpu_free":
             raise KeyboardInterrupt
         return super().perform(step, before, change)
 
 
-def test_killed_mid_step_the_next_executor_neither_repeats_nor_skips(
-        diagnosed: EventStore) -> None:
+def test_killed_mid_step_the_next_executor_neither_repeats_nor_skips(diagnosed: EventStore) -> None:
     approve(diagnosed, WEDGE_PLAN, "human:test")
     dying = Dies()
     with pytest.raises(KeyboardInterrupt):
@@ -115,8 +136,9 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
     release = threading.Event()
 
     class Slow(DryRunBackend):
-        def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                    change: FileChange | None) -> Outcome:
+        def perform(
+            self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        ) -> Outcome:
             if step.kind == "wait_gpu_free":
                 inside.set()
                 release.wait(10)
@@ -124,8 +146,9 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
 
     first = Slow()
     result: list[object] = []
-    worker = threading.Thread(target=lambda: result.append(
-        Executor(diagnosed, first, lease_ttl_s=0.3).run(WEDGE_PLAN)))
+    worker = threading.Thread(
+        target=lambda: result.append(Executor(diagnosed, first, lease_ttl_s=0.3).run(WEDGE_PLAN))
+    )
     worker.start()
     assert inside.wait(10)
     second = DryRunBackend()
@@ -142,19 +165,24 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
 
 
 def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(
-        store_url: str, opener: Callable[[str], EventStore]) -> None:
+    store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     diagnosed = opener(store_url)
     assert leases.take(diagnosed, "plan:x", "a", 30) is not None
     assert leases.take(diagnosed, "plan:x", "b", 30) is None
-    assert leases.take(diagnosed, "plan:x", "a", 30) is not None   # renewal
+    assert leases.take(diagnosed, "plan:x", "a", 30) is not None  # renewal
     leases.give_back(diagnosed, "plan:x", "a")
     assert leases.take(diagnosed, "plan:x", "b", 0.001) is not None
     threading.Event().wait(0.01)
-    assert leases.take(diagnosed, "plan:x", "c", 30) is not None   # b's lapsed
+    assert leases.take(diagnosed, "plan:x", "c", 30) is not None  # b's lapsed
     # Two processes' worth of contenders at once: exactly one wins.
     won: list[object] = []
-    contenders = [threading.Thread(target=lambda i=i: won.append(
-        leases.take(opener(store_url), "plan:y", f"t{i}", 30))) for i in range(4)]
+    contenders = [
+        threading.Thread(
+            target=lambda i=i: won.append(leases.take(opener(store_url), "plan:y", f"t{i}", 30))
+        )
+        for i in range(4)
+    ]
     for t in contenders:
         t.start()
     for t in contenders:
@@ -165,8 +193,7 @@ def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(
 def test_a_dry_run_consumes_nothing(diagnosed: EventStore) -> None:
     before = list(diagnosed.read(EventFilter()))
     lines = preview(diagnosed, SAMPLER_PLAN)
-    assert lines[0].startswith("step 0 (hold restarts of") and "would run once approved" in \
-        lines[0]
+    assert lines[0].startswith("step 0 (hold restarts of") and "would run once approved" in lines[0]
     assert "an alternative, not chosen" in lines[2]
     assert list(diagnosed.read(EventFilter())) == before
     approve(diagnosed, SAMPLER_PLAN, "human:test")
@@ -174,28 +201,44 @@ def test_a_dry_run_consumes_nothing(diagnosed: EventStore) -> None:
 
 
 def test_bounds_hold_whatever_the_plan_or_policy_says() -> None:
-    for flag, value in (("--max-num-seqs", 0), ("--max-num-seqs", -5),
-                        ("--max-batch-prefill-tokens", 0), ("--gpu-memory-utilization", 1.5),
-                        ("--max-model-len", 512), ("--max-num-seqs", 2.5)):
+    for flag, value in (
+        ("--max-num-seqs", 0),
+        ("--max-num-seqs", -5),
+        ("--max-batch-prefill-tokens", 0),
+        ("--gpu-memory-utilization", 1.5),
+        ("--max-model-len", 512),
+        ("--max-num-seqs", 2.5),
+    ):
         with pytest.raises(InputError):
             check_step(ActionStep(kind="set_flag", unit=UNIT, flag=flag, value=value, why="t"))
     check_step(ActionStep(kind="set_flag", unit=UNIT, flag="--max-num-seqs", value=256, why="t"))
     with pytest.raises(InputError, match="safe range"):
-        check_step(ActionStep(kind="set_unit_option", unit=UNIT, option="TimeoutStopSec",
-                              value="1s", why="t"))
+        check_step(
+            ActionStep(
+                kind="set_unit_option", unit=UNIT, option="TimeoutStopSec", value="1s", why="t"
+            )
+        )
 
 
-@pytest.mark.parametrize(("flag", "value"), [
-    ("--max-num-seqs", "$(reboot)"), ("--max-num-seqs", "1;rm -rf /"),
-    ("--max-num-seqs", "../../etc/passwd x"), ("--max-num-seqs", "1\nExecStartPre=/bin/sh"),
-    ("--x;y", "1"), ("-q", "1")])
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-num-seqs", "$(reboot)"),
+        ("--max-num-seqs", "1;rm -rf /"),
+        ("--max-num-seqs", "../../etc/passwd x"),
+        ("--max-num-seqs", "1\nExecStartPre=/bin/sh"),
+        ("--x;y", "1"),
+        ("-q", "1"),
+    ],
+)
 def test_hostile_flag_values_are_refused(flag: str, value: str) -> None:
     with pytest.raises(InputError):
         check_step(ActionStep(kind="set_flag", unit=UNIT, flag=flag, value=value, why="t"))
 
 
-@pytest.mark.parametrize("unit", ["$(reboot).service", "a;b.service", "../../x.service",
-                                  "x\n.service", "*.service"])
+@pytest.mark.parametrize(
+    "unit", ["$(reboot).service", "a;b.service", "../../x.service", "x\n.service", "*.service"]
+)
 def test_hostile_unit_names_are_refused(unit: str) -> None:
     backend = DryRunBackend()
     with pytest.raises(InputError):
@@ -206,20 +249,25 @@ def test_hostile_unit_names_are_refused(unit: str) -> None:
 def test_quoting_flag_rewriting_and_the_one_dropin() -> None:
     assert quote("a b") == '"a b"' and quote("$HOME") == "$HOME" and quote("50%") == "50%%"
     assert quote(";") == '";"' and quote('say "hi"') == '"say \\"hi\\""'
-    assert quote("it's") == "\"it's\"" and quote("") == '""' and quote("a\tb") == '"a\\tb"'
-    assert with_flag(["x", "--max-num-seqs=1024"], "--max-num-seqs", "8") == \
-        ("x", "--max-num-seqs=8")
+    assert quote("it's") == '"it\'s"' and quote("") == '""' and quote("a\tb") == '"a\\tb"'
+    assert with_flag(["x", "--max-num-seqs=1024"], "--max-num-seqs", "8") == (
+        "x",
+        "--max-num-seqs=8",
+    )
     assert with_flag(["x"], "--max-num-seqs", "8") == ("x", "--max-num-seqs", "8")
     command = ExecCommand("/usr/bin/vllm", ("vllm", "serve", "${MODEL}"), ("ignore-failure",))
-    assert exec_start_line(command) == "-@/usr/bin/vllm vllm serve \"${MODEL}\""
+    assert exec_start_line(command) == '-@/usr/bin/vllm vllm serve "${MODEL}"'
     both = AdvisorDropin().with_option("KillMode", "mixed").with_exec_start(command)
     text = both.render()
     assert parse_dropin(Path("x.conf"), text) == both
-    assert text.endswith("KillMode=mixed\nExecStart=\nExecStart=-@/usr/bin/vllm vllm serve "
-                         "\"${MODEL}\"\n")
+    assert text.endswith(
+        'KillMode=mixed\nExecStart=\nExecStart=-@/usr/bin/vllm vllm serve "${MODEL}"\n'
+    )
     with pytest.raises(InputError, match="edited by hand"):
-        parse_dropin(Path("x.conf"), text.replace("mixed", "process", 1)
-                     if "KillMode=mixed\n" in text else text + "#")
+        parse_dropin(
+            Path("x.conf"),
+            text.replace("mixed", "process", 1) if "KillMode=mixed\n" in text else text + "#",
+        )
     with pytest.raises(InputError, match="not written by advisor"):
         parse_dropin(Path("x.conf"), "[Service]\nRestart=always\n")
 
@@ -232,8 +280,11 @@ def test_rollback_touches_only_advisors_dropins(diagnosed: EventStore, tmp_path:
     from advisor.execution.confine import confined_dropin
 
     outside = tmp_path / f"{UNIT}.d" / ".." / ".." / "etc" / "passwd"
-    for hostile in (outside, tmp_path / "x.service.d" / "override.conf",
-                    tmp_path / "$(x).service.d" / "50-advisor.conf"):
+    for hostile in (
+        outside,
+        tmp_path / "x.service.d" / "override.conf",
+        tmp_path / "$(x).service.d" / "50-advisor.conf",
+    ):
         with pytest.raises(InputError, match="not one of advisor's drop-ins"):
             confined_dropin(hostile, tmp_path)
     link_dir = tmp_path / f"{UNIT}.d"
@@ -241,31 +292,49 @@ def test_rollback_touches_only_advisors_dropins(diagnosed: EventStore, tmp_path:
     (link_dir / "50-advisor.conf").symlink_to("/etc/hostname")
     with pytest.raises(InputError):
         confined_dropin(link_dir / "50-advisor.conf", tmp_path)
-    assert confined_dropin(tmp_path / "v.service.d" / "50-advisor.conf", tmp_path) == \
-        (tmp_path / "v.service.d" / "50-advisor.conf").resolve()
+    assert (
+        confined_dropin(tmp_path / "v.service.d" / "50-advisor.conf", tmp_path)
+        == (tmp_path / "v.service.d" / "50-advisor.conf").resolve()
+    )
 
 
-def test_the_cli_lists_decides_step_by_step_and_previews(sqlite_url: str, seed_journal: Path,
-                                                        tmp_path: Path) -> None:
+def test_the_cli_lists_decides_step_by_step_and_previews(
+    sqlite_url: str, seed_journal: Path, tmp_path: Path
+) -> None:
     runner = CliRunner()
     root = ["--systemd-root", str(tmp_path / "units")]
-    assert runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal),
-                               "--db", sqlite_url]).exit_code == 0
-    pending = json.loads(runner.invoke(cli, ["actions", "--pending", "--json",
-                                             "--db", sqlite_url]).output)
+    assert (
+        runner.invoke(
+            cli, ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url]
+        ).exit_code
+        == 0
+    )
+    pending = json.loads(
+        runner.invoke(cli, ["actions", "--pending", "--json", "--db", sqlite_url]).output
+    )
     assert len(pending) == 10 and pending[1]["spec"]["value"] == 256
     # A dry run, twice: the plan is still all proposed afterwards.
     for _ in range(2):
-        result = runner.invoke(cli, ["remediate", "vllm-minimax-m25", "--dry-run", *root,
-                                     "--db", sqlite_url])
+        result = runner.invoke(
+            cli, ["remediate", "vllm-minimax-m25", "--dry-run", *root, "--db", sqlite_url]
+        )
         assert result.exit_code == 0, result.output
-        assert "dry run: step 0 (kill vllm-minimax-m25.service): would run once approved" in \
-            result.output
-    assert len(json.loads(runner.invoke(cli, ["actions", "--pending", "--json",
-                                              "--db", sqlite_url]).output)) == 10
+        assert (
+            "dry run: step 0 (kill vllm-minimax-m25.service): would run once approved"
+            in result.output
+        )
+    assert (
+        len(
+            json.loads(
+                runner.invoke(cli, ["actions", "--pending", "--json", "--db", sqlite_url]).output
+            )
+        )
+        == 10
+    )
     # At the prompt, "n" on the first step is recorded as a rejection; nothing runs.
-    result = runner.invoke(cli, ["remediate", "gpu-node-07/vllm-minimax-m25", *root,
-                                 "--db", sqlite_url], input="n\n")
+    result = runner.invoke(
+        cli, ["remediate", "gpu-node-07/vllm-minimax-m25", *root, "--db", sqlite_url], input="n\n"
+    )
     # (the newest open incident: the wedged stop, whose plan starts with a kill)
     assert result.exit_code == 1 and "Run step 0 (kill)?" in result.output
     rows = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
@@ -278,26 +347,38 @@ def test_the_cli_lists_decides_step_by_step_and_previews(sqlite_url: str, seed_j
 
 
 def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
-        diagnosed: EventStore) -> None:
+    diagnosed: EventStore,
+) -> None:
     """After the hold stopped the unit, someone starts it: the plan stops before set_flag."""
     approve(diagnosed, SAMPLER_PLAN, "human:test")
 
     class Observed(DryRunBackend):
         def __init__(self) -> None:
             super().__init__()
-            self.now = UnitSnapshot(UNIT, active_state="activating", sub_state="auto-restart",
-                                    invocation_id="a" * 32, result="exit-code")
+            self.now = UnitSnapshot(
+                UNIT,
+                active_state="activating",
+                sub_state="auto-restart",
+                invocation_id="a" * 32,
+                result="exit-code",
+            )
 
         def observe(self, unit: str) -> UnitSnapshot | None:
             return self.now
 
-        def perform(self, step: ActionStep, before: UnitSnapshot | None,
-                    change: FileChange | None) -> Outcome:
+        def perform(
+            self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        ) -> Outcome:
             done = super().perform(step, before, change)
-            if step.kind == "hold_restarts":   # stopped; then an operator starts it again
+            if step.kind == "hold_restarts":  # stopped; then an operator starts it again
                 stopped = UnitSnapshot(UNIT, held=True)
-                self.now = UnitSnapshot(UNIT, active_state="active", sub_state="running",
-                                        invocation_id="b" * 32, main_pid=4242)
+                self.now = UnitSnapshot(
+                    UNIT,
+                    active_state="active",
+                    sub_state="running",
+                    invocation_id="b" * 32,
+                    main_pid=4242,
+                )
                 return Outcome(done.detail, stopped)
             return done
 
@@ -322,8 +403,10 @@ def test_an_altered_actions_row_never_reaches_the_unit(diagnosed: EventStore) ->
     event names it: a row edited in the projection (another flag value, a status set to
     approved) is refused and recorded as failed, naming the seq."""
     plan_rows(diagnosed, SAMPLER_PLAN)
-    _forge(diagnosed, "UPDATE actions SET status = 'approved' "
-                      f"WHERE plan_id = '{SAMPLER_PLAN}' AND step = 0")
+    _forge(
+        diagnosed,
+        f"UPDATE actions SET status = 'approved' WHERE plan_id = '{SAMPLER_PLAN}' AND step = 0",
+    )
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert backend.done == []
@@ -338,8 +421,10 @@ def test_a_forged_flag_value_in_an_approved_row_is_refused(diagnosed: EventStore
     spec = json.loads(rows[1]["spec"])
     assert spec["kind"] == "set_flag" and spec["value"] == 256
     forged = json.dumps({**spec, "value": 1}, sort_keys=True).replace("'", "''")
-    _forge(diagnosed, f"UPDATE actions SET spec = '{forged}' "
-                      f"WHERE action_id = '{rows[1]['action_id']}'")
+    _forge(
+        diagnosed,
+        f"UPDATE actions SET spec = '{forged}' WHERE action_id = '{rows[1]['action_id']}'",
+    )
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert backend.done[0] == f"hold restarts of {UNIT}"  # step 0 ran; the forged one did not

@@ -19,16 +19,41 @@ from advisor.execution.systemd import SystemdBackend
 from advisor.sim.gpuhost import GpuHost
 
 UNIT = "vllm-minimax-m25.service"
-SEED = {"ADVISOR_SIM_VOCAB_SIZE": "200064", "ADVISOR_SIM_WEIGHTS_GIB": "230",
-        "ADVISOR_SIM_SPEED": "50"}
+SEED = {
+    "ADVISOR_SIM_VOCAB_SIZE": "200064",
+    "ADVISOR_SIM_WEIGHTS_GIB": "230",
+    "ADVISOR_SIM_SPEED": "50",
+}
 SPEC = '{"method": "ngram", "num_speculative_tokens": 3}'
 # The ExecStart of issue 10: a variable, a quoted name, JSON, a secret from Environment=, an
 # apostrophe, a literal %, a lone ";" and one inside an argument, and flags after them.
-ARGS = ["serve", "${MODEL}", "--served-model-name", "minimax m25", "--speculative-config", SPEC,
-        "--api-key", "${API_KEY}", "--chat-template", "/etc/vllm/it's mine.jinja",
-        "--x-note", "100%", "--x-sep", ";", "--x-cmd", "a ;b", "--tensor-parallel-size", "4",
-        "--max-model-len", "131072", "--gpu-memory-utilization", "0.9",
-        "--trust-remote-code", "--max-num-seqs", "256"]
+ARGS = [
+    "serve",
+    "${MODEL}",
+    "--served-model-name",
+    "minimax m25",
+    "--speculative-config",
+    SPEC,
+    "--api-key",
+    "${API_KEY}",
+    "--chat-template",
+    "/etc/vllm/it's mine.jinja",
+    "--x-note",
+    "100%",
+    "--x-sep",
+    ";",
+    "--x-cmd",
+    "a ;b",
+    "--tensor-parallel-size",
+    "4",
+    "--max-model-len",
+    "131072",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--trust-remote-code",
+    "--max-num-seqs",
+    "256",
+]
 ENV = {"MODEL": "MiniMaxAI/MiniMax-M2.5", "API_KEY": "sk-secret", **SEED}
 
 
@@ -62,11 +87,11 @@ def test_flags_are_changed_in_the_real_argv_and_both_changes_stay(host: GpuHost)
     host.add_vllm(UNIT, ARGS, environment=ENV)
     backend = host.backend()
     loaded = backend.observe(UNIT).exec_start[0].argv
-    assert list(loaded[1:]) == ARGS                     # systemd's own argv: ${MODEL} unexpanded
+    assert list(loaded[1:]) == ARGS  # systemd's own argv: ${MODEL} unexpanded
     run(backend, step("set_flag", flag="--max-num-seqs", value=128))
-    run(backend, step("set_flag", flag="--max-model-len", value=65536))   # a second change
+    run(backend, step("set_flag", flag="--max-model-len", value=65536))  # a second change
     dropins = sorted(p.name for p in (host.units_dir / f"{UNIT}.d").iterdir())
-    assert dropins == [ADVISOR_DROPIN]                   # one drop-in holds both
+    assert dropins == [ADVISOR_DROPIN]  # one drop-in holds both
     expected = [*ARGS[:-1], "128"]
     expected[expected.index("131072")] = "65536"
     assert list(backend.observe(UNIT).exec_start[0].argv[1:]) == expected
@@ -76,10 +101,17 @@ def test_flags_are_changed_in_the_real_argv_and_both_changes_stay(host: GpuHost)
     ran = argv_of_last_start(host)
     assert ran[:2] == ["serve", "MiniMaxAI/MiniMax-M2.5"]
     assert ran[ran.index("--api-key") + 1] == "sk-secret"
-    for flag, value in (("--served-model-name", "minimax m25"), ("--speculative-config", SPEC),
-                        ("--chat-template", "/etc/vllm/it's mine.jinja"), ("--x-note", "100%"),
-                        ("--x-sep", ";"), ("--x-cmd", "a ;b"), ("--tensor-parallel-size", "4"),
-                        ("--max-num-seqs", "128"), ("--max-model-len", "65536")):
+    for flag, value in (
+        ("--served-model-name", "minimax m25"),
+        ("--speculative-config", SPEC),
+        ("--chat-template", "/etc/vllm/it's mine.jinja"),
+        ("--x-note", "100%"),
+        ("--x-sep", ";"),
+        ("--x-cmd", "a ;b"),
+        ("--tensor-parallel-size", "4"),
+        ("--max-num-seqs", "128"),
+        ("--max-model-len", "65536"),
+    ):
         assert ran[ran.index(flag) + 1] == value, flag
 
 
@@ -89,7 +121,8 @@ def test_a_change_systemd_does_not_load_as_written_fails_and_is_put_back(host: G
     folder = host.units_dir / f"{UNIT}.d"
     folder.mkdir()
     (folder / "override.conf").write_text(
-        f"[Service]\nExecStart=\nExecStart={host.script} serve x --max-num-seqs 1024\n")
+        f"[Service]\nExecStart=\nExecStart={host.script} serve x --max-num-seqs 1024\n"
+    )
     host.box.systemctl("daemon-reload")
     backend = host.backend()
     with pytest.raises(BackendError, match=r"another drop-in sorts after advisor's.*put back"):
@@ -129,22 +162,33 @@ def test_a_kill_never_touches_an_invocation_it_was_not_made_for(host: GpuHost) -
 
 
 def test_the_start_limit_is_cleared_before_a_restart(host: GpuHost) -> None:
-    host.add_vllm(UNIT, ["serve", "${MODEL}", "--max-num-seqs", "1024",
-                         "--tensor-parallel-size", "4"],
-                  environment={**ENV, "ADVISOR_SIM_SPEED": "400"}, restart="always",
-                  restart_sec="50ms", start_limit_burst=3, start_limit_interval_sec="60s")
+    host.add_vllm(
+        UNIT,
+        ["serve", "${MODEL}", "--max-num-seqs", "1024", "--tensor-parallel-size", "4"],
+        environment={**ENV, "ADVISOR_SIM_SPEED": "400"},
+        restart="always",
+        restart_sec="50ms",
+        start_limit_burst=3,
+        start_limit_interval_sec="60s",
+    )
     backend = host.backend()
     host.box.systemctl("start", UNIT)
-    wait_for("the start limit", lambda: "Start request repeated too quickly" in
-             host.box.journalctl("-u", UNIT, "-o", "cat"))
+    wait_for(
+        "the start limit",
+        lambda: (
+            "Start request repeated too quickly" in host.box.journalctl("-u", UNIT, "-o", "cat")
+        ),
+    )
     # Not the last line systemctl prints: systemd's own words, and what clears it.
-    with pytest.raises(BackendError, match=r"Start request repeated too quickly.*start limit "
-                                           r"was hit.*StartLimitBurst=3.*reset-failed clears it"):
+    with pytest.raises(
+        BackendError,
+        match=r"Start request repeated too quickly.*start limit "
+        r"was hit.*StartLimitBurst=3.*reset-failed clears it",
+    ):
         run(backend, step("restart", seconds=10))
     run(backend, step("reset_failed"))
     assert backend.observe(UNIT).active_state == "inactive"
-    host.add_vllm(UNIT, ARGS, environment=ENV, start_limit_burst=3,
-                  start_limit_interval_sec="60s")
+    host.add_vllm(UNIT, ARGS, environment=ENV, start_limit_burst=3, start_limit_interval_sec="60s")
     run(backend, step("wait_gpu_free", seconds=30, gpus=[0, 1, 2, 3]))
     assert "ready after" in run(backend, step("restart", seconds=60))
 
@@ -157,8 +201,11 @@ def test_a_restart_counts_only_when_the_new_invocation_is_ready(host: GpuHost) -
     after = backend.observe(UNIT)
     assert after.running and after.invocation_id is not None
     # A configuration that cannot start: the step fails, it does not wait out its bound.
-    host.add_vllm(UNIT, ["serve", "${MODEL}", "--max-num-seqs", "1024",
-                         "--tensor-parallel-size", "4"], environment=ENV)
+    host.add_vllm(
+        UNIT,
+        ["serve", "${MODEL}", "--max-num-seqs", "1024", "--tensor-parallel-size", "4"],
+        environment=ENV,
+    )
     began = time.monotonic()
     with pytest.raises(BackendError, match="did not come up"):
         run(backend, step("restart", seconds=120))
@@ -176,16 +223,20 @@ def test_wait_gpu_free_polls_the_gpus_until_memory_is_back(host: GpuHost) -> Non
     detail = run(backend, step("wait_gpu_free", seconds=30, gpus=[0, 1, 2, 3]))
     waited = time.monotonic() - began
     assert "free, 3 samples in a row" in detail
-    assert waited >= 0.5 and host.twin().used_by(UNIT) == 0   # the driver's delay, not at once
-    no_gpus = SystemdBackend(bus=backend.bus, root=backend.root)   # the bus: closed by host
+    assert waited >= 0.5 and host.twin().used_by(UNIT) == 0  # the driver's delay, not at once
+    no_gpus = SystemdBackend(bus=backend.bus, root=backend.root)  # the bus: closed by host
     with pytest.raises(BackendError, match="cannot tell when"):
         no_gpus.perform(step("wait_gpu_free", seconds=1), None, None)
 
 
 def test_hold_restarts_stops_a_crash_loop_and_the_restart_lifts_it(host: GpuHost) -> None:
-    host.add_vllm(UNIT, ["serve", "${MODEL}", "--max-num-seqs", "1024",
-                         "--tensor-parallel-size", "4"], environment=ENV,
-                  restart="on-failure", restart_sec="1s")
+    host.add_vllm(
+        UNIT,
+        ["serve", "${MODEL}", "--max-num-seqs", "1024", "--tensor-parallel-size", "4"],
+        environment=ENV,
+        restart="on-failure",
+        restart_sec="1s",
+    )
     backend = host.backend()
     host.box.systemctl("start", UNIT)
     wait_for("a restart", lambda: backend.observe(UNIT).n_restarts >= 1)
@@ -193,7 +244,7 @@ def test_hold_restarts_stops_a_crash_loop_and_the_restart_lifts_it(host: GpuHost
     held = backend.observe(UNIT)
     assert held.held and held.restart == "no" and held.stopped and not held.running
     time.sleep(1.5)
-    assert backend.observe(UNIT).stopped   # nothing restarted it
+    assert backend.observe(UNIT).stopped  # nothing restarted it
     run(backend, step("set_flag", flag="--max-num-seqs", value=256))
     run(backend, step("restart", seconds=60))
     after = backend.observe(UNIT)
@@ -201,8 +252,9 @@ def test_hold_restarts_stops_a_crash_loop_and_the_restart_lifts_it(host: GpuHost
     assert not (host.units_dir / f"{UNIT}.d" / HOLD_DROPIN).exists()
 
 
-STOP_SLOWLY = ("/bin/sh -c 'trap \"sleep {delay}; exit 0\" TERM; echo armed; "
-               "while :; do sleep 0.1; done'")
+STOP_SLOWLY = (
+    "/bin/sh -c 'trap \"sleep {delay}; exit 0\" TERM; echo armed; while :; do sleep 0.1; done'"
+)
 # Ignores SIGTERM, and so do its children (an ignored signal stays ignored across exec): with
 # SendSIGKILL=no nothing ever stops it, however systemd's second (final) SIGTERM falls.
 STOP_NEVER = "/bin/sh -c 'trap \"\" TERM; echo armed; while :; do sleep 0.1; done'"
@@ -212,14 +264,16 @@ def start_armed(host: GpuHost, unit: str) -> None:
     """Start a STOP_SLOWLY or STOP_NEVER unit and wait until its shell has set the trap: a
     SIGTERM that came before would end it at once (systemctl start returns at the fork)."""
     host.box.systemctl("start", unit)
-    wait_for(f"{unit} to set its trap", lambda: "armed" in host.box.journalctl("-u", unit,
-                                                                               "-o", "cat"))
+    wait_for(
+        f"{unit} to set its trap", lambda: "armed" in host.box.journalctl("-u", unit, "-o", "cat")
+    )
 
 
 def test_a_stop_is_bounded_by_the_units_own_timeout(host: GpuHost) -> None:
     unit = "slow-stop.service"
-    host.box.install(unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=3) +
-                     "\nTimeoutStopSec=infinity\n")
+    host.box.install(
+        unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=3) + "\nTimeoutStopSec=infinity\n"
+    )
     start_armed(host, unit)
     backend = host.backend(stop_ceiling_s=60.0)
     began = time.monotonic()
@@ -227,20 +281,25 @@ def test_a_stop_is_bounded_by_the_units_own_timeout(host: GpuHost) -> None:
     assert "stopped slow-stop.service" in detail and time.monotonic() - began >= 2.5
     # A stop that outlasts the unit's own bound fails and says systemd's job goes on.
     stuck = "stuck-stop.service"
-    host.box.install(stuck, "[Service]\nExecStart=" + STOP_NEVER +
-                     "\nTimeoutStopSec=1s\nSendSIGKILL=no\n")
+    host.box.install(
+        stuck, "[Service]\nExecStart=" + STOP_NEVER + "\nTimeoutStopSec=1s\nSendSIGKILL=no\n"
+    )
     start_armed(host, stuck)
     quick = host.backend(stop_margin_s=1.0)
-    with pytest.raises(BackendError, match=r"(stop job is still running after 3 s|process\(es\) "
-                                           r"of the unit are left 3 s later)"):
+    with pytest.raises(
+        BackendError,
+        match=r"(stop job is still running after 3 s|process\(es\) "
+        r"of the unit are left 3 s later)",
+    ):
         quick.perform(ActionStep(kind="stop", unit=stuck, why="t"), None, None)
 
 
 @pytest.mark.slow
 def test_a_stop_longer_than_two_minutes_is_waited_for(host: GpuHost) -> None:
     unit = "very-slow-stop.service"
-    host.box.install(unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=125) +
-                     "\nTimeoutStopSec=200s\n")
+    host.box.install(
+        unit, "[Service]\nExecStart=" + STOP_SLOWLY.format(delay=125) + "\nTimeoutStopSec=200s\n"
+    )
     start_armed(host, unit)
     backend = host.backend()
     began = time.monotonic()

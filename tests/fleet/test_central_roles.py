@@ -41,25 +41,32 @@ DENIED = r"permission denied|must be owner"
 
 
 def docs_block() -> str:
-    block = re.search(r"```sql\n(CREATE ROLE advisor_ship_gpu_node_07.*?)```", DOCS.read_text(),
-                      re.S)
+    block = re.search(
+        r"```sql\n(CREATE ROLE advisor_ship_gpu_node_07.*?)```", DOCS.read_text(), re.S
+    )
     assert block is not None, "docs/fleet.md has no shipping-role block"
     return block.group(1)
 
 
 @contextlib.contextmanager
-def shipper_role(central: EventStore, pg_url: str, host: str = DOCS_HOST,
-                 public_key: bytes | None = None) -> Iterator[str]:
+def shipper_role(
+    central: EventStore, pg_url: str, host: str = DOCS_HOST, public_key: bytes | None = None
+) -> Iterator[str]:
     """docs/fleet.md's block as it stands, for `host` (its role, host, key and the test's
     schema substituted), run by the owner; yields the role's URL; drops the role after."""
     role = f"advisor_ship_{uuid.uuid4().hex[:8]}"
     schema = re.search(r"search_path%3D(\w+)", pg_url)
     assert schema is not None
-    sql = docs_block().replace(DOCS_ROLE, role).replace(f"'{DOCS_HOST}'", f"'{host}'").replace(
-        "SCHEMA public", f"SCHEMA {schema.group(1)}")
+    sql = (
+        docs_block()
+        .replace(DOCS_ROLE, role)
+        .replace(f"'{DOCS_HOST}'", f"'{host}'")
+        .replace("SCHEMA public", f"SCHEMA {schema.group(1)}")
+    )
     if public_key is None:
         sql = sql.replace(", public_key)", ")").replace(
-            ", decode('HOST_PUBLIC_KEY_HEX', 'hex'))", ")")
+            ", decode('HOST_PUBLIC_KEY_HEX', 'hex'))", ")"
+        )
     else:
         sql = sql.replace("HOST_PUBLIC_KEY_HEX", public_key.hex())
     with central.begin() as conn:  # all or nothing: roles are transactional too
@@ -82,35 +89,65 @@ def _count(store: EventStore, sql: str) -> int:
 
 def _call_ship(store: EventStore, host: str, rows: list[dict[str, object]]) -> None:
     """advisor_ship called by hand, as an attacker holding the role would."""
-    cols = ("keys", "streams", "types", "versions", "times", "recorded", "sources",
-            "source_keys", "payloads", "hashes")
+    cols = (
+        "keys",
+        "streams",
+        "types",
+        "versions",
+        "times",
+        "recorded",
+        "sources",
+        "source_keys",
+        "payloads",
+        "hashes",
+    )
     with store.begin() as conn:
-        conn.execute(text(
-            "SELECT advisor_ship(:host, CAST(:keys AS bigint[]), CAST(:streams AS text[]), "
-            "CAST(:types AS text[]), CAST(:versions AS integer[]), CAST(:times AS bigint[]), "
-            "CAST(:recorded AS bigint[]), CAST(:sources AS text[]), "
-            "CAST(:source_keys AS bigint[]), CAST(:payloads AS text[]), "
-            "CAST(:hashes AS bytea[]))"),
-            {"host": host, **{c: [r[c] for r in rows] for c in cols}})
+        conn.execute(
+            text(
+                "SELECT advisor_ship(:host, CAST(:keys AS bigint[]), CAST(:streams AS text[]), "
+                "CAST(:types AS text[]), CAST(:versions AS integer[]), CAST(:times AS bigint[]), "
+                "CAST(:recorded AS bigint[]), CAST(:sources AS text[]), "
+                "CAST(:source_keys AS bigint[]), CAST(:payloads AS text[]), "
+                "CAST(:hashes AS bytea[]))"
+            ),
+            {"host": host, **{c: [r[c] for r in rows] for c in cols}},
+        )
 
 
-def _row(seq: int, prev: bytes, payload: str = '{"type":"log.recorded"}',
-         stream: str = "h/u.service", source: str = "journald", key: int = 1,
-         claimed: bytes | None = None) -> dict[str, object]:
+def _row(
+    seq: int,
+    prev: bytes,
+    payload: str = '{"type":"log.recorded"}',
+    stream: str = "h/u.service",
+    source: str = "journald",
+    key: int = 1,
+    claimed: bytes | None = None,
+) -> dict[str, object]:
     h = event_hash(prev, seq, stream, "log.recorded", 1, 10, 20, source, key, payload.encode())
-    return {"keys": seq, "streams": stream, "types": "log.recorded", "versions": 1,
-            "times": 10, "recorded": 20, "sources": source, "source_keys": key,
-            "payloads": payload, "hashes": claimed if claimed is not None else h}
+    return {
+        "keys": seq,
+        "streams": stream,
+        "types": "log.recorded",
+        "versions": 1,
+        "times": 10,
+        "recorded": 20,
+        "sources": source,
+        "source_keys": key,
+        "payloads": payload,
+        "hashes": claimed if claimed is not None else h,
+    }
 
 
 def test_the_docs_roles_ship_their_own_host_and_nothing_else(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     central = opener(pg_url)
     a = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     b = seed_on_host(tmp_path, seed_journal, "gpu-node-08")
-    with shipper_role(central, pg_url, "gpu-node-07") as url_a, \
-            shipper_role(central, pg_url, "gpu-node-08") as url_b:
+    with (
+        shipper_role(central, pg_url, "gpu-node-07") as url_a,
+        shipper_role(central, pg_url, "gpu-node-08") as url_b,
+    ):
         as_a, as_b = open_store(url_a), open_store(url_b)
         try:
             report = ship(a, as_a, "gpu-node-07", batch=20)
@@ -120,23 +157,28 @@ def test_the_docs_roles_ship_their_own_host_and_nothing_else(
 
             # Nothing of the schema is writable by the role, whatever the statement.
             for statement in (
-                    f"INSERT INTO events SELECT {top + 1000}, 'x', 'log.recorded', 1, 0, 0, 1, "
-                    "99999, '{}', '\\x00'::bytea, NULL",
-                    "INSERT INTO sources VALUES (999, 'ship:gpu-node-08')",
-                    "SELECT advisor_ensure_partitions(9000000000000000000)",
-                    "UPDATE events SET payload = '{}'", "DELETE FROM events", "TRUNCATE events",
-                    "DROP TABLE events_000000000001",
-                    "ALTER TABLE events DETACH PARTITION events_000000000001",
-                    "INSERT INTO runs (run_id) VALUES ('x')", "UPDATE runs SET lines = 0",
-                    "DELETE FROM incidents", "UPDATE actions SET status = 'approved'",
-                    "DELETE FROM gpu_samples",
-                    "INSERT INTO checkpoints VALUES ('projections', '{\"seq\": 0}', 0)",
-                    "UPDATE checkpoints SET position = '{}'",
-                    "UPDATE advisor_shippers SET host = 'gpu-node-08'",
-                    "INSERT INTO advisor_shippers VALUES ('x', 'gpu-node-09', NULL)",
-                    "INSERT INTO advisor_host_heads SELECT 'gpu-node-07', 1, '\\x00'::bytea, 0, "
-                    "'\\x00'::bytea, '\\x00'::bytea, '', 0",
-                    "UPDATE advisor_partitioning SET block = 1"):
+                f"INSERT INTO events SELECT {top + 1000}, 'x', 'log.recorded', 1, 0, 0, 1, "
+                "99999, '{}', '\\x00'::bytea, NULL",
+                "INSERT INTO sources VALUES (999, 'ship:gpu-node-08')",
+                "SELECT advisor_ensure_partitions(9000000000000000000)",
+                "UPDATE events SET payload = '{}'",
+                "DELETE FROM events",
+                "TRUNCATE events",
+                "DROP TABLE events_000000000001",
+                "ALTER TABLE events DETACH PARTITION events_000000000001",
+                "INSERT INTO runs (run_id) VALUES ('x')",
+                "UPDATE runs SET lines = 0",
+                "DELETE FROM incidents",
+                "UPDATE actions SET status = 'approved'",
+                "DELETE FROM gpu_samples",
+                "INSERT INTO checkpoints VALUES ('projections', '{\"seq\": 0}', 0)",
+                "UPDATE checkpoints SET position = '{}'",
+                "UPDATE advisor_shippers SET host = 'gpu-node-08'",
+                "INSERT INTO advisor_shippers VALUES ('x', 'gpu-node-09', NULL)",
+                "INSERT INTO advisor_host_heads SELECT 'gpu-node-07', 1, '\\x00'::bytea, 0, "
+                "'\\x00'::bytea, '\\x00'::bytea, '', 0",
+                "UPDATE advisor_partitioning SET block = 1",
+            ):
                 started = time.monotonic()
                 with pytest.raises(Exception, match=DENIED), as_a.begin() as conn:
                     conn.execute(text(statement))
@@ -172,8 +214,8 @@ def test_the_docs_roles_ship_their_own_host_and_nothing_else(
 
 
 def test_a_role_that_is_not_bound_to_a_host_cannot_ship(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     central = opener(pg_url)
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     with shipper_role(central, pg_url, "gpu-node-07") as url:
@@ -195,19 +237,19 @@ def test_ensure_partitions_is_bounded(pg_url: str, opener: Callable[[str], Event
     partitions than a transaction can lock, is refused at once."""
     central = opener(pg_url)
     started = time.monotonic()
-    with pytest.raises(Exception, match="more than 1,000,000 seqs past"), \
-            central.begin() as conn:
+    with pytest.raises(Exception, match="more than 1,000,000 seqs past"), central.begin() as conn:
         conn.execute(text("SELECT advisor_ensure_partitions(9000000000000000000)"))
     with central.begin() as conn:
         conn.execute(text("UPDATE advisor_partitioning SET block = 1"))
-    with pytest.raises(Exception, match="more than 64 partitions"), \
-            central.begin() as conn:
+    with pytest.raises(Exception, match="more than 64 partitions"), central.begin() as conn:
         conn.execute(text("SELECT advisor_ensure_partitions(100)"))
     assert time.monotonic() - started < 5
     with central.begin() as conn:
         assert conn.execute(text("SELECT advisor_ensure_partitions(3)")).scalar_one() == 4
-    assert _count(central, "SELECT count(*) FROM pg_inherits WHERE inhparent = "
-                           "'events'::regclass") == 3
+    assert (
+        _count(central, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass")
+        == 3
+    )
 
 
 OLD_GRANTS = """
@@ -239,11 +281,14 @@ def test_the_upgrade_takes_the_earlier_grants_away(pg_url: str) -> None:
     store = open_store(pg_url)  # upgrades to the head
     old = make_engine(pg_url.replace("postgres@", f"{role}@"))
     try:
-        for statement in ("INSERT INTO events SELECT 1000, 'x', 'log.recorded', 1, 0, 0, 1, "
-                          "1, '{}', '\\x00'::bytea, NULL",
-                          "INSERT INTO sources VALUES (1, 'ship:x')",
-                          "SELECT advisor_ensure_partitions(10)",
-                          "DELETE FROM runs", "UPDATE checkpoints SET position = '{}'"):
+        for statement in (
+            "INSERT INTO events SELECT 1000, 'x', 'log.recorded', 1, 0, 0, 1, "
+            "1, '{}', '\\x00'::bytea, NULL",
+            "INSERT INTO sources VALUES (1, 'ship:x')",
+            "SELECT advisor_ensure_partitions(10)",
+            "DELETE FROM runs",
+            "UPDATE checkpoints SET position = '{}'",
+        ):
             with pytest.raises(Exception, match=DENIED), old.begin() as conn:
                 conn.execute(text(statement))
         with old.connect() as conn:  # still a reader
@@ -256,40 +301,60 @@ def test_the_upgrade_takes_the_earlier_grants_away(pg_url: str) -> None:
         store.close()
 
 
-HOSTILE = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)),
-                  max_size=40) | st.sampled_from(
-    ['"', "\\", '\\"', "\u2028\u2029", "\x1b[31m", "\x7f", "é😀\ufeff", "\t\n\r\b\f\x01",
-     "</script>", "'; DROP TABLE events; --"])
+HOSTILE = st.text(
+    st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=40
+) | st.sampled_from(
+    [
+        '"',
+        "\\",
+        '\\"',
+        "\u2028\u2029",
+        "\x1b[31m",
+        "\x7f",
+        "é😀\ufeff",
+        "\t\n\r\b\f\x01",
+        "</script>",
+        "'; DROP TABLE events; --",
+    ]
+)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(stream=HOSTILE, source=HOSTILE, message=HOSTILE)
 def test_the_server_hashes_hostile_strings_as_the_host_does(
-        pg_url: str, opener: Callable[[str], EventStore], stream: str, source: str,
-        message: str) -> None:
+    pg_url: str, opener: Callable[[str], EventStore], stream: str, source: str, message: str
+) -> None:
     """advisor_ship recomputes the host hash from JSON it builds itself: for any text its
     bytes must be orjson's, or an honest host's events would be refused."""
     central = opener(pg_url)
     with central.connect() as conn:
         for value in (stream, source, message):
-            server = conn.execute(text("SELECT convert_to(to_json(CAST(:s AS text))::text, "
-                                       "'UTF8')"), {"s": value}).scalar_one()
+            server = conn.execute(
+                text("SELECT convert_to(to_json(CAST(:s AS text))::text, 'UTF8')"), {"s": value}
+            ).scalar_one()
             assert bytes(server) == orjson.dumps(value)
     host = f"h-{uuid.uuid4().hex[:8]}"
     payload = orjson.dumps({"type": "log.recorded", "message": message}).decode()
     first = _row(1, GENESIS_HASH, payload=payload, stream=stream, source=source, key=7)
     _call_ship(central, host, [first])  # as the owner: refused if the hashes disagreed
-    second = _row(2, first["hashes"], payload=payload, stream=stream, source=source,  # type: ignore[arg-type]
-                  key=8)
+    second = _row(
+        2,
+        first["hashes"],
+        payload=payload,
+        stream=stream,
+        source=source,  # type: ignore[arg-type]
+        key=8,
+    )
     _call_ship(central, host, [second])
     report = verify_host(central, f"ship:{host}")
     assert (report.ok, report.checked) == (True, 2)
 
 
 def test_signed_heads_are_stored_with_the_registered_key_and_checked(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     central = opener(pg_url)
     key, other = HostKey.generate(), HostKey.generate()
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
@@ -300,8 +365,12 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
             assert (report.shipped, report.heads) == (86, 3)
             findings = central_head_findings(central)["gpu-node-07"]
             assert [f.ok for f in findings] == [True], findings
-            host.append_prepared([(e.stream, e.type, e.version, e.time_us, "again", e.seq,
-                                   e.payload.encode()) for e in list(host.read_raw())[:5]])
+            host.append_prepared(
+                [
+                    (e.stream, e.type, e.version, e.time_us, "again", e.seq, e.payload.encode())
+                    for e in list(host.read_raw())[:5]
+                ]
+            )
             with pytest.raises(StoreError, match="signed with another key"):
                 ship(host, as_role, "gpu-node-07", key=other)
         finally:
@@ -309,9 +378,13 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
     # The central copy rewritten at a head's seq (the owner, triggers off): the head says so.
     with central.begin() as conn:
         conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
-        conn.execute(text("UPDATE events SET origin = regexp_replace(origin, "
-                          "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "
-                          "WHERE idem_key = 60"))
+        conn.execute(
+            text(
+                "UPDATE events SET origin = regexp_replace(origin, "
+                "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "
+                "WHERE idem_key = 60"
+            )
+        )
         conn.execute(text("ALTER TABLE events ENABLE TRIGGER events_append_only"))
     findings = central_head_findings(central)["gpu-node-07"]
     assert [(f.ok, f.seq) for f in findings] == [(False, 60)], findings
@@ -319,8 +392,8 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
 
 
 def test_a_role_without_a_registered_key_has_its_heads_refused(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     central = opener(pg_url)
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     with shipper_role(central, pg_url, "gpu-node-07") as url:
@@ -336,16 +409,28 @@ def test_a_role_without_a_registered_key_has_its_heads_refused(
 
 
 def test_ship_key_signs_heads_into_the_central_store(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     """`advisor ship --key PATH` (the owner here: no registration needed for it)."""
     central = opener(pg_url)
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     host.close()
     key = HostKey.generate()
     (tmp_path / "host-key").write_bytes(key.to_pem())
-    result = CliRunner().invoke(cli, ["ship", "--to", pg_url, "--host", "gpu-node-07", "--key",
-                                      str(tmp_path / "host-key"), "--db", host.url])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "ship",
+            "--to",
+            pg_url,
+            "--host",
+            "gpu-node-07",
+            "--key",
+            str(tmp_path / "host-key"),
+            "--db",
+            host.url,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "; 1 signed heads stored" in result.stdout
     with central.connect() as conn:
@@ -355,23 +440,35 @@ def test_ship_key_signs_heads_into_the_central_store(
 
 
 def test_verify_heads_on_the_central_store_checks_every_hosts_shipped_heads(
-        tmp_path: Path, pg_url: str, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     central = opener(pg_url)
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
     key = HostKey.generate()
     ship(host, central, "gpu-node-07", batch=40, key=key, store_label="s")
     host.close()
-    args = ["verify", "--heads", "--key", str(tmp_path / "no-key-here"),
-            "--heads-file", str(tmp_path / "no-heads"), "--db", pg_url]
+    args = [
+        "verify",
+        "--heads",
+        "--key",
+        str(tmp_path / "no-key-here"),
+        "--heads-file",
+        str(tmp_path / "no-heads"),
+        "--db",
+        pg_url,
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "host gpu-node-07: 3 signed heads match the chain" in result.stdout
     with central.begin() as conn:  # the owner rewrites a shipped origin, triggers off
         conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
-        conn.execute(text("UPDATE events SET origin = regexp_replace(origin, "
-                          "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "
-                          "WHERE idem_key = 40"))
+        conn.execute(
+            text(
+                "UPDATE events SET origin = regexp_replace(origin, "
+                "'\"hash\":\"[0-9a-f]+\"', '\"hash\":\"' || repeat('0', 64) || '\"') "
+                "WHERE idem_key = 40"
+            )
+        )
         conn.execute(text("ALTER TABLE events ENABLE TRIGGER events_append_only"))
     result = CliRunner().invoke(cli, [*args[:-2], "--json", "--db", pg_url])
     assert result.exit_code == 3

@@ -118,22 +118,34 @@ def _host_store(tmp_path: Path, host: str, seed: Path) -> EventStore:
     store = seed_on_host(tmp_path, seed, host, diagnose=True)
     have = sum(1 for _ in store.read())
     base = 1_771_640_000_000_000
-    filler = [NewEvent.model_validate({
-        "stream": f"{host}/vllm-minimax-m25.service", "time_us": base + i * 1000,
-        "source": "filler", "key": i, "payload": {
-            "type": "log.recorded", "origin": "journald", "host": host,
-            "unit": "vllm-minimax-m25.service",
-            "message": f'INFO:     10.0.0.{i % 250}:4{i % 9999} - "POST /v1/completions '
-                       'HTTP/1.1" 200 OK'}})
-        for i in range(PER_HOST - have)]
+    filler = [
+        NewEvent.model_validate(
+            {
+                "stream": f"{host}/vllm-minimax-m25.service",
+                "time_us": base + i * 1000,
+                "source": "filler",
+                "key": i,
+                "payload": {
+                    "type": "log.recorded",
+                    "origin": "journald",
+                    "host": host,
+                    "unit": "vllm-minimax-m25.service",
+                    "message": f'INFO:     10.0.0.{i % 250}:4{i % 9999} - "POST /v1/completions '
+                    'HTTP/1.1" 200 OK',
+                },
+            }
+        )
+        for i in range(PER_HOST - have)
+    ]
     for start in range(0, len(filler), 10_000):
-        store.append(filler[start:start + 10_000])
+        store.append(filler[start : start + 10_000])
     return store
 
 
 @pytest.mark.slow
-def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, proxy: Proxy,
-                                                  seed_journal: Path) -> None:
+def test_four_hosts_ship_through_a_cut_connection(
+    tmp_path: Path, pg_url: str, proxy: Proxy, seed_journal: Path
+) -> None:
     stores = {h: _host_store(tmp_path, h, seed_journal) for h in HOSTS}
     central_url = pg_url.replace(":5432/", f":{proxy.port}/")
     errors: list[BaseException] = []
@@ -166,13 +178,15 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
         assert sum(r.retries for r in reports.values()) > 0  # the cut was felt
         assert _count(central) == len(HOSTS) * PER_HOST
         with central.connect() as conn:
-            distinct = conn.execute(text(
-                "SELECT count(DISTINCT (source_id, idem_key)) FROM events")).scalar_one()
+            distinct = conn.execute(
+                text("SELECT count(DISTINCT (source_id, idem_key)) FROM events")
+            ).scalar_one()
         assert distinct == len(HOSTS) * PER_HOST
         assert verify(central).ok
         hosts = [verify_host(central, f"ship:{h}") for h in HOSTS]  # each host's own chain
         assert [(h.host, h.ok, h.checked, h.unchecked) for h in hosts] == [
-            (h, True, PER_HOST, 0) for h in HOSTS]
+            (h, True, PER_HOST, 0) for h in HOSTS
+        ]
         # Shipping again sends nothing new (resumed at the saved position).
         via_proxy = open_store(central_url)
         try:
@@ -183,8 +197,10 @@ def test_four_hosts_ship_through_a_cut_connection(tmp_path: Path, pg_url: str, p
         # The fleet view: every host's incidents, addressed as HOST/UNIT.
         stats = json.loads(CliRunner().invoke(cli, ["stats", "--json", "--db", pg_url]).output)
         assert sorted(r["host"] for r in stats["crashes_by_service"]) == HOSTS
-        explain = CliRunner().invoke(cli, ["explain", f"{HOSTS[2]}/vllm-minimax-m25.service",
-                                           "--format", "json", "--db", pg_url])
+        explain = CliRunner().invoke(
+            cli,
+            ["explain", f"{HOSTS[2]}/vllm-minimax-m25.service", "--format", "json", "--db", pg_url],
+        )
         assert json.loads(explain.output)["incident"]["host"] == HOSTS[2]
     finally:
         central.close()
@@ -197,8 +213,9 @@ def _count(store: EventStore) -> int:
         return int(conn.execute(text("SELECT count(*) FROM events")).scalar_one())
 
 
-def test_ship_is_idempotent_and_resumable_on_sqlite(tmp_path: Path, seed_journal: Path,
-                                                    opener: Callable[[str], EventStore]) -> None:
+def test_ship_is_idempotent_and_resumable_on_sqlite(
+    tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     local = opener(f"sqlite:///{tmp_path / 'local.db'}")
     ingest_json_file(local, seed_journal)
     central = opener(f"sqlite:///{tmp_path / 'central.db'}")
@@ -207,13 +224,19 @@ def test_ship_is_idempotent_and_resumable_on_sqlite(tmp_path: Path, seed_journal
     ingest_json_file(local, seed_journal)  # nothing new
     assert ship(local, central, "gpu-node-07").shipped == 0
     from advisor.fleet.ship import checkpoint_name
-    local.append_prepared([], __import__("advisor.store", fromlist=["Checkpoint"]).Checkpoint(
-        checkpoint_name(central.url), {"seq": 40}))  # as if the checkpoint had been lost
+
+    local.append_prepared(
+        [],
+        __import__("advisor.store", fromlist=["Checkpoint"]).Checkpoint(
+            checkpoint_name(central.url), {"seq": 40}
+        ),
+    )  # as if the checkpoint had been lost
     again = ship(local, central, "gpu-node-07")  # resumes where the central store stands
     assert (again.shipped, again.duplicates, again.central_seq) == (0, 0, 86)
     assert local.checkpoint(checkpoint_name(central.url)) == {"seq": 86}
-    result = CliRunner().invoke(cli, ["ship", "--to", central.url, "--host", "gpu-node-07",
-                                      "--db", local.url])
+    result = CliRunner().invoke(
+        cli, ["ship", "--to", central.url, "--host", "gpu-node-07", "--db", local.url]
+    )
     assert result.exit_code == 0 and result.output.startswith("shipped 0 events")
 
 
@@ -230,8 +253,8 @@ def _tamper(store: EventStore, statement: str, **params: object) -> None:
 
 
 def test_each_hosts_chain_verifies_in_the_central_store(
-        tmp_path: Path, seed_journal: Path, store_url: str,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, seed_journal: Path, store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     """The central store re-walks a host's own chain from what was shipped. A host event
     altered before it was shipped is refused at the ship, by its host seq (the central
     store checks each event extends the host's chain); one altered in the central store
@@ -239,13 +262,19 @@ def test_each_hosts_chain_verifies_in_the_central_store(
     from advisor.core.errors import IntegrityError
 
     central = opener(store_url)
-    hosts = {host: seed_on_host(tmp_path, seed_journal, host, diagnose=True)
-             for host in ("gpu-node-07", "gpu-node-08")}
-    _tamper(hosts["gpu-node-08"], "UPDATE events SET payload = replace(payload, "
-            "'1024 dummy requests', '64 dummy requests') WHERE payload LIKE :p",
-            p="%1024 dummy requests%")
-    tampered = next(e.seq for e in hosts["gpu-node-08"].read_raw()
-                    if "64 dummy requests" in e.payload)
+    hosts = {
+        host: seed_on_host(tmp_path, seed_journal, host, diagnose=True)
+        for host in ("gpu-node-07", "gpu-node-08")
+    }
+    _tamper(
+        hosts["gpu-node-08"],
+        "UPDATE events SET payload = replace(payload, "
+        "'1024 dummy requests', '64 dummy requests') WHERE payload LIKE :p",
+        p="%1024 dummy requests%",
+    )
+    tampered = next(
+        e.seq for e in hosts["gpu-node-08"].read_raw() if "64 dummy requests" in e.payload
+    )
     ship(hosts["gpu-node-07"], central, "gpu-node-07", batch=25)
     with pytest.raises(IntegrityError, match=rf"seq {tampered} does not extend") as refused:
         ship(hosts["gpu-node-08"], central, "gpu-node-08", batch=1)
@@ -256,24 +285,37 @@ def test_each_hosts_chain_verifies_in_the_central_store(
     report = json.loads(result.output)
     assert result.exit_code == 0, result.output
     assert [(h["host"], h["ok"], h["checked"]) for h in report["hosts"]] == [
-        ("gpu-node-07", True, total), ("gpu-node-08", True, tampered - 1)]
+        ("gpu-node-07", True, total),
+        ("gpu-node-08", True, tampered - 1),
+    ]
 
     # The origin is part of the central chain: rewriting it there breaks that chain too, and
     # a payload rewritten there breaks the host's chain as well.
-    _tamper(central, "UPDATE events SET origin = replace(origin, :was, :now) WHERE seq = 5",
-            was='"recorded_us":', now='"recorded_us":1')
+    _tamper(
+        central,
+        "UPDATE events SET origin = replace(origin, :was, :now) WHERE seq = 5",
+        was='"recorded_us":',
+        now='"recorded_us":1',
+    )
     after = json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", store_url]).output)
     assert after["first_bad_seq"] == 5
     first_host = after["hosts"][0]
     assert (first_host["host"], first_host["ok"], first_host["first_bad_seq"]) == (
-        "gpu-node-07", False, 5)
+        "gpu-node-07",
+        False,
+        5,
+    )
     for store in hosts.values():
         store.close()
 
 
 def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
-        tmp_path: Path, pg_url: str, proxy: Proxy, seed_journal: Path,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path,
+    pg_url: str,
+    proxy: Proxy,
+    seed_journal: Path,
+    opener: Callable[[str], EventStore],
+) -> None:
     """What `watch --ship-to` reports and retries later, whichever step found the central
     store gone; the local position stays where the last committed batch left it."""
     from advisor.core.errors import StoreError
@@ -294,8 +336,8 @@ def test_an_unreachable_central_store_is_one_store_error_after_the_retries(
 
 
 def test_a_host_chain_shipped_partly_before_origins_were_kept_is_checked_from_there(
-        tmp_path: Path, seed_journal: Path, store_url: str,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, seed_journal: Path, store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     """A central store upgraded mid-way: the events a host shipped before migration 0005
     carry no origin; its chain is checked from the first event after them, not failed."""
     from advisor.fleet.ship import checkpoint_name
@@ -305,8 +347,12 @@ def test_a_host_chain_shipped_partly_before_origins_were_kept_is_checked_from_th
     host = opener(f"sqlite:///{tmp_path / 'host.db'}")
     ingest_json_file(host, seed_journal)
     old = list(host.read_raw())[:40]  # as the shipper before 0005 sent them: no origin
-    central.append_prepared([(e.stream, e.type, e.version, e.time_us, "ship:gpu-node-07",
-                              e.seq, e.payload.encode()) for e in old])
+    central.append_prepared(
+        [
+            (e.stream, e.type, e.version, e.time_us, "ship:gpu-node-07", e.seq, e.payload.encode())
+            for e in old
+        ]
+    )
     host.append_prepared([], Checkpoint(checkpoint_name(central.url), {"seq": 40}))
     assert ship(host, central, "gpu-node-07").shipped == 46
     report = verify_host(central, "ship:gpu-node-07")

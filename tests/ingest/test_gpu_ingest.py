@@ -33,15 +33,30 @@ T0 = 1_771_633_975_000_000  # 2026-02-21T00:32:55Z
 def gpu(index: int, tick: int, *, host: str = HOST) -> GpuSampled:
     procs = None
     if tick % 2 == 0:  # process lists only every other tick, as with --process-every 2
-        procs = (GpuProcess(pid=4242 + index, used_bytes=(20 + tick) * GIB,
-                            unit="vllm-minimax-m25.service", name="VLLM::Worker_TP"),
-                 GpuProcess(pid=99, used_bytes=None, unit=None, name=None))
-    return GpuSampled(origin="nvml", host=host, index=index, uuid=f"GPU-{index:08d}",
-                      name="NVIDIA H200", memory_total_bytes=141 * GIB,
-                      memory_used_bytes=(21 + tick) * GIB,
-                      memory_free_bytes=(120 - tick) * GIB, utilization_gpu_pct=10 * tick,
-                      utilization_memory_pct=tick, temperature_c=40 + tick,
-                      power_w=150.5 + tick, processes=procs)
+        procs = (
+            GpuProcess(
+                pid=4242 + index,
+                used_bytes=(20 + tick) * GIB,
+                unit="vllm-minimax-m25.service",
+                name="VLLM::Worker_TP",
+            ),
+            GpuProcess(pid=99, used_bytes=None, unit=None, name=None),
+        )
+    return GpuSampled(
+        origin="nvml",
+        host=host,
+        index=index,
+        uuid=f"GPU-{index:08d}",
+        name="NVIDIA H200",
+        memory_total_bytes=141 * GIB,
+        memory_used_bytes=(21 + tick) * GIB,
+        memory_free_bytes=(120 - tick) * GIB,
+        utilization_gpu_pct=10 * tick,
+        utilization_memory_pct=tick,
+        temperature_c=40 + tick,
+        power_w=150.5 + tick,
+        processes=procs,
+    )
 
 
 def tick_time(tick: int) -> int:
@@ -51,14 +66,14 @@ def tick_time(tick: int) -> int:
 def recording(path: Path, ticks: int = 4, *, host: str = HOST) -> Path:
     with open(path, "wb") as fh:
         for t in range(ticks):
-            fh.write(recording_line(tick_time(t), host, [gpu(0, t, host=host),
-                                                         gpu(1, t, host=host)]))
+            fh.write(
+                recording_line(tick_time(t), host, [gpu(0, t, host=host), gpu(1, t, host=host)])
+            )
     return path
 
 
 def replay_cli(db_url: str, path: Path, *extra: str) -> Result:
-    return CliRunner().invoke(cli, ["ingest", "gpu", "--replay", str(path), "--db", db_url,
-                                    *extra])
+    return CliRunner().invoke(cli, ["ingest", "gpu", "--replay", str(path), "--db", db_url, *extra])
 
 
 def json_report(result: Result) -> dict[str, int]:
@@ -85,12 +100,14 @@ def no_gpu() -> None:
 
 
 @pytest.mark.parametrize("extra", [[], ["--count", "1", "--interval", "0.1"]])
-def test_live_without_gpu_exits_2_and_writes_nothing(no_gpu: None, tmp_path: Path,
-                                                     extra: list[str]) -> None:
+def test_live_without_gpu_exits_2_and_writes_nothing(
+    no_gpu: None, tmp_path: Path, extra: list[str]
+) -> None:
     db = tmp_path / "store" / "events.db"
     record = tmp_path / "rec.jsonl"
-    proc = run_advisor("ingest", "gpu", "--db", f"sqlite:///{db}", "--record", str(record),
-                       *extra, timeout=60)
+    proc = run_advisor(
+        "ingest", "gpu", "--db", f"sqlite:///{db}", "--record", str(record), *extra, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.decode()
     assert err.count("\n") == 1 and err.startswith("Error: ")
@@ -104,27 +121,34 @@ def test_live_without_gpu_exits_2_and_writes_nothing(no_gpu: None, tmp_path: Pat
 # -- replay ----------------------------------------------------------------------------------
 
 
-def test_replay_stores_samples_with_processes(sqlite_url: str, tmp_path: Path,
-                                              opener: Opener) -> None:
+def test_replay_stores_samples_with_processes(
+    sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
     rec = recording(tmp_path / "rec.jsonl", ticks=4)
     report = json_report(replay_cli(sqlite_url, rec, "--json"))
-    assert (report["read"], report["appended"], report["duplicates"], report["malformed"]) == \
-        (8, 8, 0, 0)
+    assert (report["read"], report["appended"], report["duplicates"], report["malformed"]) == (
+        8,
+        8,
+        0,
+        0,
+    )
     events = list(opener(sqlite_url).read())
-    assert [(e.stream, e.time_us) for e in events] == \
-        [(f"{HOST}/gpu{i}", tick_time(t)) for t in range(4) for i in range(2)]
+    assert [(e.stream, e.time_us) for e in events] == [
+        (f"{HOST}/gpu{i}", tick_time(t)) for t in range(4) for i in range(2)
+    ]
     assert {e.source for e in events} == {f"gpu:{HOST}"}
     assert [e.payload for e in events] == [gpu(i, t) for t in range(4) for i in range(2)]
     first = events[0].payload
     assert isinstance(first, GpuSampled) and first.processes is not None
-    assert first.processes[0] == GpuProcess(pid=4242, used_bytes=20 * GIB,
-                                            unit="vllm-minimax-m25.service",
-                                            name="VLLM::Worker_TP")
+    assert first.processes[0] == GpuProcess(
+        pid=4242, used_bytes=20 * GIB, unit="vllm-minimax-m25.service", name="VLLM::Worker_TP"
+    )
     assert isinstance(events[2].payload, GpuSampled) and events[2].payload.processes is None
 
 
-def test_replay_twice_and_a_copy_store_nothing_new(store_url: str, tmp_path: Path,
-                                                   opener: Opener) -> None:
+def test_replay_twice_and_a_copy_store_nothing_new(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     rec = recording(tmp_path / "rec.jsonl", ticks=3)
     first = replay_recording(store, rec)
@@ -147,10 +171,10 @@ def _with_bad_lines(tmp_path: Path) -> Path:
     good = [recording_line(tick_time(t), HOST, [gpu(0, t), gpu(1, t)]) for t in range(3)]
     bad = [
         b"not json at all\n",
-        b'{"time_us": 5, "host": "h"}\n',                                  # no gpus
-        b'{"time_us": -1, "host": "h", "gpus": []}\n',                     # negative time
+        b'{"time_us": 5, "host": "h"}\n',  # no gpus
+        b'{"time_us": -1, "host": "h", "gpus": []}\n',  # negative time
         good[0].replace(b'"memory_used_bytes":', b'"memory_used_bytes":-'),  # negative memory
-        b"[1, 2, 3]\n",                                                    # not an object
+        b"[1, 2, 3]\n",  # not an object
     ]
     path = tmp_path / "bad.jsonl"
     # line 1 good, lines 2-6 bad, line 7 blank, lines 8-9 good
@@ -226,13 +250,20 @@ def as_nvml(sampler: FakeSampler) -> NvmlSampler:
     return cast(NvmlSampler, sampler)
 
 
-def test_sample_live_records_and_replays_identically(store_url: str, tmp_path: Path,
-                                                     opener: Opener) -> None:
+def test_sample_live_records_and_replays_identically(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     live_store = opener(store_url)
     record = io.BytesIO()
     seen: list[tuple[int, int]] = []
-    report = sample_live(live_store, as_nvml(FakeSampler()), interval_s=0.01, count=3,
-                         record=record, on_tick=lambda t, s: seen.append((t, len(s))))
+    report = sample_live(
+        live_store,
+        as_nvml(FakeSampler()),
+        interval_s=0.01,
+        count=3,
+        record=record,
+        on_tick=lambda t, s: seen.append((t, len(s))),
+    )
     assert (report.read, report.appended, report.duplicates) == (6, 6, 0)
     assert seen == [(tick_time(t), 2) for t in range(3)]
     lines = record.getvalue().splitlines(keepends=True)
@@ -254,8 +285,9 @@ def test_sample_live_records_and_replays_identically(store_url: str, tmp_path: P
 
 def test_sample_live_without_store_only_records(tmp_path: Path) -> None:
     record = io.BytesIO()
-    report = sample_live(None, as_nvml(FakeSampler(gpus=3)), interval_s=0.01, count=2,
-                         record=record)
+    report = sample_live(
+        None, as_nvml(FakeSampler(gpus=3)), interval_s=0.01, count=2, record=record
+    )
     assert (report.read, report.appended) == (6, 0)
     assert len(record.getvalue().splitlines()) == 2
 
@@ -269,7 +301,8 @@ def test_sample_live_stops_when_asked(sqlite_url: str, opener: Opener) -> None:
         if sampler.ticks == 2:
             stop.set()
 
-    report = sample_live(store, as_nvml(sampler), interval_s=0.01, count=100, stop=stop,
-                         on_tick=after_tick)
+    report = sample_live(
+        store, as_nvml(sampler), interval_s=0.01, count=100, stop=stop, on_tick=after_tick
+    )
     assert report.appended == 4
     assert sampler.ticks == 2

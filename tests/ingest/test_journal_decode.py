@@ -17,12 +17,22 @@ from ingest.journal import JOURNALD_SOURCE, entry_event, json_line_record
 from ingest.journal_sources import export_records, ingest_json_stream
 from tests.journal_fixtures import entry, json_line
 
-PID1 = {"__CURSOR": "s=a;i=1", "__REALTIME_TIMESTAMP": "1771633975000000",
-        "_HOSTNAME": "gpu-node-07", "_PID": "1", "_TRANSPORT": "journal",
-        "_SYSTEMD_UNIT": "init.scope", "UNIT": "vllm.service", "INVOCATION_ID": "abc1",
-        "MESSAGE": "vllm.service: Main process exited, code=exited, status=1/FAILURE",
-        "MESSAGE_ID": "98e322203f7a4ed290d09fe03c09fe15", "EXIT_CODE": "exited",
-        "EXIT_STATUS": "1", "PRIORITY": "5", "_CMDLINE": "/sbin/init"}
+PID1 = {
+    "__CURSOR": "s=a;i=1",
+    "__REALTIME_TIMESTAMP": "1771633975000000",
+    "_HOSTNAME": "gpu-node-07",
+    "_PID": "1",
+    "_TRANSPORT": "journal",
+    "_SYSTEMD_UNIT": "init.scope",
+    "UNIT": "vllm.service",
+    "INVOCATION_ID": "abc1",
+    "MESSAGE": "vllm.service: Main process exited, code=exited, status=1/FAILURE",
+    "MESSAGE_ID": "98e322203f7a4ed290d09fe03c09fe15",
+    "EXIT_CODE": "exited",
+    "EXIT_STATUS": "1",
+    "PRIORITY": "5",
+    "_CMDLINE": "/sbin/init",
+}
 
 
 def test_pid1_message_is_filed_under_the_unit_it_is_about() -> None:
@@ -33,8 +43,7 @@ def test_pid1_message_is_filed_under_the_unit_it_is_about() -> None:
     assert (ev["source"], ev["key"]) == (JOURNALD_SOURCE, stable_key(b"s=a;i=1"))
     assert p["unit"] == "vllm.service" and p["pid"] == 1 and p["priority"] == 5
     assert p["invocation_id"] == "abc1" and p["message_id"] == PID1["MESSAGE_ID"]
-    assert p["fields"] == {"EXIT_CODE": "exited", "EXIT_STATUS": "1",
-                           "_SYSTEMD_UNIT": "init.scope"}
+    assert p["fields"] == {"EXIT_CODE": "exited", "EXIT_STATUS": "1", "_SYSTEMD_UNIT": "init.scope"}
     assert "_CMDLINE" not in orjson.dumps(p).decode()
 
 
@@ -72,21 +81,29 @@ def test_fields_with_several_values() -> None:
 
 
 def test_kernel_lines_have_their_own_stream() -> None:
-    fields = {"__CURSOR": "k", "__REALTIME_TIMESTAMP": "5", "_TRANSPORT": "kernel",
-              "_HOSTNAME": "h", "MESSAGE": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off"}
+    fields = {
+        "__CURSOR": "k",
+        "__REALTIME_TIMESTAMP": "5",
+        "_TRANSPORT": "kernel",
+        "_HOSTNAME": "h",
+        "MESSAGE": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off",
+    }
     assert entry_event(fields)["stream"] == "h/kernel"
 
 
-@pytest.mark.parametrize("line, reason", [
-    (b"{not json", "invalid JSON"),
-    (b"[1, 2]", "expected a JSON object"),
-    (b'{"MESSAGE": "x"}', "__REALTIME_TIMESTAMP"),
-    (b'{"__REALTIME_TIMESTAMP": "1", "MESSAGE": {"a": 1}}', "MESSAGE: expected a string"),
-    (b'{"__REALTIME_TIMESTAMP": "1", "MESSAGE": [300, 1]}', "outside 0-255"),
-    (b'{"__REALTIME_TIMESTAMP": "1", "_PID": 4242}', "_PID: expected a string"),
-    (b'{"__REALTIME_TIMESTAMP": true}', "__REALTIME_TIMESTAMP"),
-    (b'\x00\x01\x02 binary garbage', "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (b"{not json", "invalid JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"MESSAGE": "x"}', "__REALTIME_TIMESTAMP"),
+        (b'{"__REALTIME_TIMESTAMP": "1", "MESSAGE": {"a": 1}}', "MESSAGE: expected a string"),
+        (b'{"__REALTIME_TIMESTAMP": "1", "MESSAGE": [300, 1]}', "outside 0-255"),
+        (b'{"__REALTIME_TIMESTAMP": "1", "_PID": 4242}', "_PID: expected a string"),
+        (b'{"__REALTIME_TIMESTAMP": true}', "__REALTIME_TIMESTAMP"),
+        (b"\x00\x01\x02 binary garbage", "invalid JSON"),
+    ],
+)
 def test_malformed_lines_are_explained(line: bytes, reason: str) -> None:
     rec = json_line_record(line, 3)
     assert rec.event is None and rec.error is not None and reason in rec.error
@@ -94,11 +111,20 @@ def test_malformed_lines_are_explained(line: bytes, reason: str) -> None:
 
 def test_export_parser_reads_text_binary_and_repeated_fields() -> None:
     out = io.BytesIO()
-    write_export_entry(out, [("__CURSOR", "s=1;i=1"), ("__REALTIME_TIMESTAMP", "10"),
-                             ("MESSAGE", b"\x1b[32mINFO\x1b[0m colored\nsecond line"),
-                             ("TAG", "a"), ("TAG", "b"), ("BIG", "x" * 5000)])
-    write_export_entry(out, [("__CURSOR", "s=1;i=2"), ("__REALTIME_TIMESTAMP", "11"),
-                             ("MESSAGE", "plain")])
+    write_export_entry(
+        out,
+        [
+            ("__CURSOR", "s=1;i=1"),
+            ("__REALTIME_TIMESTAMP", "10"),
+            ("MESSAGE", b"\x1b[32mINFO\x1b[0m colored\nsecond line"),
+            ("TAG", "a"),
+            ("TAG", "b"),
+            ("BIG", "x" * 5000),
+        ],
+    )
+    write_export_entry(
+        out, [("__CURSOR", "s=1;i=2"), ("__REALTIME_TIMESTAMP", "11"), ("MESSAGE", "plain")]
+    )
     raw = out.getvalue()
     assert b"MESSAGE\n" + (33).to_bytes(8, "little") in raw  # length-framed binary field
     entries = list(iter_export(io.BytesIO(raw)))
@@ -123,14 +149,23 @@ messages = st.one_of(printable, st.binary(max_size=300))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(messages,
-                          st.sampled_from(["vllm.service", "sglang.service", "x@1.service"]),
-                          st.integers(min_value=0, max_value=7)), min_size=1, max_size=25))
+@given(
+    st.lists(
+        st.tuples(
+            messages,
+            st.sampled_from(["vllm.service", "sglang.service", "x@1.service"]),
+            st.integers(min_value=0, max_value=7),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
 def test_round_trip_ingest_then_read(items: list[tuple[bytes | str, str, int]]) -> None:
     """Whatever journald can hold comes back out of the store as it went in."""
-    lines = b"".join(json_line(entry(i, msg, unit=unit, priority=prio),
-                               cursor=f"s=prop;i={i:x}")
-                     for i, (msg, unit, prio) in enumerate(items))
+    lines = b"".join(
+        json_line(entry(i, msg, unit=unit, priority=prio), cursor=f"s=prop;i={i:x}")
+        for i, (msg, unit, prio) in enumerate(items)
+    )
     store: EventStore = open_store("sqlite://")
     try:
         report = ingest_json_stream(store, io.BytesIO(lines))

@@ -23,9 +23,11 @@ from tests.conftest import advisor_argv, run_advisor
 from tests.journal_fixtures import entry, have_journal_tools, json_line, make_journal
 
 Opener = Callable[[str], EventStore]
-needs_journal = pytest.mark.skipif(not have_journal_tools(),
-                                   reason="journalctl and systemd-journal-remote are needed "
-                                          "(Debian package systemd-journal-remote)")
+needs_journal = pytest.mark.skipif(
+    not have_journal_tools(),
+    reason="journalctl and systemd-journal-remote are needed "
+    "(Debian package systemd-journal-remote)",
+)
 
 ANSI = b"\x1b[1;36m(EngineCore_DP0 pid=441)\x1b[0;0m INFO 11-24 11:43:54 [gpu_model_runner.py:2653]"
 
@@ -37,12 +39,21 @@ def fixture_entries() -> list[list[tuple[str, bytes | str]]]:
         entry(2, b"\rLoading safetensors checkpoint shards:  56% Completed | 5/9"),
         entry(3, "x" * 5000),
         entry(4, "tagged", extra=[("TAG", "a"), ("TAG", "b")]),
-        [("__REALTIME_TIMESTAMP", "1742105558005000"), ("__MONOTONIC_TIMESTAMP", "1005000"),
-         ("_BOOT_ID", "0123456789abcdef0123456789abcdef"), ("_HOSTNAME", "gpu01"),
-         ("_TRANSPORT", "journal"), ("_PID", "1"), ("_SYSTEMD_UNIT", "init.scope"),
-         ("UNIT", "vllm.service"), ("PRIORITY", "4"), ("INVOCATION_ID", "f" * 32),
-         ("MESSAGE", "vllm.service: Failed with result 'exit-code'."),
-         ("MESSAGE_ID", "d9b373ed55a64feb8242e02dbe79a49c"), ("UNIT_RESULT", "exit-code")],
+        [
+            ("__REALTIME_TIMESTAMP", "1742105558005000"),
+            ("__MONOTONIC_TIMESTAMP", "1005000"),
+            ("_BOOT_ID", "0123456789abcdef0123456789abcdef"),
+            ("_HOSTNAME", "gpu01"),
+            ("_TRANSPORT", "journal"),
+            ("_PID", "1"),
+            ("_SYSTEMD_UNIT", "init.scope"),
+            ("UNIT", "vllm.service"),
+            ("PRIORITY", "4"),
+            ("INVOCATION_ID", "f" * 32),
+            ("MESSAGE", "vllm.service: Failed with result 'exit-code'."),
+            ("MESSAGE_ID", "d9b373ed55a64feb8242e02dbe79a49c"),
+            ("UNIT_RESULT", "exit-code"),
+        ],
     ]
 
 
@@ -51,39 +62,50 @@ def messages(store: EventStore) -> list[str | None]:
 
 
 @needs_journal
-def test_binary_journal_file_read_through_journalctl(tmp_path: Path, store_url: str,
-                                                     opener: Opener) -> None:
+def test_binary_journal_file_read_through_journalctl(
+    tmp_path: Path, store_url: str, opener: Opener
+) -> None:
     journal = make_journal(tmp_path / "fixture.journal", fixture_entries())
-    done = run_advisor("ingest", "journal", "--journal-file", str(journal), "--db", store_url,
-                       "--json")
+    done = run_advisor(
+        "ingest", "journal", "--journal-file", str(journal), "--db", store_url, "--json"
+    )
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["appended"] == 6
     store = opener(store_url)
     got = list(store.read())
     assert [e.stream for e in got] == ["gpu01/vllm.service"] * 6
-    assert got[1].payload.message == (ANSI + b" Model loading took 2.0513 GiB and "  # type: ignore[union-attr]
-                                      b"27.200487 seconds").decode()
+    assert (
+        got[1].payload.message
+        == (
+            ANSI + b" Model loading took 2.0513 GiB and "  # type: ignore[union-attr]
+            b"27.200487 seconds"
+        ).decode()
+    )
     assert got[2].payload.message.startswith("\rLoading")  # type: ignore[union-attr]
     assert got[3].payload.message == "x" * 5000  # export has no 4 KiB cut-off  # type: ignore[union-attr]
-    assert got[5].payload.fields == {"UNIT_RESULT": "exit-code",  # type: ignore[union-attr]
-                                     "_SYSTEMD_UNIT": "init.scope"}
+    assert got[5].payload.fields == {
+        "UNIT_RESULT": "exit-code",  # type: ignore[union-attr]
+        "_SYSTEMD_UNIT": "init.scope",
+    }
     assert got[5].payload.invocation_id == "f" * 32  # type: ignore[union-attr]
     # The same entries printed by `journalctl -o json` are recognised by their cursors.
-    json_out = subprocess.run(["journalctl", f"--file={journal}", "-o", "json"],
-                              capture_output=True, check=True).stdout
+    json_out = subprocess.run(
+        ["journalctl", f"--file={journal}", "-o", "json"], capture_output=True, check=True
+    ).stdout
     assert b'"MESSAGE":null' in json_out  # the 5000-byte message, as -o json prints it
-    again = run_advisor("ingest", "journal", "--file", "-", "--db", store_url, "--json",
-                        input=json_out)
+    again = run_advisor(
+        "ingest", "journal", "--file", "-", "--db", store_url, "--json", input=json_out
+    )
     assert orjson.loads(again.stdout)["duplicates"] == 6
     assert verify(store).ok
 
 
 @needs_journal
-def test_follow_resumes_at_the_saved_cursor(tmp_path: Path, store_url: str,
-                                            opener: Opener) -> None:
+def test_follow_resumes_at_the_saved_cursor(tmp_path: Path, store_url: str, opener: Opener) -> None:
     journal = make_journal(tmp_path / "live.journal", [entry(i, f"line {i}") for i in range(5)])
-    argv = advisor_argv("ingest", "journal", "--journal-file", str(journal), "--follow",
-                        "--db", store_url)
+    argv = advisor_argv(
+        "ingest", "journal", "--journal-file", str(journal), "--follow", "--db", store_url
+    )
     store = opener(store_url)
 
     def follow_until(count: int) -> None:
@@ -128,12 +150,14 @@ HOSTILE = [
 
 
 def good_lines(n: int, offset: int = 0) -> list[bytes]:
-    return [json_line(entry(i, f"good {i}"), cursor=f"s=h;i={i:x}") for i in
-            range(offset, offset + n)]
+    return [
+        json_line(entry(i, f"good {i}"), cursor=f"s=h;i={i:x}") for i in range(offset, offset + n)
+    ]
 
 
-def test_hostile_lines_are_counted_and_the_rest_goes_in(tmp_path: Path, store_url: str,
-                                                        opener: Opener) -> None:
+def test_hostile_lines_are_counted_and_the_rest_goes_in(
+    tmp_path: Path, store_url: str, opener: Opener
+) -> None:
     huge = json_line(entry(900, "M" * 1_000_000), cursor="s=h;i=900")
     nul = json_line(entry(901, "before\x00after"), cursor="s=h;i=901")
     binary = json_line(entry(902, b"\x00\x01\xff raw"), cursor="s=h;i=902")
@@ -165,8 +189,9 @@ def test_strict_refuses_the_whole_input(tmp_path: Path, store_url: str, opener: 
     assert len(error_lines) == 1
     assert error_lines[0].startswith(f"Error: {path}: line 21: invalid JSON: unexpected character")
     assert list(opener(store_url).read()) == []
-    stdin = run_advisor("ingest", "journal", "--file", "-", "--db", store_url, "--strict",
-                        input=path.read_bytes())
+    stdin = run_advisor(
+        "ingest", "journal", "--file", "-", "--db", store_url, "--strict", input=path.read_bytes()
+    )
     assert stdin.returncode == 4 and b"line 21" in stdin.stderr
     assert list(opener(store_url).read()) == []
 
@@ -181,8 +206,9 @@ def _write_big_journal(path: Path, lines: int) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_points_then_restart(tmp_path: Path, store_url: str,
-                                               opener: Opener) -> None:
+def test_sigkill_at_random_points_then_restart(
+    tmp_path: Path, store_url: str, opener: Opener
+) -> None:
     """Kill the ingester at ten points; after restarts every line is stored exactly once."""
     path = tmp_path / "big.jsonl"
     lines = 60_000
@@ -229,12 +255,21 @@ def test_two_ingesters_on_one_store(tmp_path: Path, store_url: str, opener: Open
     files = []
     for n in range(2):
         path = tmp_path / f"part{n}.jsonl"
-        path.write_bytes(b"".join(json_line(entry(i, f"p{n} {i}", unit=f"u{n}.service"),
-                                            cursor=f"s={n};i={i:x}") for i in range(15_000)))
+        path.write_bytes(
+            b"".join(
+                json_line(entry(i, f"p{n} {i}", unit=f"u{n}.service"), cursor=f"s={n};i={i:x}")
+                for i in range(15_000)
+            )
+        )
         files.append(path)
-    procs = [subprocess.Popen(advisor_argv("ingest", "journal", "--file", str(f), "--db",
-                                           store_url), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for f in files]
+    procs = [
+        subprocess.Popen(
+            advisor_argv("ingest", "journal", "--file", str(f), "--db", store_url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for f in files
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -244,8 +279,9 @@ def test_two_ingesters_on_one_store(tmp_path: Path, store_url: str, opener: Open
     assert verify(store).ok
 
 
-def test_interrupted_ingest_says_so_and_resumes(tmp_path: Path, sqlite_url: str,
-                                                opener: Opener) -> None:
+def test_interrupted_ingest_says_so_and_resumes(
+    tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     path = tmp_path / "big.jsonl"
     _write_big_journal(path, 30_000)
     argv = advisor_argv("ingest", "journal", "--file", str(path), "--db", sqlite_url)

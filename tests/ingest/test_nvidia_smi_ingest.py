@@ -24,8 +24,10 @@ Opener = Callable[[str], EventStore]
 
 HOST = "gpu-node-07"
 MIB = 1024 * 1024
-HEADER = ("timestamp, index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
-          "utilization.gpu [%], utilization.memory [%], temperature.gpu, power.draw [W]")
+HEADER = (
+    "timestamp, index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
+    "utilization.gpu [%], utilization.memory [%], temperature.gpu, power.draw [W]"
+)
 
 
 def us(iso: str) -> int:
@@ -33,12 +35,23 @@ def us(iso: str) -> int:
     return int(dt.timestamp()) * 1_000_000 + dt.microsecond
 
 
-def row(second: int, index: int, used: int = 1000, *, total: str = "97887 MiB",
-        free: str | None = None, util: str = "12 %", mem_util: str = "3 %", temp: str = "41",
-        power: str = "135.40 W") -> str:
+def row(
+    second: int,
+    index: int,
+    used: int = 1000,
+    *,
+    total: str = "97887 MiB",
+    free: str | None = None,
+    util: str = "12 %",
+    mem_util: str = "3 %",
+    temp: str = "41",
+    power: str = "135.40 W",
+) -> str:
     free = free if free is not None else f"{97887 - used} MiB"
-    return (f"2026/02/21 00:33:{second:02d}.250, {index}, NVIDIA H200, {total}, {used} MiB, "
-            f"{free}, {util}, {mem_util}, {temp}, {power}")
+    return (
+        f"2026/02/21 00:33:{second:02d}.250, {index}, NVIDIA H200, {total}, {used} MiB, "
+        f"{free}, {util}, {mem_util}, {temp}, {power}"
+    )
 
 
 def write_csv(path: Path, *lines: str) -> Path:
@@ -55,8 +68,9 @@ def samples(store: EventStore) -> list[GpuSampled]:
 
 
 def run_cli(db_url: str, path: Path, *extra: str) -> Result:
-    return CliRunner().invoke(cli, ["ingest", "nvidia-smi", str(path), "--host", HOST,
-                                    "--db", db_url, *extra])
+    return CliRunner().invoke(
+        cli, ["ingest", "nvidia-smi", str(path), "--host", HOST, "--db", db_url, *extra]
+    )
 
 
 def json_report(result: Result) -> dict[str, object]:
@@ -75,8 +89,12 @@ def seed(seed_csv: Path) -> Path:
 
 def test_seed_csv(seed: Path, sqlite_url: str, opener: Opener) -> None:
     report = json_report(run_cli(sqlite_url, seed, "--json"))
-    assert (report["read"], report["appended"], report["duplicates"], report["malformed"]) == \
-        (1208, 1208, 0, 0)
+    assert (report["read"], report["appended"], report["duplicates"], report["malformed"]) == (
+        1208,
+        1208,
+        0,
+        0,
+    )
     store = opener(sqlite_url)
     events = list(store.read())
     assert len(events) == 1208
@@ -88,19 +106,29 @@ def test_seed_csv(seed: Path, sqlite_url: str, opener: Opener) -> None:
     assert max(e.time_us for e in events) == us("2026-02-21T00:35:25+00:00")
     got = [e.payload for e in events]
     assert all(isinstance(p, GpuSampled) and p.memory_total_bytes == 97887 * MIB for p in got)
-    assert all(isinstance(p, GpuSampled) and p.host == HOST and p.origin == "nvidia-smi"
-               and p.processes is None for p in got)
+    assert all(
+        isinstance(p, GpuSampled)
+        and p.host == HOST
+        and p.origin == "nvidia-smi"
+        and p.processes is None
+        for p in got
+    )
     first = got[0]
     assert isinstance(first, GpuSampled)
-    assert (first.index, first.uuid, first.name) == \
-        (0, "GPU-00000000-6000-4b1a-9c2e-000000000000",
-         "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert (first.index, first.uuid, first.name) == (
+        0,
+        "GPU-00000000-6000-4b1a-9c2e-000000000000",
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    )
     assert (first.memory_used_bytes, first.memory_free_bytes) == (3 * MIB, 97884 * MIB)
     assert (first.utilization_gpu_pct, first.temperature_c, first.power_w) == (0, 34, 85.0)
     assert first.utilization_memory_pct is None  # not a column of this log
     # line 170: the peak on GPU 0, just before the crash
-    (peak,) = [e for e in events if e.stream == f"{HOST}/gpu0"
-               and e.time_us == us("2026-02-21T00:33:16+00:00")]
+    (peak,) = [
+        e
+        for e in events
+        if e.stream == f"{HOST}/gpu0" and e.time_us == us("2026-02-21T00:33:16+00:00")
+    ]
     p = peak.payload
     assert isinstance(p, GpuSampled)
     assert (p.memory_used_bytes, p.memory_free_bytes) == (96800 * MIB, 1087 * MIB)
@@ -108,8 +136,9 @@ def test_seed_csv(seed: Path, sqlite_url: str, opener: Opener) -> None:
     assert max(q.memory_used_bytes for q in got if isinstance(q, GpuSampled)) == 96800 * MIB
 
 
-def test_seed_csv_again_and_as_a_copy_stores_nothing(seed: Path, sqlite_url: str,
-                                                    tmp_path: Path, opener: Opener) -> None:
+def test_seed_csv_again_and_as_a_copy_stores_nothing(
+    seed: Path, sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
     assert json_report(run_cli(sqlite_url, seed, "--json"))["appended"] == 1208
     again = json_report(run_cli(sqlite_url, seed, "--json"))
     assert (again["read"], again["appended"]) == (0, 0)
@@ -138,51 +167,89 @@ def test_values_are_parsed(store_url: str, tmp_path: Path, opener: Opener) -> No
     assert [e.stream for e in events] == [f"{HOST}/gpu0", f"{HOST}/gpu1"]
     assert [e.time_us for e in events] == [us("2026-02-21T00:33:01.250+00:00")] * 2
     a, b = samples(store)
-    assert a == GpuSampled(origin="nvidia-smi", host=HOST, index=0, name="NVIDIA H200",
-                           memory_total_bytes=97887 * MIB, memory_used_bytes=1234 * MIB,
-                           memory_free_bytes=(97887 - 1234) * MIB, utilization_gpu_pct=12,
-                           utilization_memory_pct=3, temperature_c=41, power_w=135.4)
+    assert a == GpuSampled(
+        origin="nvidia-smi",
+        host=HOST,
+        index=0,
+        name="NVIDIA H200",
+        memory_total_bytes=97887 * MIB,
+        memory_used_bytes=1234 * MIB,
+        memory_free_bytes=(97887 - 1234) * MIB,
+        utilization_gpu_pct=12,
+        utilization_memory_pct=3,
+        temperature_c=41,
+        power_w=135.4,
+    )
     assert (b.index, b.memory_used_bytes, b.memory_free_bytes) == (1, 96800 * MIB, 1087 * MIB)
 
 
 def test_missing_values_are_none(store_url: str, tmp_path: Path, opener: Opener) -> None:
     store = opener(store_url)
-    csv = write_csv(tmp_path / "smi.csv", HEADER,
-                    row(1, 0, used=500, free="[N/A]", util="[Not Supported]",
-                        mem_util="[N/A]", temp="[N/A]", power="[Not Supported]"),
-                    row(1, 1, used=600, power="[Unknown Error]", util="N/A"))
+    csv = write_csv(
+        tmp_path / "smi.csv",
+        HEADER,
+        row(
+            1,
+            0,
+            used=500,
+            free="[N/A]",
+            util="[Not Supported]",
+            mem_util="[N/A]",
+            temp="[N/A]",
+            power="[Not Supported]",
+        ),
+        row(1, 1, used=600, power="[Unknown Error]", util="N/A"),
+    )
     report = ingest_nvidia_smi_file(store, csv, HOST)
     assert (report.appended, report.malformed_count) == (2, 0)
     a, b = samples(store)
-    assert (a.utilization_gpu_pct, a.utilization_memory_pct, a.temperature_c, a.power_w) == \
-        (None, None, None, None)
+    assert (a.utilization_gpu_pct, a.utilization_memory_pct, a.temperature_c, a.power_w) == (
+        None,
+        None,
+        None,
+        None,
+    )
     assert a.memory_free_bytes == (97887 - 500) * MIB  # derived from total - used
     assert (b.power_w, b.utilization_gpu_pct, b.temperature_c) == (None, None, 41)
 
 
 def test_nounits_variant(store_url: str, tmp_path: Path, opener: Opener) -> None:
     store = opener(store_url)
-    csv = write_csv(tmp_path / "nounits.csv",
-                    "timestamp, index, memory.total [MiB], memory.used [MiB], "
-                    "utilization.gpu [%], temperature.gpu, power.draw [W]",
-                    "2026/02/21 00:32:55.000, 0, 97887, 3, 0, 34, 85.00",
-                    "2026/02/21 00:32:55.000, 1, 97887, 42000, 97, 71, 599.12")
+    csv = write_csv(
+        tmp_path / "nounits.csv",
+        "timestamp, index, memory.total [MiB], memory.used [MiB], "
+        "utilization.gpu [%], temperature.gpu, power.draw [W]",
+        "2026/02/21 00:32:55.000, 0, 97887, 3, 0, 34, 85.00",
+        "2026/02/21 00:32:55.000, 1, 97887, 42000, 97, 71, 599.12",
+    )
     assert ingest_nvidia_smi_file(store, csv, HOST).appended == 2
     a, b = samples(store)
-    assert (a.memory_total_bytes, a.memory_used_bytes, a.memory_free_bytes) == \
-        (97887 * MIB, 3 * MIB, 97884 * MIB)
-    assert (b.memory_used_bytes, b.utilization_gpu_pct, b.temperature_c, b.power_w) == \
-        (42000 * MIB, 97, 71, 599.12)
+    assert (a.memory_total_bytes, a.memory_used_bytes, a.memory_free_bytes) == (
+        97887 * MIB,
+        3 * MIB,
+        97884 * MIB,
+    )
+    assert (b.memory_used_bytes, b.utilization_gpu_pct, b.temperature_c, b.power_w) == (
+        42000 * MIB,
+        97,
+        71,
+        599.12,
+    )
     assert a.name is None and a.uuid is None
 
 
 def test_repeated_header_mid_file(store_url: str, tmp_path: Path, opener: Opener) -> None:
     """nvidia-smi restarted with other columns appends a new header to the same log."""
     store = opener(store_url)
-    csv = write_csv(tmp_path / "smi.csv", HEADER, row(1, 0, used=100),
-                    HEADER, row(2, 0, used=200),
-                    "timestamp, index, memory.used [MiB], memory.total [MiB]",
-                    "2026/02/21 00:33:03.000, 0, 300 MiB, 97887 MiB")
+    csv = write_csv(
+        tmp_path / "smi.csv",
+        HEADER,
+        row(1, 0, used=100),
+        HEADER,
+        row(2, 0, used=200),
+        "timestamp, index, memory.used [MiB], memory.total [MiB]",
+        "2026/02/21 00:33:03.000, 0, 300 MiB, 97887 MiB",
+    )
     report = ingest_nvidia_smi_file(store, csv, HOST)
     assert (report.read, report.appended, report.malformed_count) == (3, 3, 0)
     got = samples(store)
@@ -190,8 +257,7 @@ def test_repeated_header_mid_file(store_url: str, tmp_path: Path, opener: Opener
     assert got[2].power_w is None and got[2].memory_total_bytes == 97887 * MIB
 
 
-def test_appended_rows_use_the_saved_header(store_url: str, tmp_path: Path,
-                                            opener: Opener) -> None:
+def test_appended_rows_use_the_saved_header(store_url: str, tmp_path: Path, opener: Opener) -> None:
     store = opener(store_url)
     csv = write_csv(tmp_path / "smi.csv", HEADER, row(1, 0, used=100))
     assert ingest_nvidia_smi_file(store, csv, HOST).appended == 1
@@ -206,22 +272,23 @@ def test_appended_rows_use_the_saved_header(store_url: str, tmp_path: Path,
 
 
 BAD = [
-    HEADER,                                                       # 1
-    row(1, 0, used=100),                                          # 2 good
-    "2026/02/21 00:33:01.250, 1, NVIDIA H200, 97887 MiB",         # 3 too few columns
-    row(1, 2, used=100) + ", extra",                              # 4 too many columns
-    row(1, 3, total="lots MiB"),                                  # 5 bad number
-    row(1, 4, used=100).replace("2026/02/21", "2026-02-21"),      # 6 bad timestamp
-    row(1, 5, used=100).replace(", 5, ", ", five, "),             # 7 bad index
-    row(1, 6, total="inf MiB"),                                   # 8 not finite
-    row(1, 7, total="1e30 MiB"),                                  # 9 beyond 64-bit bytes
-    "",                                                           # 10 blank: ignored
-    row(2, 0, used=200),                                          # 11 good
+    HEADER,  # 1
+    row(1, 0, used=100),  # 2 good
+    "2026/02/21 00:33:01.250, 1, NVIDIA H200, 97887 MiB",  # 3 too few columns
+    row(1, 2, used=100) + ", extra",  # 4 too many columns
+    row(1, 3, total="lots MiB"),  # 5 bad number
+    row(1, 4, used=100).replace("2026/02/21", "2026-02-21"),  # 6 bad timestamp
+    row(1, 5, used=100).replace(", 5, ", ", five, "),  # 7 bad index
+    row(1, 6, total="inf MiB"),  # 8 not finite
+    row(1, 7, total="1e30 MiB"),  # 9 beyond 64-bit bytes
+    "",  # 10 blank: ignored
+    row(2, 0, used=200),  # 11 good
 ]
 
 
-def test_malformed_rows_are_counted_good_rows_stored(store_url: str, tmp_path: Path,
-                                                     opener: Opener) -> None:
+def test_malformed_rows_are_counted_good_rows_stored(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     csv = write_csv(tmp_path / "bad.csv", *BAD)
     report = ingest_nvidia_smi_file(store, csv, HOST)
@@ -244,8 +311,7 @@ def test_cli_reports_malformed_lines(tmp_path: Path, sqlite_url: str) -> None:
     assert "  line 9: " in result.stderr
 
 
-def test_data_before_header_is_malformed(sqlite_url: str, tmp_path: Path,
-                                         opener: Opener) -> None:
+def test_data_before_header_is_malformed(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
     store = opener(sqlite_url)
     csv = write_csv(tmp_path / "noheader.csv", row(1, 0), HEADER, row(1, 1))
     report = ingest_nvidia_smi_file(store, csv, HOST)
@@ -269,13 +335,14 @@ def test_cli_strict_stores_nothing(sqlite_url: str, tmp_path: Path, opener: Open
 
 
 @pytest.mark.parametrize("bad_line", [3, 6, 9, 11])
-def test_strict_stores_nothing(store_url: str, tmp_path: Path, opener: Opener,
-                               bad_line: int) -> None:
+def test_strict_stores_nothing(
+    store_url: str, tmp_path: Path, opener: Opener, bad_line: int
+) -> None:
     """One bad line among good ones, early or late: nothing at all is written."""
     store = opener(store_url)
     good = [HEADER, *(row(s, i) for s in range(2) for i in range(5))]
     bad = BAD[bad_line - 1] if bad_line < 11 else row(1, 0, used=-1)  # 11: negative memory
-    lines = [*good[:bad_line - 1], bad, *good[bad_line - 1:]]
+    lines = [*good[: bad_line - 1], bad, *good[bad_line - 1 :]]
     csv = write_csv(tmp_path / "bad.csv", *lines)
     with pytest.raises(MalformedInputError, match=f"line {bad_line}:") as info:
         ingest_nvidia_smi_file(store, csv, HOST, strict=True)
@@ -291,8 +358,11 @@ def test_strict_accepts_a_clean_file(sqlite_url: str, tmp_path: Path, opener: Op
 
 
 def test_header_without_memory_used(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
-    csv = write_csv(tmp_path / "wrong.csv", "timestamp, index, memory.total [MiB], power.draw [W]",
-                    "2026/02/21 00:32:55.000, 0, 97887 MiB, 85.00 W")
+    csv = write_csv(
+        tmp_path / "wrong.csv",
+        "timestamp, index, memory.total [MiB], power.draw [W]",
+        "2026/02/21 00:32:55.000, 0, 97887 MiB, 85.00 W",
+    )
     result = run_cli(sqlite_url, csv)
     assert result.exit_code == 4
     assert result.stderr.count("\n") == 1
@@ -319,8 +389,9 @@ def test_timezone_shifts_times(store_url: str, tmp_path: Path, opener: Opener) -
 # -- idempotency -----------------------------------------------------------------------------
 
 
-def test_reingest_and_copy_store_nothing_new(store_url: str, tmp_path: Path,
-                                             opener: Opener) -> None:
+def test_reingest_and_copy_store_nothing_new(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     csv = write_csv(tmp_path / "smi.csv", HEADER, *(row(s, i) for s in range(3) for i in range(4)))
     first = ingest_nvidia_smi_file(store, csv, HOST)

@@ -54,8 +54,10 @@ def messages(store: EventStore) -> list[str | None]:
 
 
 def ingest_cli(db_url: str, path: Path, *extra: str) -> Result:
-    return CliRunner().invoke(cli, ["ingest", "text", str(path), "--service", SERVICE,
-                                    "--host", HOST, "--db", db_url, *extra])
+    return CliRunner().invoke(
+        cli,
+        ["ingest", "text", str(path), "--service", SERVICE, "--host", HOST, "--db", db_url, *extra],
+    )
 
 
 def cli_report(result: Result) -> dict[str, int]:
@@ -67,12 +69,17 @@ def cli_report(result: Result) -> dict[str, int]:
 # -- content-chained keys ------------------------------------------------------------------
 
 
-def test_cli_stores_each_line_once_and_appends_only_new_lines(sqlite_url: str, tmp_path: Path,
-                                                              opener: Opener) -> None:
+def test_cli_stores_each_line_once_and_appends_only_new_lines(
+    sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
     log = write(tmp_path / "vllm.log", b"first\nsecond\n\nthird\n")
     first = cli_report(ingest_cli(sqlite_url, log, "--json"))
-    assert (first["read"], first["appended"], first["duplicates"], first["malformed"]) == \
-        (3, 3, 0, 0)
+    assert (first["read"], first["appended"], first["duplicates"], first["malformed"]) == (
+        3,
+        3,
+        0,
+        0,
+    )
 
     again = cli_report(ingest_cli(sqlite_url, log, "--json"))
     assert (again["read"], again["appended"]) == (0, 0)
@@ -98,8 +105,13 @@ def test_cli_stores_each_line_once_and_appends_only_new_lines(sqlite_url: str, t
     assert [p.message for p in got] == ["first", "second", "third", "fourth", "fifth"]  # type: ignore[union-attr]
     p = got[0]
     assert isinstance(p, LogRecorded)
-    assert (p.origin, p.unit, p.host, p.path, p.line_no) == \
-        ("text", SERVICE, HOST, str(log.resolve()), 1)
+    assert (p.origin, p.unit, p.host, p.path, p.line_no) == (
+        "text",
+        SERVICE,
+        HOST,
+        str(log.resolve()),
+        1,
+    )
 
 
 def test_library_reingest_and_append(store_url: str, tmp_path: Path, opener: Opener) -> None:
@@ -117,7 +129,8 @@ def test_library_reingest_and_append(store_url: str, tmp_path: Path, opener: Ope
 
 
 def test_same_file_under_another_name_is_recognised_by_line_number(
-        store_url: str, tmp_path: Path, opener: Opener) -> None:
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     """Another name for the same file has no checkpoint of its own: everything is read again,
     and every line is found already stored."""
     store = opener(store_url)
@@ -130,8 +143,7 @@ def test_same_file_under_another_name_is_recognised_by_line_number(
     assert messages(store) == ["one", "two", "three"]
 
 
-def test_a_service_is_a_stream_of_its_own(sqlite_url: str, tmp_path: Path,
-                                          opener: Opener) -> None:
+def test_a_service_is_a_stream_of_its_own(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
     store = opener(sqlite_url)
     log = write(tmp_path / "x.log", b"hello\n")
     ingest_text_file(store, log, "a.service", HOST)
@@ -145,23 +157,33 @@ def test_a_service_is_a_stream_of_its_own(sqlite_url: str, tmp_path: Path,
 TIMED = [
     # (line, expected time as ISO, or None for "the line before's")
     (b"no timestamp before any other line", None),
-    (b"2026-02-21T00:32:58.123456789Z docker logs --timestamps",
-     "2026-02-21T00:32:58.123456+00:00"),
+    (
+        b"2026-02-21T00:32:58.123456789Z docker logs --timestamps",
+        "2026-02-21T00:32:58.123456+00:00",
+    ),
     (b"Traceback (most recent call last):", "2026-02-21T00:32:58.123456+00:00"),
     (b'  File "x.py", line 1, in <module>', "2026-02-21T00:32:58.123456+00:00"),
     (b"2026-02-21T02:33:00.5+02:00 iso with offset", "2026-02-21T00:33:00.500000+00:00"),
     (b"2026-02-20T19:33:01-0500 iso, offset without colon", "2026-02-21T00:33:01+00:00"),
     (b"2026-02-21 00:33:02,250 python logging", "2026-02-21T00:33:02.250000+00:00"),
     (b"Feb 21 00:33:03 node1 vllm[123]: journalctl short", "2026-02-21T00:33:03+00:00"),
-    (b"1771634004.654321 node1 vllm[123]: journalctl short-unix",
-     "2026-02-21T00:33:24.654321+00:00"),
+    (
+        b"1771634004.654321 node1 vllm[123]: journalctl short-unix",
+        "2026-02-21T00:33:24.654321+00:00",
+    ),
     (b"INFO 02-21 00:33:05 [api_server.py:1] vLLM", "2026-02-21T00:33:05+00:00"),
-    (b"(EngineCore_DP0 pid=227700) ERROR 02-21 00:33:06 [core.py:1] worker prefix",
-     "2026-02-21T00:33:06+00:00"),
-    (b"\x1b[0;36m(APIServer pid=227612)\x1b[0;0m INFO 02-21 00:33:07 [api_server.py:1885] colour",
-     "2026-02-21T00:33:07+00:00"),
-    (b"(VllmWorker rank=0 pid=123) WARNING 02-21 00:33:08 [w.py:1] rank and pid",
-     "2026-02-21T00:33:08+00:00"),
+    (
+        b"(EngineCore_DP0 pid=227700) ERROR 02-21 00:33:06 [core.py:1] worker prefix",
+        "2026-02-21T00:33:06+00:00",
+    ),
+    (
+        b"\x1b[0;36m(APIServer pid=227612)\x1b[0;0m INFO 02-21 00:33:07 [api_server.py:1885] colour",
+        "2026-02-21T00:33:07+00:00",
+    ),
+    (
+        b"(VllmWorker rank=0 pid=123) WARNING 02-21 00:33:08 [w.py:1] rank and pid",
+        "2026-02-21T00:33:08+00:00",
+    ),
     (b"INFO 02-30 00:33:09 [x.py:1] no such day", "2026-02-21T00:33:08+00:00"),
     (b"    at the end, untimed", "2026-02-21T00:33:08+00:00"),
 ]
@@ -176,29 +198,39 @@ def test_event_times_from_line_prefixes(store_url: str, tmp_path: Path, opener: 
     assert [e.time_us for e in events] == expected
 
 
-@pytest.mark.parametrize(("line", "iso"), [
-    (b"2026-02-21T00:32:58Z x", "2026-02-21T00:32:58+00:00"),
-    (b"2026-02-21T00:32:58.1Z x", "2026-02-21T00:32:58.100000+00:00"),
-    (b"2026-02-21T05:32:58+05:00 x", "2026-02-21T00:32:58+00:00"),
-    (b"2026-02-21T00:32:58 x", "2026-02-21T00:32:58+00:00"),
-    (b"Dec  1 23:59:59 h u: x", "2026-12-01T23:59:59+00:00"),
-    (b"Feb 21 00:32:58.250 h u: x", "2026-02-21T00:32:58.250000+00:00"),
-    (b"CRITICAL 12-31 23:59:59 [x.py:9] x", "2026-12-31T23:59:59+00:00"),
-])
+@pytest.mark.parametrize(
+    ("line", "iso"),
+    [
+        (b"2026-02-21T00:32:58Z x", "2026-02-21T00:32:58+00:00"),
+        (b"2026-02-21T00:32:58.1Z x", "2026-02-21T00:32:58.100000+00:00"),
+        (b"2026-02-21T05:32:58+05:00 x", "2026-02-21T00:32:58+00:00"),
+        (b"2026-02-21T00:32:58 x", "2026-02-21T00:32:58+00:00"),
+        (b"Dec  1 23:59:59 h u: x", "2026-12-01T23:59:59+00:00"),
+        (b"Feb 21 00:32:58.250 h u: x", "2026-02-21T00:32:58.250000+00:00"),
+        (b"CRITICAL 12-31 23:59:59 [x.py:9] x", "2026-12-31T23:59:59+00:00"),
+    ],
+)
 def test_line_time_us(line: bytes, iso: str) -> None:
     assert line_time_us(line, 2026) == us(iso)
 
 
-@pytest.mark.parametrize("line", [
-    b"no time here", b"2026-13-01T00:00:00Z month 13", b"Feb 30 00:00:00 h u: x",
-    b"INFO: 127.0.0.1:5000 - GET /health", b"177163397.123456 nine digits",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"no time here",
+        b"2026-13-01T00:00:00Z month 13",
+        b"Feb 30 00:00:00 h u: x",
+        b"INFO: 127.0.0.1:5000 - GET /health",
+        b"177163397.123456 nine digits",
+    ],
+)
 def test_line_time_us_none(line: bytes) -> None:
     assert line_time_us(line, 2026) is None
 
 
 def test_untimed_line_after_resume_takes_the_last_stored_lines_time(
-        store_url: str, tmp_path: Path, opener: Opener) -> None:
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     """The time a traceback line inherits survives a restart of the reader."""
     store = opener(store_url)
     log = write(tmp_path / "vllm.log", b"2026-02-21T00:00:01Z a\n2026-02-21T00:00:02Z b\n")
@@ -206,15 +238,18 @@ def test_untimed_line_after_resume_takes_the_last_stored_lines_time(
     write(log, b"  traceback line\n", mode="ab")
     ingest_text_file(store, log, SERVICE, HOST)
     assert [e.time_us for e in store.read()] == [
-        us("2026-02-21T00:00:01+00:00"), us("2026-02-21T00:00:02+00:00"),
-        us("2026-02-21T00:00:02+00:00")]
+        us("2026-02-21T00:00:01+00:00"),
+        us("2026-02-21T00:00:02+00:00"),
+        us("2026-02-21T00:00:02+00:00"),
+    ]
 
 
 # -- bytes that are not text -----------------------------------------------------------------
 
 
-def test_invalid_utf8_is_stored_with_the_raw_bytes(store_url: str, tmp_path: Path,
-                                                   opener: Opener) -> None:
+def test_invalid_utf8_is_stored_with_the_raw_bytes(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     raw_bad = b"bad \xff\xfe bytes \xc3("
     raw_nul = b"nul\x00inside"
@@ -226,13 +261,11 @@ def test_invalid_utf8_is_stored_with_the_raw_bytes(store_url: str, tmp_path: Pat
     assert bad.message == "bad \ufffd\ufffd bytes \ufffd("
     assert bad.message_b64 is not None and base64.b64decode(bad.message_b64) == raw_bad
     # the NUL line is stored, and its bytes can be recovered
-    stored = base64.b64decode(nul.message_b64) if nul.message_b64 else \
-        (nul.message or "").encode()
+    stored = base64.b64decode(nul.message_b64) if nul.message_b64 else (nul.message or "").encode()
     assert stored == raw_nul
 
 
-def test_nul_bytes_stay_in_the_message(sqlite_url: str, tmp_path: Path,
-                                       opener: Opener) -> None:
+def test_nul_bytes_stay_in_the_message(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
     """NUL is valid UTF-8: kept in the message (escaped in the stored JSON), no base64 copy."""
     store = opener(sqlite_url)
     log = write(tmp_path / "nul.log", b"nul\x00inside\n")
@@ -244,8 +277,9 @@ def test_nul_bytes_stay_in_the_message(sqlite_url: str, tmp_path: Path,
 # -- truncation and rotation -----------------------------------------------------------------
 
 
-def test_copytruncate_rewrite_is_stored_not_skipped(store_url: str, tmp_path: Path,
-                                                    opener: Opener) -> None:
+def test_copytruncate_rewrite_is_stored_not_skipped(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     log = write(tmp_path / "vllm.log", b"old 1\nold 2\nold 3\nold 4\n")
     assert ingest_text_file(store, log, SERVICE, HOST).appended == 4
@@ -269,8 +303,9 @@ def test_truncated_to_empty_then_written(store_url: str, tmp_path: Path, opener:
     assert messages(store) == ["a", "b", "c"]
 
 
-def test_rotation_by_rename_duplicates_nothing(store_url: str, tmp_path: Path,
-                                               opener: Opener) -> None:
+def test_rotation_by_rename_duplicates_nothing(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(store_url)
     log = tmp_path / "vllm.log"
     write(log, b"old 1\nold 2\nold 3\n")
@@ -285,8 +320,14 @@ def test_rotation_by_rename_duplicates_nothing(store_url: str, tmp_path: Path,
     r_old = ingest_text_file(store, rotated, SERVICE, HOST)
     assert (r_old.read, r_old.appended, r_old.duplicates) == (4, 1, 3)
     assert ingest_text_file(store, log, SERVICE, HOST).read == 0
-    assert sorted(m or "" for m in messages(store)) == \
-        ["new 1", "new 2", "old 1", "old 2", "old 3", "old 4"]
+    assert sorted(m or "" for m in messages(store)) == [
+        "new 1",
+        "new 2",
+        "old 1",
+        "old 2",
+        "old 3",
+        "old 4",
+    ]
 
 
 def test_cli_rotation(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
@@ -301,7 +342,8 @@ def test_cli_rotation(sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
 
 
 def test_new_file_on_a_reused_inode_is_not_taken_for_the_old_one(
-        sqlite_url: str, tmp_path: Path, opener: Opener) -> None:
+    sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(sqlite_url)
     old = write(tmp_path / "vllm.log.1", b"old 1\nold 2\n")
     ingest_text_file(store, old, SERVICE, HOST)
@@ -315,8 +357,9 @@ def test_new_file_on_a_reused_inode_is_not_taken_for_the_old_one(
     assert messages(store) == ["old 1", "old 2", "new 1", "new 2", "new 3"]
 
 
-def test_copytruncate_copy_is_not_stored_twice(sqlite_url: str, tmp_path: Path,
-                                               opener: Opener) -> None:
+def test_copytruncate_copy_is_not_stored_twice(
+    sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
     store = opener(sqlite_url)
     log = write(tmp_path / "vllm.log", b"a\nb\n")
     ingest_text_file(store, log, SERVICE, HOST)
@@ -366,14 +409,23 @@ def test_unfinished_last_line(store_url: str, tmp_path: Path, opener: Opener) ->
     assert (again.read, again.appended) == (3, 0)
 
 
-@pytest.mark.parametrize("command", [["text", "--service", "x"], ["nvidia-smi"],
-                                     ["gpu", "--replay"], ["journal", "--file"]])
+@pytest.mark.parametrize(
+    "command",
+    [["text", "--service", "x"], ["nvidia-smi"], ["gpu", "--replay"], ["journal", "--file"]],
+)
 def test_a_missing_file_creates_no_store(tmp_path: Path, command: list[str]) -> None:
     db = tmp_path / "never.db"
     args = ["ingest", *command, str(tmp_path / "missing.log"), "--db", f"sqlite:///{db}"]
     if command[0] == "text":
-        args = ["ingest", "text", str(tmp_path / "missing.log"), "--service", "x",
-                "--db", f"sqlite:///{db}"]
+        args = [
+            "ingest",
+            "text",
+            str(tmp_path / "missing.log"),
+            "--service",
+            "x",
+            "--db",
+            f"sqlite:///{db}",
+        ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 4, result.output
     assert result.output == f"Error: {tmp_path / 'missing.log'}: no such file\n"

@@ -35,22 +35,40 @@ def csv_row(second: int, index: int, used: int) -> bytes:
 
 
 def journal_line(i: int, message: str, unit: str = "vllm.service") -> bytes:
-    return orjson.dumps({
-        "__CURSOR": f"s=0123456789abcdef;i={i:x};b=feedface;m={i:x};t={i:x};x={i:x}",
-        "__REALTIME_TIMESTAMP": str(1_771_633_975_000_000 + i * 1000),
-        "__MONOTONIC_TIMESTAMP": str(9_000_000_000 + i * 1000),
-        "_BOOT_ID": "3f1c0a9e5b7d4c2a8e6f1b3d5a7c9e0f", "_HOSTNAME": "gpu-node-07",
-        "PRIORITY": "6", "MESSAGE": message, "_PID": "4242", "_COMM": "python3",
-        "SYSLOG_IDENTIFIER": "vllm", "_TRANSPORT": "stdout", "_SYSTEMD_UNIT": unit,
-    }) + b"\n"
+    return (
+        orjson.dumps(
+            {
+                "__CURSOR": f"s=0123456789abcdef;i={i:x};b=feedface;m={i:x};t={i:x};x={i:x}",
+                "__REALTIME_TIMESTAMP": str(1_771_633_975_000_000 + i * 1000),
+                "__MONOTONIC_TIMESTAMP": str(9_000_000_000 + i * 1000),
+                "_BOOT_ID": "3f1c0a9e5b7d4c2a8e6f1b3d5a7c9e0f",
+                "_HOSTNAME": "gpu-node-07",
+                "PRIORITY": "6",
+                "MESSAGE": message,
+                "_PID": "4242",
+                "_COMM": "python3",
+                "SYSLOG_IDENTIFIER": "vllm",
+                "_TRANSPORT": "stdout",
+                "_SYSTEMD_UNIT": unit,
+            }
+        )
+        + b"\n"
+    )
 
 
 def recording_tick(t: int, host: str = "rec-host") -> bytes:
-    samples = [GpuSampled(origin="nvml", host=host, index=i, memory_total_bytes=141 * 1024**3,
-                          memory_used_bytes=(t + 1) * 1024**3,
-                          memory_free_bytes=(140 - t) * 1024**3,
-                          processes=(GpuProcess(pid=7, used_bytes=1024**3, unit="v.service"),))
-               for i in range(2)]
+    samples = [
+        GpuSampled(
+            origin="nvml",
+            host=host,
+            index=i,
+            memory_total_bytes=141 * 1024**3,
+            memory_used_bytes=(t + 1) * 1024**3,
+            memory_free_bytes=(140 - t) * 1024**3,
+            processes=(GpuProcess(pid=7, used_bytes=1024**3, unit="v.service"),),
+        )
+        for i in range(2)
+    ]
     return recording_line(1_771_633_975_000_000 + t * 1_000_000, host, samples)
 
 
@@ -118,31 +136,38 @@ def watching(store: EventStore, folder: Path, **kwargs: object) -> Iterator[Fold
 # -- sniff and service_name ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "content", "kind"), [
-    ("j.jsonl", journal_line(1, "x"), "journal-json"),
-    ("weird-name", b"\n\n" + journal_line(1, "x"), "journal-json"),
-    ("cursor-only.json", b'{"__CURSOR": "s=1"}\n', "journal-json"),
-    ("rec.jsonl", recording_tick(0), "gpu-recording"),
-    ("smi.csv", CSV_HEADER + csv_row(1, 0, 5), "nvidia-smi"),
-    ("smi.log", b"index, timestamp, memory.used [MiB], memory.total [MiB]\n", "nvidia-smi"),
-    ("nounits.csv", b"timestamp, index, memory.total [MiB], memory.used [MiB]\n", "nvidia-smi"),
-    ("vllm.log", b"INFO 02-21 00:32:58 [x.py:1] hello\n", "text"),
-    ("other.json", b'{"level": "info", "msg": "structured but not journald"}\n', "text"),
-    ("broken.json", b'{"__CURSOR": \n', "text"),
-    ("list.json", b"[1, 2]\n", "text"),
-    ("timestamps.txt", b"timestamp of nothing\n", "text"),
-    ("empty.log", b"", None),
-    ("blank.log", b"\n  \n\n", None),
-    (".hidden.log", b"hello\n", None),
-    ("vllm.log.1.gz", b"hello\n", None),
-    ("x.swp", b"hello\n", None),
-    ("events.journal", b"LPKSHHRH\x00", None),
-    ("events.db", b"SQLite format 3\x00\x10\x00\x02\x02\n", None),
-    ("events.db-wal", b"7\x7f\x06\x82\n", None),
-    ("events.db-shm", b"\x18\xe2-\x00\n", None),
-    ("half.jsonl", b'{"__REALTIME_TIMESTAMP": "1", "MESS', None),  # first line still being written
-    ("huge.log", b"x" * (2 << 20), "text"),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "kind"),
+    [
+        ("j.jsonl", journal_line(1, "x"), "journal-json"),
+        ("weird-name", b"\n\n" + journal_line(1, "x"), "journal-json"),
+        ("cursor-only.json", b'{"__CURSOR": "s=1"}\n', "journal-json"),
+        ("rec.jsonl", recording_tick(0), "gpu-recording"),
+        ("smi.csv", CSV_HEADER + csv_row(1, 0, 5), "nvidia-smi"),
+        ("smi.log", b"index, timestamp, memory.used [MiB], memory.total [MiB]\n", "nvidia-smi"),
+        ("nounits.csv", b"timestamp, index, memory.total [MiB], memory.used [MiB]\n", "nvidia-smi"),
+        ("vllm.log", b"INFO 02-21 00:32:58 [x.py:1] hello\n", "text"),
+        ("other.json", b'{"level": "info", "msg": "structured but not journald"}\n', "text"),
+        ("broken.json", b'{"__CURSOR": \n', "text"),
+        ("list.json", b"[1, 2]\n", "text"),
+        ("timestamps.txt", b"timestamp of nothing\n", "text"),
+        ("empty.log", b"", None),
+        ("blank.log", b"\n  \n\n", None),
+        (".hidden.log", b"hello\n", None),
+        ("vllm.log.1.gz", b"hello\n", None),
+        ("x.swp", b"hello\n", None),
+        ("events.journal", b"LPKSHHRH\x00", None),
+        ("events.db", b"SQLite format 3\x00\x10\x00\x02\x02\n", None),
+        ("events.db-wal", b"7\x7f\x06\x82\n", None),
+        ("events.db-shm", b"\x18\xe2-\x00\n", None),
+        (
+            "half.jsonl",
+            b'{"__REALTIME_TIMESTAMP": "1", "MESS',
+            None,
+        ),  # first line still being written
+        ("huge.log", b"x" * (2 << 20), "text"),
+    ],
+)
 def test_sniff(tmp_path: Path, name: str, content: bytes, kind: str | None) -> None:
     path = tmp_path / name
     path.write_bytes(content)
@@ -153,18 +178,21 @@ def test_sniff_missing_file(tmp_path: Path) -> None:
     assert sniff(tmp_path / "gone.log") is None
 
 
-@pytest.mark.parametrize(("name", "service"), [
-    ("vllm.log", "vllm"),
-    ("vllm-llama.log.1", "vllm-llama"),
-    ("vllm-llama.log.2.1", "vllm-llama"),
-    ("vllm-minimax-m25.service.log", "vllm-minimax-m25.service"),
-    ("server.out", "server"),
-    ("server.err.3", "server"),
-    ("gpu.csv", "gpu"),
-    ("plain", "plain"),
-    ("app.conf", "app.conf"),
-    (".log", ".log"),
-])
+@pytest.mark.parametrize(
+    ("name", "service"),
+    [
+        ("vllm.log", "vllm"),
+        ("vllm-llama.log.1", "vllm-llama"),
+        ("vllm-llama.log.2.1", "vllm-llama"),
+        ("vllm-minimax-m25.service.log", "vllm-minimax-m25.service"),
+        ("server.out", "server"),
+        ("server.err.3", "server"),
+        ("gpu.csv", "gpu"),
+        ("plain", "plain"),
+        ("app.conf", "app.conf"),
+        (".log", ".log"),
+    ],
+)
 def test_service_name(name: str, service: str) -> None:
     assert service_name(Path("/var/log") / name) == service
 
@@ -190,10 +218,10 @@ def test_new_files_of_each_kind_are_ingested(store: EventStore, folder: Path) ->
     assert watcher.stats.errors == []
     assert texts(store, "gpu-node-07/vllm.service") == ["started", "up"]
     assert texts(store, f"{HOST}/server") == ["one", "two", "three"]
-    smi = [e.payload for e in store.read(EventFilter(type="gpu.sampled"))
-           if e.stream.startswith(HOST)]
-    assert [p.memory_used_bytes for p in smi if isinstance(p, GpuSampled)] == \
-        [100 * MIB, 200 * MIB]
+    smi = [
+        e.payload for e in store.read(EventFilter(type="gpu.sampled")) if e.stream.startswith(HOST)
+    ]
+    assert [p.memory_used_bytes for p in smi if isinstance(p, GpuSampled)] == [100 * MIB, 200 * MIB]
     assert all(isinstance(p, GpuSampled) and p.origin == "nvidia-smi" for p in smi)
     rec = [e for e in store.read() if e.stream.startswith("rec-host/")]
     assert [e.stream for e in rec] == ["rec-host/gpu0", "rec-host/gpu1"] * 2
@@ -265,8 +293,15 @@ def test_rotation_by_rename(store: EventStore, folder: Path) -> None:
         wait_for("the new file growing", lambda: count(store) == 7)
     # read both files once more from wherever their checkpoints are: nothing new
     watcher.scan()
-    assert sorted(m or "" for m in texts(store, stream)) == \
-        ["new 1", "new 2", "new 3", "old 1", "old 2", "old 3", "old 4"]
+    assert sorted(m or "" for m in texts(store, stream)) == [
+        "new 1",
+        "new 2",
+        "new 3",
+        "old 1",
+        "old 2",
+        "old 3",
+        "old 4",
+    ]
     assert watcher.stats.errors == []
 
 
@@ -303,8 +338,9 @@ def test_copytruncate_with_the_copy_in_the_folder(store: EventStore, folder: Pat
 def test_a_bad_file_does_not_stop_the_watcher(store: EventStore, folder: Path) -> None:
     errors: list[str] = []
     with watching(store, folder, on_error=lambda p, m: errors.append(m)) as watcher:
-        (folder / "wrong.csv").write_bytes(b"timestamp, index, memory.total [MiB]\n"
-                                           b"2026/02/21 00:33:01.000, 0, 97887 MiB\n")
+        (folder / "wrong.csv").write_bytes(
+            b"timestamp, index, memory.total [MiB]\n2026/02/21 00:33:01.000, 0, 97887 MiB\n"
+        )
         wait_for("the error", lambda: bool(errors))
         (folder / "fine.log").write_bytes(b"still watching\n")
         wait_for("the next file", lambda: count(store) == 1)
@@ -313,8 +349,7 @@ def test_a_bad_file_does_not_stop_the_watcher(store: EventStore, folder: Path) -
     assert texts(store, f"{HOST}/fine") == ["still watching"]
 
 
-def test_a_store_in_the_watched_folder_is_not_read_as_a_log(tmp_path: Path,
-                                                             opener: Opener) -> None:
+def test_a_store_in_the_watched_folder_is_not_read_as_a_log(tmp_path: Path, opener: Opener) -> None:
     """Read as text, the store's own files would grow with every batch stored from them."""
     folder = tmp_path.resolve()
     store = opener(f"sqlite:///{folder / 'events.db'}")
@@ -346,9 +381,11 @@ def test_files_in_subfolders_are_ignored(store: EventStore, folder: Path) -> Non
 def test_cli_watch_until_sigterm(sqlite_url: str, opener: Opener, folder: Path) -> None:
     store = opener(sqlite_url)  # created (migrated) before the watcher opens it
     (folder / "vllm.log").write_bytes(b"one\ntwo\n")
-    proc = subprocess.Popen(advisor_argv("ingest", "watch", str(folder), "--db", sqlite_url,
-                                         "--host", HOST),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        advisor_argv("ingest", "watch", str(folder), "--db", sqlite_url, "--host", HOST),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for("the file there at start", lambda: count(store) == 2)
         append(folder / "vllm.log", b"three\n")
@@ -373,8 +410,12 @@ def test_cli_watch_needs_a_folder(tmp_path: Path, sqlite_url: str) -> None:
     log = tmp_path / "x.log"
     log.write_bytes(b"x\n")
     for target in (tmp_path / "missing", log):
-        proc = subprocess.run(advisor_argv("ingest", "watch", str(target), "--db", sqlite_url),
-                              capture_output=True, timeout=60, check=False,
-                              env={**os.environ})
+        proc = subprocess.run(
+            advisor_argv("ingest", "watch", str(target), "--db", sqlite_url),
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env={**os.environ},
+        )
         assert proc.returncode == 2
         assert b"FOLDER" in proc.stderr

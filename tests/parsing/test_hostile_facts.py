@@ -47,7 +47,7 @@ from tests.journal_fixtures import BOOT, json_line
 HOST = "gpu-node-07"
 UNIT = "hostile.service"
 SEED_UNIT = "vllm-minimax-m25.service"
-T0 = 1_771_633_000_000_000   # before the seed scenario's first line
+T0 = 1_771_633_000_000_000  # before the seed scenario's first line
 INVOCATION = "00000000000000000000000000000bad"
 BIG = "99999999999999999999999999999"
 HUGE = "9" * 300
@@ -84,17 +84,25 @@ _MESSAGE_TEMPLATES: tuple[str, ...] = (
     "NVRM: Xid (PCI:0000:17:00): {n}, pid=1234, name=python3",
     "vocab size: {n}",
     "Receive: obj=GenerateReqInput(text='vocab size: {n} max_num_seqs={n}')",
-    *(f"non-default args: {{'model': 'm', '{alias}': {{n}}}}" for alias in sorted(_ALIAS)
-      if _ALIAS[alias] in NUMBER_DOMAINS),
-    *(f"vllm serve m {flag} {{n}}" for flag in sorted(_FLAG_ALIAS)
-      if _FLAG_ALIAS[flag] in NUMBER_DOMAINS),
+    *(
+        f"non-default args: {{'model': 'm', '{alias}': {{n}}}}"
+        for alias in sorted(_ALIAS)
+        if _ALIAS[alias] in NUMBER_DOMAINS
+    ),
+    *(
+        f"vllm serve m {flag} {{n}}"
+        for flag in sorted(_FLAG_ALIAS)
+        if _FLAG_ALIAS[flag] in NUMBER_DOMAINS
+    ),
 )
 _SYSTEMD_TEMPLATES: tuple[str, ...] = (
     UNIT + ": Main process exited, code=exited, status={n}/FAILURE",
     UNIT + ": Scheduled restart job, restart counter is at {n}.",
 )
-TEMPLATES = (*[("vllm", t) for t in _MESSAGE_TEMPLATES],
-             *[("systemd", t) for t in _SYSTEMD_TEMPLATES])
+TEMPLATES = (
+    *[("vllm", t) for t in _MESSAGE_TEMPLATES],
+    *[("systemd", t) for t in _SYSTEMD_TEMPLATES],
+)
 
 
 def test_the_templates_reach_every_number_a_parser_reads() -> None:
@@ -107,25 +115,49 @@ def test_the_templates_reach_every_number_a_parser_reads() -> None:
         seen |= set(got.facts) & set(NUMBER_DOMAINS)
     for pattern in _NUMBERS:
         if set(pattern.regex.groupindex) & set(NUMBER_DOMAINS):
-            assert any(pattern.cue in t and pattern.regex.search(t.replace("{n}", "1"))
-                       for _, t in TEMPLATES), pattern.regex.pattern
+            assert any(
+                pattern.cue in t and pattern.regex.search(t.replace("{n}", "1"))
+                for _, t in TEMPLATES
+            ), pattern.regex.pattern
     assert seen == set(NUMBER_DOMAINS) - {"facts_dropped"}, set(NUMBER_DOMAINS) - seen
 
 
 # ------------------------------------------------------------------ the parse functions
-HOSTILE_VALUES = ("99999999999999999999999999999", HUGE, "1" + "0" * 400, "-1", "-5", "inf",
-                  "-inf", "nan", "NaN", "1e309", "1e99999", "١٢٣", "٣٫٥", "１２", "", "0x10",
-                  "1_000", "9223372036854775808", "18446744073709551616", "1e-400", ".",
-                  "1,,,,", "Infinity")
+HOSTILE_VALUES = (
+    "99999999999999999999999999999",
+    HUGE,
+    "1" + "0" * 400,
+    "-1",
+    "-5",
+    "inf",
+    "-inf",
+    "nan",
+    "NaN",
+    "1e309",
+    "1e99999",
+    "١٢٣",
+    "٣٫٥",
+    "１２",
+    "",
+    "0x10",
+    "1_000",
+    "9223372036854775808",
+    "18446744073709551616",
+    "1e-400",
+    ".",
+    "1,,,,",
+    "Infinity",
+)
 
 
 def _hostile_value() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(HOSTILE_VALUES),
-        st.integers(min_value=2 ** 63, max_value=10 ** 400).map(str),
+        st.integers(min_value=2**63, max_value=10**400).map(str),
         st.integers(max_value=-1).map(str),
         st.floats(allow_nan=True, allow_infinity=True).map(repr),
-        st.text(alphabet="0123456789.,-+e١٢٣٤٥٦٧٨٩٠", min_size=0, max_size=60))
+        st.text(alphabet="0123456789.,-+e١٢٣٤٥٦٧٨٩٠", min_size=0, max_size=60),
+    )
 
 
 def _assert_sane(got: Any) -> None:
@@ -139,8 +171,9 @@ def _assert_sane(got: Any) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(template=st.sampled_from(TEMPLATES), value=_hostile_value())
-def test_hostile_numbers_in_every_pattern_never_become_facts(template: tuple[str, str],
-                                                              value: str) -> None:
+def test_hostile_numbers_in_every_pattern_never_become_facts(
+    template: tuple[str, str], value: str
+) -> None:
     engine, text = template
     got = read_facts(text.replace("{n}", value), engine)
     _assert_sane(got)
@@ -157,10 +190,13 @@ def test_a_number_outside_its_domain_is_dropped_and_counted(template: tuple[str,
 
 
 def test_dropped_numbers_are_counted_in_the_runs_facts() -> None:
-    lines = lines_from_texts([
-        "INFO 02-21 00:32:58 [utils.py:328] non-default args: {'model': 'm', "
-        f"'max_num_seqs': {BIG}, 'max_model_len': 4096}}",
-        f"vocab size: {HUGE}"])
+    lines = lines_from_texts(
+        [
+            "INFO 02-21 00:32:58 [utils.py:328] non-default args: {'model': 'm', "
+            f"'max_num_seqs': {BIG}, 'max_model_len': 4096}}",
+            f"vocab size: {HUGE}",
+        ]
+    )
     parsed = parse(lines)
     (run,) = segment(parsed)
     assert run.facts_dropped == 2
@@ -170,49 +206,82 @@ def test_dropped_numbers_are_counted_in_the_runs_facts() -> None:
 def test_kernel_pid_of_thousands_of_digits_does_not_stop_classify(tmp_path: Path) -> None:
     """A kernel line joins the run of the pid it names; one of 5000 digits names none (int()
     of it raised: more than 4300 digits)."""
+
     def entry(i: int, message: str, unit: str | None) -> bytes:
-        fields = [("__REALTIME_TIMESTAMP", str(T0 + i)), ("_HOSTNAME", HOST),
-                  ("MESSAGE", message), ("__CURSOR", f"c{i}")]
-        fields += [("_SYSTEMD_UNIT", unit), ("_TRANSPORT", "stdout")] if unit else \
-            [("_TRANSPORT", "kernel"), ("SYSLOG_IDENTIFIER", "kernel")]
+        fields = [
+            ("__REALTIME_TIMESTAMP", str(T0 + i)),
+            ("_HOSTNAME", HOST),
+            ("MESSAGE", message),
+            ("__CURSOR", f"c{i}"),
+        ]
+        fields += (
+            [("_SYSTEMD_UNIT", unit), ("_TRANSPORT", "stdout")]
+            if unit
+            else [("_TRANSPORT", "kernel"), ("SYSLOG_IDENTIFIER", "kernel")]
+        )
         return json_line(fields)
 
     log = tmp_path / "journal.jsonl"
-    log.write_bytes(entry(1, "INFO 02-21 00:32:58 [api_server.py:1] vLLM API server version 1",
-                          "a.service")
-                    + entry(2, "INFO 02-21 00:32:58 [api_server.py:1] vLLM API server version 1",
-                            "b.service")
-                    + entry(3, f"Out of memory: Killed process {'9' * 5000} (python3)", None))
+    log.write_bytes(
+        entry(1, "INFO 02-21 00:32:58 [api_server.py:1] vLLM API server version 1", "a.service")
+        + entry(2, "INFO 02-21 00:32:58 [api_server.py:1] vLLM API server version 1", "b.service")
+        + entry(3, f"Out of memory: Killed process {'9' * 5000} (python3)", None)
+    )
     result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.output)["runs"]) == 2
 
 
 # ------------------------------------------------------------------ journals
-def _field_lines(i: int, message: str, *, systemd: bool, t: int | None = None,
-                 invocation: str = INVOCATION) -> list[tuple[str, str]]:
-    fields = [("__REALTIME_TIMESTAMP", str(T0 + i * 1000 if t is None else t)),
-              ("_BOOT_ID", BOOT), ("_HOSTNAME", HOST), ("PRIORITY", "6"), ("MESSAGE", message),
-              ("__CURSOR", f"s=hostile;i={i:x}")]
+def _field_lines(
+    i: int, message: str, *, systemd: bool, t: int | None = None, invocation: str = INVOCATION
+) -> list[tuple[str, str]]:
+    fields = [
+        ("__REALTIME_TIMESTAMP", str(T0 + i * 1000 if t is None else t)),
+        ("_BOOT_ID", BOOT),
+        ("_HOSTNAME", HOST),
+        ("PRIORITY", "6"),
+        ("MESSAGE", message),
+        ("__CURSOR", f"s=hostile;i={i:x}"),
+    ]
     if systemd:
-        return [*fields, ("_PID", "1"), ("_COMM", "systemd"), ("SYSLOG_IDENTIFIER", "systemd"),
-                ("_TRANSPORT", "journal"), ("UNIT", UNIT), ("_SYSTEMD_UNIT", "init.scope"),
-                ("INVOCATION_ID", invocation)]
-    return [*fields, ("_PID", "4242"), ("SYSLOG_IDENTIFIER", "vllm"), ("_TRANSPORT", "stdout"),
-            ("_SYSTEMD_UNIT", UNIT), ("_SYSTEMD_INVOCATION_ID", invocation)]
+        return [
+            *fields,
+            ("_PID", "1"),
+            ("_COMM", "systemd"),
+            ("SYSLOG_IDENTIFIER", "systemd"),
+            ("_TRANSPORT", "journal"),
+            ("UNIT", UNIT),
+            ("_SYSTEMD_UNIT", "init.scope"),
+            ("INVOCATION_ID", invocation),
+        ]
+    return [
+        *fields,
+        ("_PID", "4242"),
+        ("SYSLOG_IDENTIFIER", "vllm"),
+        ("_TRANSPORT", "stdout"),
+        ("_SYSTEMD_UNIT", UNIT),
+        ("_SYSTEMD_INVOCATION_ID", invocation),
+    ]
 
 
 def _hostile_run(lines: list[str]) -> list[bytes]:
     """A run of UNIT that states `lines` and dies: systemd's start, the lines, its end."""
-    out = [_field_lines(0, f"Starting {UNIT} - hostile...", systemd=True),
-           _field_lines(1, f"Started {UNIT} - hostile.", systemd=True)]
+    out = [
+        _field_lines(0, f"Starting {UNIT} - hostile...", systemd=True),
+        _field_lines(1, f"Started {UNIT} - hostile.", systemd=True),
+    ]
     out += [_field_lines(2 + i, line, systemd=False) for i, line in enumerate(lines)]
     n = len(out)
-    out += [_field_lines(n, f"{UNIT}: Main process exited, code=exited, status={BIG}/FAILURE",
-                         systemd=True),
-            _field_lines(n + 1, f"{UNIT}: Failed with result 'exit-code'.", systemd=True),
-            _field_lines(n + 2, f"{UNIT}: Scheduled restart job, restart counter is at {HUGE}.",
-                         systemd=True)]
+    out += [
+        _field_lines(
+            n, f"{UNIT}: Main process exited, code=exited, status={BIG}/FAILURE", systemd=True
+        ),
+        _field_lines(n + 1, f"{UNIT}: Failed with result 'exit-code'.", systemd=True),
+        _field_lines(
+            n + 2, f"{UNIT}: Scheduled restart job, restart counter is at {HUGE}.", systemd=True
+        ),
+    ]
     return [json_line(f) for f in out]
 
 
@@ -235,15 +304,16 @@ HOSTILE_LINES = [
 def _unusable_events(*, nul: bool) -> list[bytes]:
     """Journal entries that reach the store but not a projection row: a time past the year
     9999 (no run id can name it), an invocation id with a NUL in it."""
-    far = json_line(_field_lines(900, "a line from the far future", systemd=False,
-                                 t=999_999_999_999_999_999))
-    forged = json_line(_field_lines(901, "a forged invocation", systemd=False,
-                                    invocation="ab\x00cd"))
+    far = json_line(
+        _field_lines(900, "a line from the far future", systemd=False, t=999_999_999_999_999_999)
+    )
+    forged = json_line(
+        _field_lines(901, "a forged invocation", systemd=False, invocation="ab\x00cd")
+    )
     return [far, forged] if nul else [far]
 
 
-def hostile_journal(path: Path, seed_journal: Path, *, host: str = HOST,
-                    nul: bool = True) -> Path:
+def hostile_journal(path: Path, seed_journal: Path, *, host: str = HOST, nul: bool = True) -> Path:
     """The hostile unit's run, the unusable entries, then the seed scenario (another unit's
     sampler-OOM crash, then a wedged stop)."""
     lines = [*_hostile_run(HOSTILE_LINES), *_unusable_events(nul=nul)]
@@ -258,11 +328,24 @@ def _labels(store: EventStore, unit: str) -> list[str | None]:
 
 def _hostile_gpu_sample(store: EventStore, time_us: int) -> None:
     """An NVML sample whose memory size passes validation but no BIGINT column holds."""
-    store.append([NewEvent(stream=f"{HOST}/gpu0", time_us=time_us, source="test-nvml", key=1,
-                           payload=GpuSampled(origin="nvml", host=HOST, index=0,
-                                              memory_total_bytes=2 ** 63 + 5,
-                                              memory_used_bytes=2 ** 63 + 1,
-                                              memory_free_bytes=0))])
+    store.append(
+        [
+            NewEvent(
+                stream=f"{HOST}/gpu0",
+                time_us=time_us,
+                source="test-nvml",
+                key=1,
+                payload=GpuSampled(
+                    origin="nvml",
+                    host=HOST,
+                    index=0,
+                    memory_total_bytes=2**63 + 5,
+                    memory_used_bytes=2**63 + 1,
+                    memory_free_bytes=0,
+                ),
+            )
+        ]
+    )
 
 
 def _assert_seed_crash_diagnosed(store: EventStore) -> None:
@@ -274,12 +357,13 @@ def _assert_seed_crash_diagnosed(store: EventStore) -> None:
 
 # ------------------------------------------------------------------ on the host
 def test_hostile_lines_do_not_stop_ingest_diagnose_rebuild(
-        tmp_path: Path, seed_journal: Path, store_url: str,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, seed_journal: Path, store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     journal = hostile_journal(tmp_path / "hostile.jsonl", seed_journal)
     runner = CliRunner()
-    result = runner.invoke(cli, ["ingest", "journal", "--file", str(journal), "--json",
-                                 "--db", store_url])
+    result = runner.invoke(
+        cli, ["ingest", "journal", "--file", str(journal), "--json", "--db", store_url]
+    )
     assert result.exit_code == 0, result.output
     store = opener(store_url)
     _assert_seed_crash_diagnosed(store)
@@ -305,12 +389,15 @@ def test_hostile_lines_do_not_stop_ingest_diagnose_rebuild(
     assert status["skipped"] == {"fold": 2, "diagnosis": 0}
     assert "skipped:" in runner.invoke(cli, ["status", "--db", store_url]).output
     verify = runner.invoke(cli, ["verify", "--json", "--db", store_url])
-    assert verify.exit_code == 0 and json.loads(verify.output)["skipped"] == \
-        {"fold": 2, "diagnosis": 0}
+    assert verify.exit_code == 0 and json.loads(verify.output)["skipped"] == {
+        "fold": 2,
+        "diagnosis": 0,
+    }
 
 
 def test_an_event_no_column_holds_is_skipped_and_later_events_fold(
-        sqlite_url: str, seed_journal: Path, opener: Callable[[str], EventStore]) -> None:
+    sqlite_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
     store = opener(sqlite_url)
     _hostile_gpu_sample(store, T0)
     ingest_json_file(store, seed_journal)
@@ -321,13 +408,17 @@ def test_an_event_no_column_holds_is_skipped_and_later_events_fold(
     assert (skip["stage"], skip["seq"]) == ("fold", 1) and "2**63" in skip["reason"]
 
 
-@pytest.mark.parametrize("type_, body", [
-    ("gpu.throttled", b'{"type": "gpu.throttled", "gpu": 0}'),   # a newer advisor's type
-    ("log.recorded", b"not json {"),                              # an altered payload
-], ids=["unknown-type", "not-json"])
+@pytest.mark.parametrize(
+    "type_, body",
+    [
+        ("gpu.throttled", b'{"type": "gpu.throttled", "gpu": 0}'),  # a newer advisor's type
+        ("log.recorded", b"not json {"),  # an altered payload
+    ],
+    ids=["unknown-type", "not-json"],
+)
 def test_an_event_whose_payload_cannot_be_read_is_skipped_and_later_events_fold(
-        store_url: str, seed_journal: Path, opener: Callable[[str], EventStore],
-        type_: str, body: bytes) -> None:
+    store_url: str, seed_journal: Path, opener: Callable[[str], EventStore], type_: str, body: bytes
+) -> None:
     """What a newer host ships to an older central store (or an altered row): the fold skips
     it, records it once, and folds and diagnoses what comes after."""
     store = opener(store_url)
@@ -343,8 +434,12 @@ def test_an_event_whose_payload_cannot_be_read_is_skipped_and_later_events_fold(
 
 
 def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diagnosed(
-        store_url: str, tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    store_url: str,
+    tmp_path: Path,
+    seed_journal: Path,
+    opener: Callable[[str], EventStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The diagnoser's guard: a bug that one run trips is recorded, the run is labelled
     `unknown` (never acted on, no longer pending), and the other unit's crash after it is
     still diagnosed; a second pass records nothing again."""
@@ -365,8 +460,11 @@ def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diag
     assert [r["label"] for r in hostile_runs] == ["unknown"]
     diagnosis = [s for s in skipped_events(store) if s["stage"] == "diagnosis"]
     assert [(s["run_id"], s["reason"]) for s in diagnosis] == [
-        (hostile_runs[0]["run_id"],
-         "OverflowError: cannot convert float infinity to integer second line")]
+        (
+            hostile_runs[0]["run_id"],
+            "OverflowError: cannot convert float infinity to integer second line",
+        )
+    ]
     Processor(store).run(final=True)
     Projector(store).rebuild()
     assert count_skipped(store)["diagnosis"] == 1
@@ -376,7 +474,8 @@ def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diag
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(template=st.sampled_from(TEMPLATES), value=_hostile_value())
 def test_any_hostile_number_then_another_units_crash_is_diagnosed(
-        template: tuple[str, str], value: str) -> None:
+    template: tuple[str, str], value: str
+) -> None:
     seed = Path(__file__).parents[1] / "fixtures" / "seed-minimax-m25.journal.jsonl"
     engine, text = template
     line = text.replace("{n}", value)
@@ -403,8 +502,8 @@ def test_any_hostile_number_then_another_units_crash_is_diagnosed(
 
 # ------------------------------------------------------------------ on the central store
 def test_central_store_folds_what_hosts_ship_hostile_lines_and_all(
-        tmp_path: Path, seed_journal: Path, store_url: str,
-        opener: Callable[[str], EventStore]) -> None:
+    tmp_path: Path, seed_journal: Path, store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     """Two hosts with the hostile journal (and a GPU sample no column holds) ship into one
     central store: its fold skips what it cannot use, records that, and has every host's
     incidents, the seed crash's among them."""
@@ -414,13 +513,16 @@ def test_central_store_folds_what_hosts_ship_hostile_lines_and_all(
         local = opener(f"sqlite:///{tmp_path / host}.db")
         if host == HOST:
             _hostile_gpu_sample(local, T0)
-        ingest_json_file(local, hostile_journal(tmp_path / f"{host}.jsonl", seed_journal,
-                                                host=host, nul=True))
+        ingest_json_file(
+            local, hostile_journal(tmp_path / f"{host}.jsonl", seed_journal, host=host, nul=True)
+        )
         Processor(local).run(final=True)
         ship(local, central, host)
     for host in hosts:
-        assert [r["label"] for r in read_rows(central, "incidents", unit=SEED_UNIT, host=host)] \
-            == ["sampler_warmup_oom", "wedged_stop"]
+        assert [r["label"] for r in read_rows(central, "incidents", unit=SEED_UNIT, host=host)] == [
+            "sampler_warmup_oom",
+            "wedged_stop",
+        ]
         # The hostile unit died warming up its sampler too: its incident has no hostile number.
         (hostile,) = read_rows(central, "incidents", unit=UNIT, host=host)
         facts = json.loads(hostile["facts"])
@@ -429,8 +531,10 @@ def test_central_store_folds_what_hosts_ship_hostile_lines_and_all(
     # line and NUL invocation id, the GPU sample); the hosts' own records of the same skips
     # came with the rest.
     skipped = skipped_events(central)
-    assert sorted(s["source"] for s in skipped) == \
-        ["pipeline"] * 5 + ["ship:gpu-node-07"] * 3 + ["ship:gpu-node-08"] * 2
+    assert (
+        sorted(s["source"] for s in skipped)
+        == ["pipeline"] * 5 + ["ship:gpu-node-07"] * 3 + ["ship:gpu-node-08"] * 2
+    )
     assert count_skipped(central) == {"fold": 10, "diagnosis": 0}
     Projector(central).rebuild()
     assert count_skipped(central) == {"fold": 10, "diagnosis": 0}
@@ -443,6 +547,6 @@ def test_domains_are_sane() -> None:
     """Every numeric fact has a domain that a BIGINT and a JSON number hold."""
     for key, (low, high) in NUMBER_DOMAINS.items():
         assert FACT_TYPES[key] in (int, float)
-        assert -(2 ** 63) <= low <= high <= 2 ** 63 - 1 and math.isfinite(high)
+        assert -(2**63) <= low <= high <= 2**63 - 1 and math.isfinite(high)
     assert facts_module.convert("max_num_seqs", BIG) is None
     assert facts_module.convert("max_num_seqs", "1,024") == 1024

@@ -19,16 +19,17 @@ from advisor.store import EventFilter, EventStore, open_store
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
 WEDGE_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
-ALL = ('["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", '
-       '"reset_failed", "restart"]')
+ALL = (
+    '["hold_restarts", "kill", "wait_gpu_free", "set_flag", "set_unit_option", '
+    '"reset_failed", "restart"]'
+)
 NOW = 1_800_000_000_000_000
 
 
 def _policy(tmp_path: Path, extra: str = "", units: str = "vllm-*.service") -> Path:
     path = tmp_path / "policy.toml"
     rate = "" if "max_actions_per_hour" in extra else "max_actions_per_hour = 20\n"
-    path.write_text(f'cooldown_s = 0\n{rate}{extra}\n[[allow]]\nunits = "{units}"\n'
-                    f'kinds = {ALL}\n')
+    path.write_text(f'cooldown_s = 0\n{rate}{extra}\n[[allow]]\nunits = "{units}"\nkinds = {ALL}\n')
     return path
 
 
@@ -36,13 +37,19 @@ def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) 
     backend = DryRunBackend()
     report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "policy.toml")
     assert report.applied == [SAMPLER_PLAN, WEDGE_PLAN] and report.left == {}
-    assert backend.done[:5] == [f"hold restarts of {UNIT}", f"set --max-num-seqs 256 on {UNIT}",
-                                f"wait up to 30 s for {UNIT}'s GPU memory",
-                                f"reset-failed {UNIT}", f"restart {UNIT}"]
+    assert backend.done[:5] == [
+        f"hold restarts of {UNIT}",
+        f"set --max-num-seqs 256 on {UNIT}",
+        f"wait up to 30 s for {UNIT}'s GPU memory",
+        f"reset-failed {UNIT}",
+        f"restart {UNIT}",
+    ]
     rows = plan_rows(diagnosed, SAMPLER_PLAN)
     assert {r["decided_by"] for r in rows if not r["alternative"]} == {"policy:policy.toml"}
-    assert auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)),
-                     "policy.toml").applied == []
+    assert (
+        auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)), "policy.toml").applied
+        == []
+    )
 
 
 def test_nothing_runs_that_no_rule_allows(diagnosed: EventStore, tmp_path: Path) -> None:
@@ -58,16 +65,19 @@ def test_bounds_rate_limits_and_dry_run(diagnosed: EventStore, tmp_path: Path) -
     assert "--max-num-seqs 256 is below the policy's lower bound 512" in report.left[SAMPLER_PLAN]
     assert report.applied == [WEDGE_PLAN]
     limited = load_policy(_policy(tmp_path, "max_actions_per_hour = 0"))
-    assert "more than the policy's max_actions_per_hour 0" in auto_once(
-        diagnosed, DryRunBackend(), limited, "p").left[SAMPLER_PLAN]
+    assert (
+        "more than the policy's max_actions_per_hour 0"
+        in auto_once(diagnosed, DryRunBackend(), limited, "p").left[SAMPLER_PLAN]
+    )
     dry = load_policy(_policy(tmp_path, "dry_run = true"))
     backend = DryRunBackend()
     assert auto_once(diagnosed, backend, dry, "p").would == [SAMPLER_PLAN]
     assert backend.done == []
 
 
-def test_a_rejected_step_never_runs_even_under_a_policy(diagnosed: EventStore,
-                                                        tmp_path: Path) -> None:
+def test_a_rejected_step_never_runs_even_under_a_policy(
+    diagnosed: EventStore, tmp_path: Path
+) -> None:
     reject(diagnosed, f"{WEDGE_PLAN}#0", "human:test", "investigating")
     backend = DryRunBackend()
     report = auto_once(diagnosed, backend, load_policy(_policy(tmp_path)), "p")
@@ -87,12 +97,15 @@ def test_the_rate_limit_counts_every_step(diagnosed: EventStore, tmp_path: Path)
 
 
 def test_cooldown_and_attempts() -> None:
-    policy = Policy.model_validate({"allow": [{"units": "*", "kinds": ["set_flag"]}],
-                                    "cooldown_s": 300, "max_attempts": 2})
+    policy = Policy.model_validate(
+        {"allow": [{"units": "*", "kinds": ["set_flag"]}], "cooldown_s": 300, "max_attempts": 2}
+    )
     step = {"kind": "set_flag", "unit": "v.service", "flag": "--max-num-seqs", "value": 64}
     recent = History(NOW, [], NOW - 60_000_000, 1)
-    assert "cooldown: v.service changed 60 s ago, 240 s to go" in \
-        decide(policy, step, "x", 0.95, recent).why
+    assert (
+        "cooldown: v.service changed 60 s ago, 240 s to go"
+        in decide(policy, step, "x", 0.95, recent).why
+    )
     assert decide(policy, step, "x", 0.95, History(NOW, [], NOW - 400_000_000, 1)).allowed
     many = History(NOW, [], None, 3)
     assert "more than max_attempts 2" in decide(policy, step, "x", 0.95, many).why
@@ -109,11 +122,25 @@ def test_a_bad_policy_file_names_the_field(tmp_path: Path) -> None:
 def test_auto_cli_once(sqlite_url: str, seed_journal: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url])
-    result = runner.invoke(cli, ["auto", "--policy", str(_policy(tmp_path)), "--once",
-                                 "--backend", "dry-run", "--interval", "1", "--db", sqlite_url])
+    result = runner.invoke(
+        cli,
+        [
+            "auto",
+            "--policy",
+            str(_policy(tmp_path)),
+            "--once",
+            "--backend",
+            "dry-run",
+            "--interval",
+            "1",
+            "--db",
+            sqlite_url,
+        ],
+    )
     assert result.exit_code == 0
-    assert result.output == (f"dry run: would apply {SAMPLER_PLAN}\n"
-                             f"dry run: would apply {WEDGE_PLAN}\n")
+    assert result.output == (
+        f"dry run: would apply {SAMPLER_PLAN}\ndry run: would apply {WEDGE_PLAN}\n"
+    )
     # A dry run records nothing: every step is still proposed.
     rows = plan_rows(open_store(sqlite_url), SAMPLER_PLAN)
     assert {r["status"] for r in rows} == {"proposed"}

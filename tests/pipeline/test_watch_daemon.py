@@ -22,8 +22,9 @@ from advisor.views.reading import read_rows
 from tests.conftest import advisor_argv
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
 
-needs_journal = pytest.mark.skipif(not have_journal_tools(),
-                                   reason="journalctl and systemd-journal-remote are needed")
+needs_journal = pytest.mark.skipif(
+    not have_journal_tools(), reason="journalctl and systemd-journal-remote are needed"
+)
 
 
 def _fields(obj: dict[str, object]) -> Entry:
@@ -47,9 +48,9 @@ def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], what: st
 
 
 @needs_journal
-def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: str,
-                                                   opener: Callable[[str], EventStore],
-                                                   seed_journal: Path) -> None:
+def test_watch_diagnoses_live_and_speaks_sd_notify(
+    tmp_path: Path, sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
     journal = make_journal(tmp_path / "live.journal", entries[:47])
     address = str(tmp_path / "notify.sock")
@@ -57,9 +58,12 @@ def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: s
         sock.bind(address)
         sock.settimeout(60)
         env = {**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "400000"}
-        proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
-                                             "--db", sqlite_url),
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            advisor_argv("watch", "--journal-file", str(journal), "--no-gpu", "--db", sqlite_url),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert sock.recv(4096).startswith(b"READY=1\nSTATUS=watching ")
             store = opener(sqlite_url)
@@ -68,6 +72,7 @@ def test_watch_diagnoses_live_and_speaks_sd_notify(tmp_path: Path, sqlite_url: s
                 def check() -> bool:
                     Projector(store).catch_up()
                     return len(read_rows(store, "incidents")) >= n
+
                 return check
 
             _wait(incidents(1), proc, "the sampler OOM was not diagnosed live")
@@ -100,8 +105,9 @@ def test_watch_refuses_bad_arguments(tmp_path: Path, sqlite_url: str) -> None:
 
     result = CliRunner().invoke(cli, ["watch", "--auto", "--db", sqlite_url])
     assert result.exit_code == 2 and "--auto needs --policy FILE" in result.output
-    result = CliRunner().invoke(cli, ["watch", "--journal-file", str(tmp_path / "none.journal"),
-                                      "--db", sqlite_url])
+    result = CliRunner().invoke(
+        cli, ["watch", "--journal-file", str(tmp_path / "none.journal"), "--db", sqlite_url]
+    )
     assert result.exit_code in (2, 4)
 
 
@@ -115,16 +121,23 @@ def test_discovery_reads_the_command_systemd_holds(box: SystemdBox, tmp_path: Pa
     server = tmp_path / "vllm" / "entrypoints" / "openai"
     server.mkdir(parents=True)
     (server / "api_server.py").write_text("import time\ntime.sleep(600)\n")
-    box.install("vllm-a.service", f"[Service]\nWorkingDirectory={tmp_path}\nExecStart="
-                                  f"{sys.executable} -m vllm.entrypoints.openai.api_server "
-                                  "--model x\n")
-    box.install("ssh.service", f"[Service]\nWorkingDirectory={tmp_path}\n"
-                               f"ExecStart={sys.executable} -c 'import time; time.sleep(600)'\n")
+    box.install(
+        "vllm-a.service",
+        f"[Service]\nWorkingDirectory={tmp_path}\nExecStart="
+        f"{sys.executable} -m vllm.entrypoints.openai.api_server "
+        "--model x\n",
+    )
+    box.install(
+        "ssh.service",
+        f"[Service]\nWorkingDirectory={tmp_path}\n"
+        f"ExecStart={sys.executable} -c 'import time; time.sleep(600)'\n",
+    )
     box.systemctl("start", "vllm-a.service", "ssh.service")
     with SystemdBus(box.bus_address, peer_to_peer=True) as bus:
         found = inference_units(bus)
     assert [(f.unit, f.engine, f.state) for f in found] == [
-        ("vllm-a.service", "vllm", "active/running")]
+        ("vllm-a.service", "vllm", "active/running")
+    ]
 
 
 def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
@@ -141,26 +154,42 @@ def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
 
 
 @needs_journal
-def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_url: str,
-                                                        opener: Callable[[str], EventStore],
-                                                        seed_journal: Path) -> None:
+def test_watch_with_auto_applies_what_the_policy_allows(
+    tmp_path: Path, sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
     journal = make_journal(tmp_path / "live.journal", entries)
     policy = tmp_path / "policy.toml"
-    policy.write_text('cooldown_s = 0\nmax_actions_per_hour = 20\n[[allow]]\n'
-                      'units = "vllm-*.service"\n'
-                      'kinds = ["hold_restarts", "set_flag", "wait_gpu_free", "restart", "kill",'
-                      ' "set_unit_option", "reset_failed"]\n')
-    proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
-                                         "--auto", "--policy", str(policy), "--backend",
-                                         "dry-run", "--db", sqlite_url),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    policy.write_text(
+        "cooldown_s = 0\nmax_actions_per_hour = 20\n[[allow]]\n"
+        'units = "vllm-*.service"\n'
+        'kinds = ["hold_restarts", "set_flag", "wait_gpu_free", "restart", "kill",'
+        ' "set_unit_option", "reset_failed"]\n'
+    )
+    proc = subprocess.Popen(
+        advisor_argv(
+            "watch",
+            "--journal-file",
+            str(journal),
+            "--no-gpu",
+            "--auto",
+            "--policy",
+            str(policy),
+            "--backend",
+            "dry-run",
+            "--db",
+            sqlite_url,
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     store = opener(sqlite_url)
 
     lines: list[bytes] = []
     assert proc.stderr is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, b"")),
-                              daemon=True)
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(proc.stderr.readline, b"")), daemon=True
+    )
     reader.start()
 
     def previewed() -> bool:
@@ -168,7 +197,7 @@ def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_u
 
     try:
         _wait(previewed, proc, "the policy's plans were not previewed")
-        time.sleep(1.0)   # more batches, more passes: still said once
+        time.sleep(1.0)  # more batches, more passes: still said once
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -185,16 +214,28 @@ def test_watch_with_auto_applies_what_the_policy_allows(tmp_path: Path, sqlite_u
 
 
 @needs_journal
-def test_watch_ships_to_a_central_store(tmp_path: Path, sqlite_url: str,
-                                        opener: Callable[[str], EventStore],
-                                        seed_journal: Path) -> None:
+def test_watch_ships_to_a_central_store(
+    tmp_path: Path, sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
     journal = make_journal(tmp_path / "live.journal", entries)
     central_url = f"sqlite:///{tmp_path / 'central.db'}"
-    proc = subprocess.Popen(advisor_argv("watch", "--journal-file", str(journal), "--no-gpu",
-                                         "--ship-to", central_url, "--db", sqlite_url),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        advisor_argv(
+            "watch",
+            "--journal-file",
+            str(journal),
+            "--no-gpu",
+            "--ship-to",
+            central_url,
+            "--db",
+            sqlite_url,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
+
         def shipped() -> bool:
             try:
                 central = opener(central_url)
@@ -202,6 +243,7 @@ def test_watch_ships_to_a_central_store(tmp_path: Path, sqlite_url: str,
                 return False
             Projector(central).catch_up()
             return len(read_rows(central, "incidents")) == 2
+
         _wait(shipped, proc, "nothing reached the central store")
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -38,41 +38,56 @@ HOST = "gpu-box"  # the box's hostname
 # -- the table -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("argv", "engine"), [
-    (["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], "vllm"),
-    (["/opt/venv/bin/vllm", "serve", "m", "--port", "8000"], "vllm"),
-    (["/opt/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
-     "vllm"),
-    (["python3", "-mvllm.entrypoints.api_server"], "vllm"),
-    (["/srv/models/bin/vllm"], "vllm"),  # a path ending in /vllm
-    (["/usr/bin/env", "VLLM_USE_V1=1", "vllm", "serve", "m"], "vllm"),
-    (["/usr/bin/env", "-i", "HOME=/root", "/opt/venv/bin/vllm", "--model", "m"], "vllm"),
-    (["/usr/bin/numactl", "--cpunodebind=0", "/opt/venv/bin/vllm", "serve", "m"], "vllm"),
-    (["uv", "run", "--with", "vllm", "vllm", "serve", "m"], "vllm"),
-    (["/bin/bash", "-lc", "source /opt/venv/bin/activate && exec vllm serve m --port 8000"],
-     "vllm"),
-    (["/bin/sh", "-c", "cd /srv\nexec /opt/venv/bin/vllm --model m"], "vllm"),
-    (["python3", "/src/vllm/vllm/entrypoints/openai/api_server.py", "--model", "m"], "vllm"),
-    (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "2"], "sglang"),
-    (["/bin/bash", "-o", "pipefail", "-c", "python -m sglang.launch_server --tp 2 | tee log"],
-     "sglang"),
-    (["python", "/opt/sglang/python/sglang/launch_server.py"], "sglang"),
-    (["/usr/local/bin/text-generation-launcher", "--model-id", "m"], "tgi"),
-    (["/usr/bin/numactl", "-N0", "text-generation-launcher", "--model-id", "m"], "tgi"),
-    (["text-generation-server", "serve", "m"], "tgi"),
-    (["python", "-m", "text_generation_server.cli", "serve", "m"], "tgi"),
-    (["/usr/sbin/sshd", "-D"], None),
-    (["/bin/sh", "-c", "echo starting; exit 1"], None),
-    (["/bin/sh", "-c", "echo 'vllm serve is not started here'"], None),
-    (["/usr/bin/python3", "/opt/app/server.py", "--download-dir", "/var/cache/vllm"], None),
-    (["/usr/bin/pip", "install", "vllm"], None),
-    (["grep", "vllm", "/var/log/syslog"], None),
-    (["/usr/bin/vllm-exporter", "--port", "9400"], None),
-    (["python3", "-m", "sglang_router.launch_router"], None),
-    (["/bin/bash", "/opt/start-server.sh"], None),  # a wrapper script: name it with --unit
-    (["/usr/bin/docker", "run", "vllm/vllm-openai:latest", "--model", "m"], None),  # likewise
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("argv", "engine"),
+    [
+        (["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], "vllm"),
+        (["/opt/venv/bin/vllm", "serve", "m", "--port", "8000"], "vllm"),
+        (
+            ["/opt/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+            "vllm",
+        ),
+        (["python3", "-mvllm.entrypoints.api_server"], "vllm"),
+        (["/srv/models/bin/vllm"], "vllm"),  # a path ending in /vllm
+        (["/usr/bin/env", "VLLM_USE_V1=1", "vllm", "serve", "m"], "vllm"),
+        (["/usr/bin/env", "-i", "HOME=/root", "/opt/venv/bin/vllm", "--model", "m"], "vllm"),
+        (["/usr/bin/numactl", "--cpunodebind=0", "/opt/venv/bin/vllm", "serve", "m"], "vllm"),
+        (["uv", "run", "--with", "vllm", "vllm", "serve", "m"], "vllm"),
+        (
+            ["/bin/bash", "-lc", "source /opt/venv/bin/activate && exec vllm serve m --port 8000"],
+            "vllm",
+        ),
+        (["/bin/sh", "-c", "cd /srv\nexec /opt/venv/bin/vllm --model m"], "vllm"),
+        (["python3", "/src/vllm/vllm/entrypoints/openai/api_server.py", "--model", "m"], "vllm"),
+        (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "2"], "sglang"),
+        (
+            [
+                "/bin/bash",
+                "-o",
+                "pipefail",
+                "-c",
+                "python -m sglang.launch_server --tp 2 | tee log",
+            ],
+            "sglang",
+        ),
+        (["python", "/opt/sglang/python/sglang/launch_server.py"], "sglang"),
+        (["/usr/local/bin/text-generation-launcher", "--model-id", "m"], "tgi"),
+        (["/usr/bin/numactl", "-N0", "text-generation-launcher", "--model-id", "m"], "tgi"),
+        (["text-generation-server", "serve", "m"], "tgi"),
+        (["python", "-m", "text_generation_server.cli", "serve", "m"], "tgi"),
+        (["/usr/sbin/sshd", "-D"], None),
+        (["/bin/sh", "-c", "echo starting; exit 1"], None),
+        (["/bin/sh", "-c", "echo 'vllm serve is not started here'"], None),
+        (["/usr/bin/python3", "/opt/app/server.py", "--download-dir", "/var/cache/vllm"], None),
+        (["/usr/bin/pip", "install", "vllm"], None),
+        (["grep", "vllm", "/var/log/syslog"], None),
+        (["/usr/bin/vllm-exporter", "--port", "9400"], None),
+        (["python3", "-m", "sglang_router.launch_router"], None),
+        (["/bin/bash", "/opt/start-server.sh"], None),  # a wrapper script: name it with --unit
+        (["/usr/bin/docker", "run", "vllm/vllm-openai:latest", "--model", "m"], None),  # likewise
+        ([], None),
+    ],
+)
 def test_which_commands_are_inference_servers(argv: list[str], engine: str | None) -> None:
     assert engine_of_argv(argv) == engine
 
@@ -80,11 +95,18 @@ def test_which_commands_are_inference_servers(argv: list[str], engine: str | Non
 def test_exec_start_as_dbus_gives_it() -> None:
     """(path, argv, ignore, timestamps…, pid, code, status); `@path argv0` names the program
     in path; the first command that is a server decides."""
-    assert engine_of_exec_start([("/opt/venv/bin/vllm", ["my-server", "serve"], False, 0)]) == \
-        "vllm"
-    assert engine_of_exec_start([("/bin/true", ["/bin/true"], False),
-                                 ("/usr/bin/python3", ["python3", "-m", "sglang.launch_server"],
-                                  False)]) == "sglang"
+    assert (
+        engine_of_exec_start([("/opt/venv/bin/vllm", ["my-server", "serve"], False, 0)]) == "vllm"
+    )
+    assert (
+        engine_of_exec_start(
+            [
+                ("/bin/true", ["/bin/true"], False),
+                ("/usr/bin/python3", ["python3", "-m", "sglang.launch_server"], False),
+            ]
+        )
+        == "sglang"
+    )
     assert engine_of_exec_start([]) is None
     assert engine_of_exec_start([("/bin/true", [], False)]) is None
 
@@ -97,8 +119,10 @@ def _fake_vllm(folder: Path) -> Path:
     Restart=always)."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "vllm"
-    script.write_text('#!/bin/sh\necho "vllm $* starting"\nsleep 0.1\n'
-                      'echo "RuntimeError: CUDA error: out of memory" >&2\nexit 1\n')
+    script.write_text(
+        '#!/bin/sh\necho "vllm $* starting"\nsleep 0.1\n'
+        'echo "RuntimeError: CUDA error: out of memory" >&2\nexit 1\n'
+    )
     script.chmod(0o755)
     return script
 
@@ -111,33 +135,49 @@ def test_discovery_sees_units_in_every_state(box: SystemdBox, tmp_path: Path) ->
     vllm = _fake_vllm(tmp_path / "bin")
     box.install("vllm-loop.service", _looping(f"{vllm} serve /models/m --port 8000"))
     box.install("vllm-failed.service", _looping(f"{vllm} serve /models/m", restart="no"))
-    box.install("tgi.service", "[Service]\nExecStart=/usr/local/bin/text-generation-launcher "
-                               "--model-id m\n")
-    box.install("sglang.service", "[Service]\nExecStart=/bin/bash -lc 'exec python3 -m "
-                                  "sglang.launch_server --model-path m'\n")
+    box.install(
+        "tgi.service", "[Service]\nExecStart=/usr/local/bin/text-generation-launcher --model-id m\n"
+    )
+    box.install(
+        "sglang.service",
+        "[Service]\nExecStart=/bin/bash -lc 'exec python3 -m "
+        "sglang.launch_server --model-path m'\n",
+    )
     # Loaded but never started: the holder's After= reference loads them.
-    box.install("holder.service", "[Unit]\nAfter=tgi.service sglang.service\n"
-                                  "[Service]\nExecStart=/bin/sleep 600\n")
+    box.install(
+        "holder.service",
+        "[Unit]\nAfter=tgi.service sglang.service\n[Service]\nExecStart=/bin/sleep 600\n",
+    )
     box.install("helper.service", _looping("/bin/sh -c 'echo helper; exit 1'"))
-    box.systemctl("start", "vllm-loop.service", "vllm-failed.service", "holder.service",
-                  "helper.service")
+    box.systemctl(
+        "start", "vllm-loop.service", "vllm-failed.service", "holder.service", "helper.service"
+    )
     with SystemdBus(box.bus_address, peer_to_peer=True) as bus:
+
         def states() -> dict[str, str]:
             return {f.unit: f.state for f in inference_units(bus)}
 
-        _wait("the loop in auto-restart and the other unit failed",
-              lambda: states().get("vllm-loop.service") == "activating/auto-restart"
-              and states().get("vllm-failed.service") == "failed/failed")
+        _wait(
+            "the loop in auto-restart and the other unit failed",
+            lambda: (
+                states().get("vllm-loop.service") == "activating/auto-restart"
+                and states().get("vllm-failed.service") == "failed/failed"
+            ),
+        )
         found = inference_units(bus)
     assert [(f.unit, f.engine) for f in found] == [
-        ("sglang.service", "sglang"), ("tgi.service", "tgi"), ("vllm-failed.service", "vllm"),
-        ("vllm-loop.service", "vllm")]
+        ("sglang.service", "sglang"),
+        ("tgi.service", "tgi"),
+        ("vllm-failed.service", "vllm"),
+        ("vllm-loop.service", "vllm"),
+    ]
     assert {f.unit: f.state for f in found}["tgi.service"] == "inactive/dead"
     assert box.show("vllm-loop.service", "MainPID")["MainPID"] == "0"  # nothing runs now
 
 
-def _entry(unit: str | None = None, *, pid: int = 4242, message: str = "x",
-           transport: str = "stdout") -> dict[str, object]:
+def _entry(
+    unit: str | None = None, *, pid: int = 4242, message: str = "x", transport: str = "stdout"
+) -> dict[str, object]:
     payload: dict[str, object] = {"pid": pid, "message": message, "transport": transport}
     if unit is not None:
         payload["unit"] = unit
@@ -174,7 +214,9 @@ def test_entries_of_a_unit_not_known_yet_are_looked_up(box: SystemdBox, tmp_path
         assert [f.unit for f in servers.watched] == ["other.service"]
         assert servers.keep(_entry("vllm-new.service"))
         assert [f.describe() for f in servers.watched] == [
-            "other.service (vllm, active/running)", "vllm-new.service (vllm)"]
+            "other.service (vllm, active/running)",
+            "vllm-new.service (vllm)",
+        ]
 
 
 def test_without_systemd_discovery_says_so_and_keeps_kernel_lines(tmp_path: Path) -> None:
@@ -191,33 +233,52 @@ def test_without_systemd_discovery_says_so_and_keeps_kernel_lines(tmp_path: Path
 # -- the checkpoint ---------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not have_journal_tools(),
-                    reason="journalctl and systemd-journal-remote are needed")
+@pytest.mark.skipif(
+    not have_journal_tools(), reason="journalctl and systemd-journal-remote are needed"
+)
 def test_a_selection_resumes_from_the_older_checkpoint_of_the_same_units(
-        tmp_path: Path, sqlite_url: str, opener: Opener) -> None:
+    tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     """watch --unit used to follow with `journalctl -u` under `journalctl:WHERE:UNITS`; it now
     keeps kernel lines too, under `…+kernel`, and starts where the older reader stopped."""
     store = opener(sqlite_url)
 
     def kernel(i: int, message: str) -> Entry:
-        return [(k, v) for k, v in entry(i, message) if k not in (
-            "_TRANSPORT", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID")] + [
-            ("_TRANSPORT", "kernel"), ("SYSLOG_IDENTIFIER", "kernel")]
+        return [
+            (k, v)
+            for k, v in entry(i, message)
+            if k not in ("_TRANSPORT", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID")
+        ] + [("_TRANSPORT", "kernel"), ("SYSLOG_IDENTIFIER", "kernel")]
 
-    journal = make_journal(tmp_path / "node.journal", [
-        entry(1, "one"), kernel(2, "NVRM: Xid 79 (before)"), entry(3, "sshd", unit="ssh.service"),
-        entry(4, "two")])
+    journal = make_journal(
+        tmp_path / "node.journal",
+        [
+            entry(1, "one"),
+            kernel(2, "NVRM: Xid 79 (before)"),
+            entry(3, "sshd", unit="ssh.service"),
+            entry(4, "two"),
+        ],
+    )
     ingest_journalctl(store, files=[journal], units=["vllm.service"])  # the older reader
     older = checkpoint_name_for([journal], ["vllm.service"])
     assert store.checkpoint(older) is not None
-    make_journal(journal, [entry(5, "three"), kernel(6, "NVRM: Xid 79 (after)"),
-                           entry(7, "sshd again", unit="ssh.service")])
+    make_journal(
+        journal,
+        [
+            entry(5, "three"),
+            kernel(6, "NVRM: Xid 79 (after)"),
+            entry(7, "sshd again", unit="ssh.service"),
+        ],
+    )
     selection = UnitGlobs(["vllm.service"], kernel=True)
     report = ingest_journalctl(store, files=[journal], selection=selection, resume_from=(older,))
     assert report.appended == 2 and report.duplicates == 0
     assert [(e.stream, getattr(e.payload, "message", None)) for e in store.read()] == [
-        ("gpu01/vllm.service", "one"), ("gpu01/vllm.service", "two"),
-        ("gpu01/vllm.service", "three"), ("gpu01/kernel", "NVRM: Xid 79 (after)")]
+        ("gpu01/vllm.service", "one"),
+        ("gpu01/vllm.service", "two"),
+        ("gpu01/vllm.service", "three"),
+        ("gpu01/kernel", "NVRM: Xid 79 (after)"),
+    ]
     saved = store.checkpoint(checkpoint_name_for([journal], [], selection=selection.name))
     assert saved is not None  # at the last entry read, a dropped one: nothing is read again
     again = ingest_journalctl(store, files=[journal], selection=selection, resume_from=(older,))
@@ -228,8 +289,11 @@ def test_a_selection_resumes_from_the_older_checkpoint_of_the_same_units(
 
 
 def _logs(store: EventStore, unit: str) -> list[LogRecorded]:
-    return [e.payload for e in store.read() if e.stream == f"{HOST}/{unit}"
-            and isinstance(e.payload, LogRecorded)]
+    return [
+        e.payload
+        for e in store.read()
+        if e.stream == f"{HOST}/{unit}" and isinstance(e.payload, LogRecorded)
+    ]
 
 
 def _own_and_pid1(store: EventStore, unit: str, restarts: int) -> bool:
@@ -244,8 +308,9 @@ def _journal_cursors(box: SystemdBox, unit: str) -> list[str]:
     return [orjson.loads(line)["__CURSOR"] for line in out.splitlines() if line.strip()]
 
 
-def test_watch_unit_glob_follows_a_unit_created_later(box: SystemdBox, tmp_path: Path,
-                                                      sqlite_url: str, opener: Opener) -> None:
+def test_watch_unit_glob_follows_a_unit_created_later(
+    box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     store = opener(sqlite_url)  # created before the watcher opens it
     with watching(box, sqlite_url, "--unit", "vllm-*.service") as watch:
         watch.wait_until_watching()
@@ -255,8 +320,11 @@ def test_watch_unit_glob_follows_a_unit_created_later(box: SystemdBox, tmp_path:
         box.systemctl("start", "other-late.service")
         box.install("vllm-late.service", _looping("/bin/sh -c 'echo starting; exit 1'"))
         box.systemctl("start", "vllm-late.service")
-        _wait("vllm-late's own lines and PID 1's about it",
-              lambda: _own_and_pid1(store, "vllm-late.service", 2), watch.proc)
+        _wait(
+            "vllm-late's own lines and PID 1's about it",
+            lambda: _own_and_pid1(store, "vllm-late.service", 2),
+            watch.proc,
+        )
         assert watch.stop() == 0
     streams = {e.stream for e in store.read()}
     assert f"{HOST}/other-late.service" not in streams
@@ -266,8 +334,9 @@ def test_watch_unit_glob_follows_a_unit_created_later(box: SystemdBox, tmp_path:
     assert any(p.pid == 1 and "Main process exited" in (p.message or "") for p in logs)
 
 
-def test_watch_discovers_a_crash_loop_started_later(box: SystemdBox, tmp_path: Path,
-                                                    sqlite_url: str, opener: Opener) -> None:
+def test_watch_discovers_a_crash_loop_started_later(
+    box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     store = opener(sqlite_url)
     vllm = _fake_vllm(tmp_path / "bin")
     with watching(box, sqlite_url) as watch:
@@ -279,10 +348,15 @@ def test_watch_discovers_a_crash_loop_started_later(box: SystemdBox, tmp_path: P
         box.systemctl("start", "helper.service")
         box.install("vllm-loop.service", _looping(f"{vllm} serve /models/m --port 8000"))
         box.systemctl("start", "vllm-loop.service")
-        _wait("the crash loop's lines", lambda: _own_and_pid1(store, "vllm-loop.service", 2),
-              watch.proc)
+        _wait(
+            "the crash loop's lines",
+            lambda: _own_and_pid1(store, "vllm-loop.service", 2),
+            watch.proc,
+        )
         assert box.show("vllm-loop.service", "SubState")["SubState"] in (
-            "auto-restart", "running")  # crash-looping, as it was throughout
+            "auto-restart",
+            "running",
+        )  # crash-looping, as it was throughout
         assert watch.said("watching vllm-loop.service (vllm")
         assert watch.stop() == 0
     assert f"{HOST}/helper.service" not in {e.stream for e in store.read()}
@@ -293,7 +367,8 @@ def test_watch_discovers_a_crash_loop_started_later(box: SystemdBox, tmp_path: P
 
 
 def test_watch_stops_on_sigterm_and_resumes_without_duplicates(
-        box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener) -> None:
+    box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     store = opener(sqlite_url)
     unit = "vllm-resume.service"
     box.install(unit, _looping("/bin/sh -c 'echo starting; exit 1'"))
@@ -304,16 +379,21 @@ def test_watch_stops_on_sigterm_and_resumes_without_duplicates(
         assert watch.stop() == 0
     stored = len(_logs(store, unit))
     # While nobody watches, the unit goes on crash-looping.
-    _wait("lines logged while watch is down",
-          lambda: len(_journal_cursors(box, unit)) >= stored + 8)
+    _wait(
+        "lines logged while watch is down", lambda: len(_journal_cursors(box, unit)) >= stored + 8
+    )
     with watching(box, sqlite_url, "--unit", "vllm-*.service") as watch:
         watch.wait_until_watching()
-        _wait("the lines logged while it was down", lambda: len(_logs(store, unit)) > stored,
-              watch.proc)
+        _wait(
+            "the lines logged while it was down",
+            lambda: len(_logs(store, unit)) > stored,
+            watch.proc,
+        )
         box.systemctl("stop", unit)
         expected = _journal_cursors(box, unit)
-        _wait("every line of the unit", lambda: len(_logs(store, unit)) >= len(expected),
-              watch.proc)
+        _wait(
+            "every line of the unit", lambda: len(_logs(store, unit)) >= len(expected), watch.proc
+        )
         time.sleep(0.5)
         assert watch.stop() == 0
     # Every entry of the unit once, in the journal's order: none lost, none twice.
@@ -323,7 +403,8 @@ def test_watch_stops_on_sigterm_and_resumes_without_duplicates(
 
 
 def test_the_shipped_unit_starts_and_stays_up_with_no_inference_unit(
-        box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener) -> None:
+    box: SystemdBox, tmp_path: Path, sqlite_url: str, opener: Opener
+) -> None:
     store = opener(sqlite_url)
     shipped = (ROOT / "deploy" / "advisor-watch.service").read_text()
     box.install("advisor-watch.service", shipped, reload=False)
@@ -334,14 +415,17 @@ def test_the_shipped_unit_starts_and_stays_up_with_no_inference_unit(
     (dropin / "test.conf").write_text(
         f"[Service]\nExecStart=\nExecStart={sys.executable} -m advisor watch --no-gpu\n"
         f"Environment=ADVISOR_DB={sqlite_url} PYTHONPATH={ROOT} "
-        f"ADVISOR_KEY={os.environ['ADVISOR_KEY']}\nStateDirectory=\n")
+        f"ADVISOR_KEY={os.environ['ADVISOR_KEY']}\nStateDirectory=\n"
+    )
     box.systemctl("daemon-reload")
     box.systemctl("start", "advisor-watch.service")  # Type=notify: returns once READY=1
     time.sleep(2)
-    shown = box.show("advisor-watch.service", "ActiveState", "SubState", "NRestarts",
-                     "StatusText")
-    assert (shown["ActiveState"], shown["SubState"], shown["NRestarts"]) == \
-        ("active", "running", "0")
+    shown = box.show("advisor-watch.service", "ActiveState", "SubState", "NRestarts", "StatusText")
+    assert (shown["ActiveState"], shown["SubState"], shown["NRestarts"]) == (
+        "active",
+        "running",
+        "0",
+    )
     assert shown["StatusText"].startswith("watching for inference servers")
     vllm = _fake_vllm(tmp_path / "bin")
     box.install("vllm-later.service", _looping(f"{vllm} serve m"))
@@ -349,23 +433,29 @@ def test_the_shipped_unit_starts_and_stays_up_with_no_inference_unit(
     _wait("the server started later", lambda: _own_and_pid1(store, "vllm-later.service", 1))
     box.systemctl("stop", "advisor-watch.service")
     shown = box.show("advisor-watch.service", "Result", "ExecMainStatus", "NRestarts")
-    assert (shown["Result"], shown["ExecMainStatus"], shown["NRestarts"]) == \
-        ("success", "0", "0")
+    assert (shown["Result"], shown["ExecMainStatus"], shown["NRestarts"]) == ("success", "0", "0")
 
 
 def test_ingest_journal_follows_a_glob_before_any_unit_matches(
-        box: SystemdBox, sqlite_url: str, opener: Opener) -> None:
+    box: SystemdBox, sqlite_url: str, opener: Opener
+) -> None:
     """`ingest journal --follow --unit GLOB`: the same reader, without the kernel's lines."""
     store = opener(sqlite_url)
-    with watching(box, sqlite_url, "--follow", "--unit", "vllm-*.service", "--no-diagnose",
-                  command=("ingest", "journal")) as follower:
+    with watching(
+        box,
+        sqlite_url,
+        "--follow",
+        "--unit",
+        "vllm-*.service",
+        "--no-diagnose",
+        command=("ingest", "journal"),
+    ) as follower:
         time.sleep(1.5)
         assert follower.proc.poll() is None, "\n".join(follower.lines)
         box.install("vllm-b.service", _looping("/bin/sh -c 'echo starting; exit 1'"))
         box.install("other-b.service", _looping("/bin/sh -c 'echo starting; exit 1'"))
         box.systemctl("start", "other-b.service", "vllm-b.service")
-        _wait("vllm-b's lines", lambda: _own_and_pid1(store, "vllm-b.service", 1),
-              follower.proc)
+        _wait("vllm-b's lines", lambda: _own_and_pid1(store, "vllm-b.service", 1), follower.proc)
         assert follower.stop() == 0
     assert {e.stream for e in store.read()} == {f"{HOST}/vllm-b.service"}
     assert store.checkpoint("journalctl:system:vllm-*.service") is not None

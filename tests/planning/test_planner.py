@@ -24,7 +24,8 @@ def _types(store: EventStore) -> list[str]:
 
 
 def test_the_diagnoser_proposes_nothing_and_the_planner_plans_each_incident(
-        store_url: str, opener: Callable[[str], EventStore], seed_journal: Path) -> None:
+    store_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     store = opener(store_url)
     ingest_json_file(store, seed_journal)
     Projector(store).catch_up()
@@ -33,7 +34,7 @@ def test_the_diagnoser_proposes_nothing_and_the_planner_plans_each_incident(
         store.append(diagnoser.step(run))
         Projector(store).catch_up()
     assert "incident.classified" in _types(store)
-    assert "action.proposed" not in _types(store)   # a crash here: no plan yet
+    assert "action.proposed" not in _types(store)  # a crash here: no plan yet
 
     planner = Planner(store)
     added = planner.catch_up()
@@ -51,7 +52,8 @@ def test_the_diagnoser_proposes_nothing_and_the_planner_plans_each_incident(
 
 
 def test_a_plan_follows_its_incident_in_the_pipeline_and_a_rerun_adds_nothing(
-        store_url: str, opener: Callable[[str], EventStore], seed_journal: Path) -> None:
+    store_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     store = opener(store_url)
     ingest_json_file(store, seed_journal)
     report = Processor(store).run(final=True)
@@ -69,18 +71,24 @@ def test_a_plan_follows_its_incident_in_the_pipeline_and_a_rerun_adds_nothing(
 
 
 def test_the_plans_are_made_again_from_the_events_alone_and_only_once(
-        sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path,
-        tmp_path: Path) -> None:
+    sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path, tmp_path: Path
+) -> None:
     first = opener(sqlite_url)
     ingest_json_file(first, seed_journal)
     Processor(first).run(final=True)
     proposals = [(e.key, e.payload) for e in first.read(EventFilter(type="action.proposed"))]
     other = opener(f"sqlite:///{tmp_path / 'other.db'}")
-    other.append([NewEvent(stream=e.stream, time_us=e.time_us, source=e.source, key=e.key,
-                           payload=e.payload)
-                  for e in first.read(EventFilter()) if e.type != "action.proposed"])
+    other.append(
+        [
+            NewEvent(
+                stream=e.stream, time_us=e.time_us, source=e.source, key=e.key, payload=e.payload
+            )
+            for e in first.read(EventFilter())
+            if e.type != "action.proposed"
+        ]
+    )
     Projector(other).catch_up()
     assert Planner(other).catch_up() == len(proposals)
     assert Planner(other).catch_up() == 0
     again = [(e.key, e.payload) for e in other.read(EventFilter(type="action.proposed"))]
-    assert again == proposals   # the same steps, keys and payloads from the events alone
+    assert again == proposals  # the same steps, keys and payloads from the events alone

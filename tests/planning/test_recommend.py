@@ -15,7 +15,7 @@ from advisor.core.events import ActionStep
 from advisor.parsing.facts import FACT_KEYS
 from advisor.planning.recommend import Holder, PlanContext, is_unit_name, plan
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 def facts(**stated: Any) -> dict[str, Any]:
@@ -27,12 +27,19 @@ def kinds(actions: list[ActionStep]) -> list[str]:
 
 
 def test_sampler_warmup_with_vocab_and_samples_computes_max_num_seqs() -> None:
-    f = facts(max_num_seqs=1024, vocab_size=200_064, gpu_memory_utilization=0.9,
-              total_capacity_gib=94.97)
+    f = facts(
+        max_num_seqs=1024, vocab_size=200_064, gpu_memory_utilization=0.9, total_capacity_gib=94.97
+    )
     ctx = PlanContext(unit="vllm.service", free_before_bytes=2 * GIB)
     actions = plan("sampler_warmup_oom", 0.97, f, ctx)
-    assert kinds(actions) == ["hold_restarts", "set_flag", "set_flag", "wait_gpu_free",
-                              "reset_failed", "restart"]
+    assert kinds(actions) == [
+        "hold_restarts",
+        "set_flag",
+        "set_flag",
+        "wait_gpu_free",
+        "reset_failed",
+        "restart",
+    ]
     assert "Restart= may start the unit again" in actions[0].why
     assert "start limit" in actions[4].why
     seqs, util = actions[1], actions[2]
@@ -44,8 +51,13 @@ def test_sampler_warmup_with_vocab_and_samples_computes_max_num_seqs() -> None:
 
 
 def test_sampler_warmup_in_a_restart_loop_holds_restarts_first() -> None:
-    f = facts(max_num_seqs=512, dummy_requests=512, tried_to_allocate_gib=0.5, free_gib=0.25,
-              restart_count=3)
+    f = facts(
+        max_num_seqs=512,
+        dummy_requests=512,
+        tried_to_allocate_gib=0.5,
+        free_gib=0.25,
+        restart_count=3,
+    )
     actions = plan("sampler_warmup_oom", 0.97, f, PlanContext(unit="vllm.service"))
     assert kinds(actions)[0] == "hold_restarts"
     assert "restart counter 3" in actions[0].why
@@ -59,14 +71,28 @@ def test_sampler_warmup_without_figures_halves() -> None:
     assert actions[1].arithmetic == ("1024 / 2 = 512",)
 
 
-@pytest.mark.parametrize(("stated", "flag", "value"), [
-    ({"max_model_len": 32768, "kv_cache_tokens": 21648}, "--max-model-len", 21504),
-    ({"max_model_len": 32768, "estimated_max_model_len": 8336, "kv_cache_needed_gib": 4.0,
-      "available_kv_cache_gib": 1.02}, "--max-model-len", 8192),
-    ({"engine": "sglang", "max_model_len": 131072, "kv_cache_tokens": 100_000},
-     "--context-length", 99328),
-    ({"engine": "tgi", "max_batch_prefill_tokens": 4096}, "--max-batch-prefill-tokens", 2048),
-])
+@pytest.mark.parametrize(
+    ("stated", "flag", "value"),
+    [
+        ({"max_model_len": 32768, "kv_cache_tokens": 21648}, "--max-model-len", 21504),
+        (
+            {
+                "max_model_len": 32768,
+                "estimated_max_model_len": 8336,
+                "kv_cache_needed_gib": 4.0,
+                "available_kv_cache_gib": 1.02,
+            },
+            "--max-model-len",
+            8192,
+        ),
+        (
+            {"engine": "sglang", "max_model_len": 131072, "kv_cache_tokens": 100_000},
+            "--context-length",
+            99328,
+        ),
+        ({"engine": "tgi", "max_batch_prefill_tokens": 4096}, "--max-batch-prefill-tokens", 2048),
+    ],
+)
 def test_kv_cache_fixes_to_the_digit(stated: dict[str, Any], flag: str, value: int) -> None:
     actions = plan("kv_cache_oom", 0.96, facts(**stated), PlanContext(unit="x.service"))
     assert actions[0].kind == "hold_restarts"
@@ -75,39 +101,64 @@ def test_kv_cache_fixes_to_the_digit(stated: dict[str, Any], flag: str, value: i
 
 
 def test_kv_cache_alternatives_need_samples_or_idle_gpus() -> None:
-    f = facts(max_model_len=32768, estimated_max_model_len=8336, kv_cache_needed_gib=4.0,
-              available_kv_cache_gib=1.02, gpu_memory_utilization=0.85, total_capacity_gib=79.19,
-              tensor_parallel_size=1)
+    f = facts(
+        max_model_len=32768,
+        estimated_max_model_len=8336,
+        kv_cache_needed_gib=4.0,
+        available_kv_cache_gib=1.02,
+        gpu_memory_utilization=0.85,
+        total_capacity_gib=79.19,
+        tensor_parallel_size=1,
+    )
     assert kinds(plan("kv_cache_oom", 0.96, f, PlanContext())) == [
-        "hold_restarts", "set_flag", "wait_gpu_free", "reset_failed", "restart"]
+        "hold_restarts",
+        "set_flag",
+        "wait_gpu_free",
+        "reset_failed",
+        "restart",
+    ]
     rich = PlanContext(free_before_bytes=10 * GIB, idle_gpus=2)
     alts = [a for a in plan("kv_cache_oom", 0.96, f, rich) if a.alternative]
     # 0.85 + 2.98 / 79.19 = 0.8876 → 0.89
-    assert [(a.flag, a.value) for a in alts] == [("--gpu-memory-utilization", 0.89),
-                                                 ("--tensor-parallel-size", 2)]
+    assert [(a.flag, a.value) for a in alts] == [
+        ("--gpu-memory-utilization", 0.89),
+        ("--tensor-parallel-size", 2),
+    ]
 
 
 def test_wedged_stop_kills_waits_the_learned_time_and_hardens_the_unit() -> None:
     actions = plan("wedged_stop", 0.9, facts(), PlanContext(unit="vllm.service"))
     assert kinds(actions) == ["kill", "wait_gpu_free", "set_unit_option", "set_unit_option"]
     assert actions[1].seconds == 30.0 and "documented default" in actions[1].arithmetic[0]
-    assert [(a.option, a.value) for a in actions[2:]] == [("TimeoutStopSec", "30s"),
-                                                          ("KillMode", "control-group")]
-    learned = plan("wedged_stop", 0.9, facts(), PlanContext(unit="vllm.service",
-                                                            release_p95_s=12.5))
+    assert [(a.option, a.value) for a in actions[2:]] == [
+        ("TimeoutStopSec", "30s"),
+        ("KillMode", "control-group"),
+    ]
+    learned = plan(
+        "wedged_stop", 0.9, facts(), PlanContext(unit="vllm.service", release_p95_s=12.5)
+    )
     assert learned[1].seconds == 12.5 and "p95" in learned[1].arithmetic[0]
 
 
 def test_gpu_memory_held_acts_only_on_processes_of_units() -> None:
-    ctx = PlanContext(unit="vllm.service", holders=(
-        Holder(4711, 60 * GIB, "vllm.service"), Holder(5000, 8 * GIB, "jupyter.service"),
-        Holder(6000, GIB, None)))
+    ctx = PlanContext(
+        unit="vllm.service",
+        holders=(
+            Holder(4711, 60 * GIB, "vllm.service"),
+            Holder(5000, 8 * GIB, "jupyter.service"),
+            Holder(6000, GIB, None),
+        ),
+    )
     actions = plan("gpu_memory_held", 0.95, facts(), ctx)
     assert [(a.kind, a.unit, a.pid) for a in actions] == [
-        ("hold_restarts", "vllm.service", None), ("kill", "vllm.service", 4711),
-        ("stop", "jupyter.service", 5000), ("notify", "vllm.service", 6000),
-        ("wait_gpu_free", "vllm.service", None), ("reset_failed", "vllm.service", None),
-        ("restart", "vllm.service", None)]
+        ("hold_restarts", "vllm.service", None),
+        ("kill", "vllm.service", 4711),
+        ("stop", "jupyter.service", 5000),
+        ("notify", "vllm.service", 6000),
+        ("wait_gpu_free", "vllm.service", None),
+        ("reset_failed", "vllm.service", None),
+        ("restart", "vllm.service", None),
+    ]
     assert "never killed automatically" in actions[3].why
 
 
@@ -118,8 +169,18 @@ def test_unknown_and_low_confidence_only_notify(label: str) -> None:
     assert plan("healthy", 0.99, facts(), PlanContext()) == []
 
 
-@pytest.mark.parametrize("unit", ["$(reboot).service", "a;rm -rf /.service", "../x.service",
-                                  "x\ny.service", "vllm*.service", "-x.service", "vllm"])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "$(reboot).service",
+        "a;rm -rf /.service",
+        "../x.service",
+        "x\ny.service",
+        "vllm*.service",
+        "-x.service",
+        "vllm",
+    ],
+)
 def test_hostile_unit_names_are_refused(unit: str) -> None:
     assert not is_unit_name(unit)
     actions = plan("wedged_stop", 0.95, facts(), PlanContext(unit=unit))
@@ -129,15 +190,19 @@ def test_hostile_unit_names_are_refused(unit: str) -> None:
     assert "notify" in kinds(held) and not {"stop", "kill"} & set(kinds(held))
 
 
-@pytest.mark.parametrize(("label", "stated"), [
-    ("sampler_warmup_oom", {"max_num_seqs": -5}),                 # a log stating -5
-    ("sampler_warmup_oom", {"max_num_seqs": 1}),                  # nothing lower to go to
-    ("sampler_warmup_oom", {"dummy_requests": 10 ** 30}),         # absurd: not a fact
-    ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 1}),   # "1 prefill tokens"
-    ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 600}),  # 300: under 512
-])
-def test_numbers_from_a_log_are_range_checked_and_bounded(label: str,
-                                                          stated: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("label", "stated"),
+    [
+        ("sampler_warmup_oom", {"max_num_seqs": -5}),  # a log stating -5
+        ("sampler_warmup_oom", {"max_num_seqs": 1}),  # nothing lower to go to
+        ("sampler_warmup_oom", {"dummy_requests": 10**30}),  # absurd: not a fact
+        ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 1}),  # "1 prefill tokens"
+        ("kv_cache_oom", {"engine": "tgi", "max_batch_prefill_tokens": 600}),  # 300: under 512
+    ],
+)
+def test_numbers_from_a_log_are_range_checked_and_bounded(
+    label: str, stated: dict[str, Any]
+) -> None:
     actions = plan(label, 0.97, facts(**stated), PlanContext(unit="vllm.service"))
     assert not any(a.kind in ("set_flag", "restart", "hold_restarts") for a in actions)
     assert set(kinds(actions)) == {"notify"}
@@ -145,8 +210,9 @@ def test_numbers_from_a_log_are_range_checked_and_bounded(label: str,
 
 def test_a_plan_remembers_what_it_was_made_for() -> None:
     f = facts(max_num_seqs=1024, dummy_requests=1024)
-    ctx = PlanContext(unit="vllm.service", invocation_id="ab" * 16, gpus=(0, 1),
-                      ready_bound_s=120.0)
+    ctx = PlanContext(
+        unit="vllm.service", invocation_id="ab" * 16, gpus=(0, 1), ready_bound_s=120.0
+    )
     actions = plan("sampler_warmup_oom", 0.97, f, ctx)
     assert {a.invocation_id for a in actions} == {"ab" * 16}
     assert actions[1].from_value == 1024 and actions[1].value == 512
@@ -162,9 +228,18 @@ def test_actions_are_a_closed_vocabulary() -> None:
 
 def test_classify_json_carries_the_plan(seed_journal: Path) -> None:
     out = json.loads(CliRunner().invoke(cli, ["classify", str(seed_journal), "--json"]).output)
-    assert [a["kind"] for a in out["actions"]] == ["hold_restarts", "set_flag", "set_flag",
-                                                   "wait_gpu_free", "reset_failed", "restart"]
+    assert [a["kind"] for a in out["actions"]] == [
+        "hold_restarts",
+        "set_flag",
+        "set_flag",
+        "wait_gpu_free",
+        "reset_failed",
+        "restart",
+    ]
     seqs = out["actions"][1]
-    assert (seqs["flag"], seqs["value"], seqs["unit"]) == \
-        ("--max-num-seqs", 256, "vllm-minimax-m25.service")
+    assert (seqs["flag"], seqs["value"], seqs["unit"]) == (
+        "--max-num-seqs",
+        256,
+        "vllm-minimax-m25.service",
+    )
     assert seqs["arithmetic"][-1].endswith("= 281 → 256 (a power of two, below 1024)")

@@ -19,8 +19,10 @@ VIEWS = ("events", "log_lines", "gpu_samples", "runs", "incidents", "actions")
 @pytest.fixture
 def loaded(store_url: str, seed_journal: Path, seed_csv: Path) -> str:
     runner = CliRunner()
-    for argv in (["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
-                 ["ingest", "journal", "--file", str(seed_journal)]):
+    for argv in (
+        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
+        ["ingest", "journal", "--file", str(seed_journal)],
+    ):
         assert runner.invoke(cli, [*argv, "--db", store_url]).exit_code == 0
     return store_url
 
@@ -33,19 +35,26 @@ def _rows(args: list[str]) -> list[dict[str, object]]:
 
 
 def test_views_over_the_store_in_place(loaded: str) -> None:
-    counts = _rows(["SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY type",
-                    "--db", loaded])
+    counts = _rows(
+        ["SELECT type, count(*) AS n FROM events GROUP BY type ORDER BY type", "--db", loaded]
+    )
     assert {"type": "log.recorded", "n": 86} in counts
     assert {"type": "gpu.sampled", "n": 1208} in counts
-    lines = _rows(["SELECT message FROM log_lines WHERE message LIKE '%dummy requests%'",
-                   "--db", loaded])
+    lines = _rows(
+        ["SELECT message FROM log_lines WHERE message LIKE '%dummy requests%'", "--db", loaded]
+    )
     assert len(lines) == 1 and "1024 dummy requests" in str(lines[0]["message"])
     assert _rows(["SELECT label, runs FROM incidents ORDER BY opened_seq", "--db", loaded]) == [
-        {"label": "sampler_warmup_oom", "runs": 1}, {"label": "wedged_stop", "runs": 1}]
-    result = CliRunner().invoke(cli, ["query", "SELECT count(*) AS n FROM runs", "--csv",
-                                      "--verbose", "--db", loaded])
-    assert list(csv.reader(io.StringIO(result.output.split("duckdb:")[0]))) == [["n"], ["2"]] \
+        {"label": "sampler_warmup_oom", "runs": 1},
+        {"label": "wedged_stop", "runs": 1},
+    ]
+    result = CliRunner().invoke(
+        cli, ["query", "SELECT count(*) AS n FROM runs", "--csv", "--verbose", "--db", loaded]
+    )
+    assert (
+        list(csv.reader(io.StringIO(result.output.split("duckdb:")[0]))) == [["n"], ["2"]]
         or "n\n2\n" in result.output
+    )
     assert "scanner" in result.output
 
 
@@ -75,20 +84,25 @@ def test_stats_from_the_store_and_from_the_export(loaded: str, tmp_path: Path) -
     report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", loaded]).output)
     assert report["crashes_by_label"] == [
         {"label": "sampler_warmup_oom", "incidents": 1, "failed_runs": 1},
-        {"label": "wedged_stop", "incidents": 1, "failed_runs": 1}]
+        {"label": "wedged_stop", "incidents": 1, "failed_runs": 1},
+    ]
     assert report["crashes_by_week"] == [{"week": "2026-W08", "incidents": 2}]
     # the seed's kill at 00:35:17.1: the four GPUs are under 5% again at 00:35:22.0
     assert report["gpu_release_after_kill"] == [
-        {"host": "gpu-node-07", "kills": 1, "p50_s": 4.9, "p95_s": 4.9}]
+        {"host": "gpu-node-07", "kills": 1, "p50_s": 4.9, "p95_s": 4.9}
+    ]
     (headroom,) = report["gpu_headroom_by_service"]
     assert headroom["runs"] == 2 and 0 < headroom["p50"] < 0.05
     assert report["time_to_recovery"] == [{"resolved": 0, "mean_s": None, "p90_s": None}]
     folder = tmp_path / "export"
     runner.invoke(cli, ["export", "parquet", str(folder), "--db", loaded])
-    assert json.loads(runner.invoke(cli, ["stats", "--json", "--parquet", str(folder)])
-                      .output) == report
-    only = json.loads(runner.invoke(cli, ["stats", "--json", "--service", "other.service",
-                                          "--db", loaded]).output)
+    assert (
+        json.loads(runner.invoke(cli, ["stats", "--json", "--parquet", str(folder)]).output)
+        == report
+    )
+    only = json.loads(
+        runner.invoke(cli, ["stats", "--json", "--service", "other.service", "--db", loaded]).output
+    )
     assert only["crashes_by_label"] == [] and only["gpu_release_after_kill"] == []
     text = runner.invoke(cli, ["stats", "--since", "2026-02-21T00:33:00Z", "--db", loaded])
     assert "crashes by label" in text.output and "wedged_stop  1  1" in text.output

@@ -19,34 +19,47 @@ FIRST = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
 
 def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path) -> CliRunner:
     runner = CliRunner()
-    for argv in (["ingest", "journal", "--file", str(seed_journal)],
-                 ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"]):
+    for argv in (
+        ["ingest", "journal", "--file", str(seed_journal)],
+        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
+    ):
         assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
     return runner
 
 
-def test_explain_tells_the_story_with_numbers(sqlite_url: str, seed_journal: Path,
-                                              seed_csv: Path) -> None:
+def test_explain_tells_the_story_with_numbers(
+    sqlite_url: str, seed_journal: Path, seed_csv: Path
+) -> None:
     runner = _store(sqlite_url, seed_journal, seed_csv)
     text = runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--db", sqlite_url]).output
     assert text.startswith(f"gpu-node-07/{UNIT}: sampler_warmup_oom (confidence 0.9")
-    for expected in ("2026-02-21T00:33:16.013Z  phase sampler_warmup",
-                     "2026-02-21T00:33:17.200Z  main process exited",
-                     "2026-02-21T00:33:27.299Z  restart scheduled",
-                     "failing phase: sampler_warmup", "max_num_seqs: 1024",
-                     "#41  (Worker_TP0 pid=227750) ERROR",
-                     "[proposed] set_flag --max-num-seqs 256",
-                     "fits: 90% × 1.17 GiB / 3.82 MiB = 281 → 256"):
+    for expected in (
+        "2026-02-21T00:33:16.013Z  phase sampler_warmup",
+        "2026-02-21T00:33:17.200Z  main process exited",
+        "2026-02-21T00:33:27.299Z  restart scheduled",
+        "failing phase: sampler_warmup",
+        "max_num_seqs: 1024",
+        "#41  (Worker_TP0 pid=227750) ERROR",
+        "[proposed] set_flag --max-num-seqs 256",
+        "fits: 90% × 1.17 GiB / 3.82 MiB = 281 → 256",
+    ):
         assert expected in text, expected
     gpu_lines = [line for line in text.splitlines() if line.startswith("gpu") and "peak" in line]
     assert len(gpu_lines) == 8 and "peak 99%" in gpu_lines[0] and "peak 0%" in gpu_lines[7]
-    first = json.loads(runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--format",
-                                           "json", "--db", sqlite_url]).output)
+    first = json.loads(
+        runner.invoke(
+            cli, ["explain", UNIT, "--incident", FIRST, "--format", "json", "--db", sqlite_url]
+        ).output
+    )
     assert [(e["seq"], e["time"]) for e in first["evidence"]] == [
-        (34, "2026-02-21T00:33:16.006Z"), (41, "2026-02-21T00:33:16.013Z"),
-        (44, "2026-02-21T00:33:17.200Z"), (45, "2026-02-21T00:33:17.200Z")]
-    latest = runner.invoke(cli, ["explain", f"gpu-node-07/{UNIT}", "--format", "json",
-                                 "--db", sqlite_url])
+        (34, "2026-02-21T00:33:16.006Z"),
+        (41, "2026-02-21T00:33:16.013Z"),
+        (44, "2026-02-21T00:33:17.200Z"),
+        (45, "2026-02-21T00:33:17.200Z"),
+    ]
+    latest = runner.invoke(
+        cli, ["explain", f"gpu-node-07/{UNIT}", "--format", "json", "--db", sqlite_url]
+    )
     report = json.loads(latest.output)
     assert report["incident"]["label"] == "wedged_stop"
     assert [s["kind"] for s in report["plan"]][:2] == ["kill", "wait_gpu_free"]
@@ -54,8 +67,9 @@ def test_explain_tells_the_story_with_numbers(sqlite_url: str, seed_journal: Pat
     assert "\n## Timeline\n" in md.output and "\n## Plan\n" in md.output
 
 
-def test_explain_shows_what_the_actions_did(sqlite_url: str, seed_journal: Path,
-                                            seed_csv: Path) -> None:
+def test_explain_shows_what_the_actions_did(
+    sqlite_url: str, seed_journal: Path, seed_csv: Path
+) -> None:
     runner = _store(sqlite_url, seed_journal, seed_csv)
     store = open_store(sqlite_url)
     plan = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
@@ -81,11 +95,14 @@ def test_sparkline() -> None:
 
 
 def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
-        sqlite_url: str, seed_journal: Path, seed_csv: Path, tmp_path: Path) -> None:
+    sqlite_url: str, seed_journal: Path, seed_csv: Path, tmp_path: Path
+) -> None:
     from markdown_it import MarkdownIt  # CommonMark, as rich (a dependency) ships it
 
-    hostile = ("<script>alert(1)</script><img src=x onerror=alert(1)> ```` ~~~\n"
-               "# injected\n[click](javascript:alert(1)) **bold** \x1b]8;;http://x\x07 | a |")
+    hostile = (
+        "<script>alert(1)</script><img src=x onerror=alert(1)> ```` ~~~\n"
+        "# injected\n[click](javascript:alert(1)) **bold** \x1b]8;;http://x\x07 | a |"
+    )
     lines = seed_journal.read_text().splitlines()
     entry = json.loads(lines[40])
     message = bytes(entry["MESSAGE"]).decode()
@@ -95,8 +112,9 @@ def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
     journal = tmp_path / "hostile.jsonl"
     journal.write_text("\n".join(lines) + "\n")
     runner = _store(sqlite_url, journal, seed_csv)
-    md = runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--format", "markdown",
-                             "--db", sqlite_url])
+    md = runner.invoke(
+        cli, ["explain", UNIT, "--incident", FIRST, "--format", "markdown", "--db", sqlite_url]
+    )
     assert md.exit_code == 0, md.output
     assert "<script>alert(1)</script>" in md.output  # shown, inside a code block
     assert "\x1b" not in md.output and "\x07" not in md.output
@@ -105,7 +123,15 @@ def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
         assert raw not in html, raw
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert [line for line in html.splitlines() if line.startswith("<h2>")] == [
-        f"<h2>{t}</h2>" for t in ("Timeline", "Config", "Evidence", "Facts", "Plan",
-                                  "GPU memory (used / total, over the incident)",
-                                  "Similar incidents on this host")]
+        f"<h2>{t}</h2>"
+        for t in (
+            "Timeline",
+            "Config",
+            "Evidence",
+            "Facts",
+            "Plan",
+            "GPU memory (used / total, over the incident)",
+            "Similar incidents on this host",
+        )
+    ]
     assert html.count("<pre><code") == 7

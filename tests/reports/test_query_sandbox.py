@@ -36,8 +36,10 @@ def one_line_error(result: click.testing.Result, code: int = 4) -> str:
 
 @pytest.fixture
 def loaded(store_url: str, seed_journal: Path, seed_csv: Path) -> str:
-    for argv in (["ingest", "journal", "--file", str(seed_journal)],
-                 ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"]):
+    for argv in (
+        ["ingest", "journal", "--file", str(seed_journal)],
+        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
+    ):
         result = invoke(*argv, "--db", store_url)
         assert result.exit_code == 0, result.output
     return store_url
@@ -67,14 +69,20 @@ def attacks(url: str, tmp_path: Path) -> list[tuple[str, str]]:
     secret.write_text("password\nhunter2\n")
     out = tmp_path / "out"
     store_path = make_url(url).database if url.startswith("sqlite") else None
-    other = f"'{store_path}' AS s2 (TYPE sqlite)" if store_path else (
-        f"{sql_literal(make_url(url).set(drivername='postgresql', query={}).render_as_string(hide_password=False))} "  # noqa: E501
-        "AS s2 (TYPE postgres)")
+    other = (
+        f"'{store_path}' AS s2 (TYPE sqlite)"
+        if store_path
+        else (
+            f"{sql_literal(make_url(url).set(drivername='postgresql', query={}).render_as_string(hide_password=False))} "  # noqa: E501
+            "AS s2 (TYPE postgres)"
+        )
+    )
     refused_read = "file system operations are disabled"
     dump = tmp_path / "dump"  # IMPORT DATABASE runs the SQL of the folder's schema.sql
     dump.mkdir(exist_ok=True)
-    (dump / "schema.sql").write_text(f"ATTACH '{out}.db' AS p (TYPE sqlite); "
-                                     "CREATE TABLE p.x AS SELECT 1 AS a;")
+    (dump / "schema.sql").write_text(
+        f"ATTACH '{out}.db' AS p (TYPE sqlite); CREATE TABLE p.x AS SELECT 1 AS a;"
+    )
     (dump / "load.sql").write_text("")
     return [
         (f"COPY (SELECT 1) TO '{out}.csv'", "COPY statements are refused"),
@@ -85,18 +93,24 @@ def attacks(url: str, tmp_path: Path) -> list[tuple[str, str]]:
         (f"SELECT * FROM read_blob('{secret}')", refused_read),
         (f"SELECT * FROM '{secret}'", refused_read),
         (f"SELECT * FROM glob('{tmp_path}/*')", refused_read),
-        (f"DETACH store; ATTACH {other}; INSERT INTO s2.checkpoints SELECT * FROM s2.checkpoints",
-         "DETACH is refused"),
+        (
+            f"DETACH store; ATTACH {other}; INSERT INTO s2.checkpoints SELECT * FROM s2.checkpoints",
+            "DETACH is refused",
+        ),
         (f"ATTACH {other}", "ATTACH is refused"),
         (f"ATTACH '{out}.db' AS n (TYPE sqlite)", "ATTACH is refused"),
         (f"ATTACH '{out}.duckdb' AS n", "ATTACH is refused"),
         ("ATTACH ':memory:' AS m", "ATTACH is refused"),
-        (f"SELECT * FROM sqlite_scan('{store_path or secret}', 'events')",
-         "sqlite_scan() is refused"),
+        (
+            f"SELECT * FROM sqlite_scan('{store_path or secret}', 'events')",
+            "sqlite_scan() is refused",
+        ),
         (f"CALL sqlite_attach('{store_path or secret}')", "sqlite_attach() is refused"),
         (f"SELECT * FROM \"SQLite_Scan\"('{secret}', 't')", "sqlite_scan() is refused"),
-        ("SELECT * FROM postgres_execute('store', 'COMMIT; CREATE TABLE pwned (a int)')",
-         "postgres_execute() is refused"),
+        (
+            "SELECT * FROM postgres_execute('store', 'COMMIT; CREATE TABLE pwned (a int)')",
+            "postgres_execute() is refused",
+        ),
         ("SELECT * FROM postgres_query('store', 'SELECT 1')", "postgres_query() is refused"),
         (f"SELECT * FROM query('SELECT * FROM read_text(''{secret}'')')", "query() is refused"),
         ("INSERT INTO store.checkpoints SELECT * FROM store.checkpoints", "read-only mode"),
@@ -122,8 +136,7 @@ def attacks(url: str, tmp_path: Path) -> list[tuple[str, str]]:
     ]
 
 
-def test_every_way_out_is_refused_and_the_store_is_unchanged(loaded: str,
-                                                             tmp_path: Path) -> None:
+def test_every_way_out_is_refused_and_the_store_is_unchanged(loaded: str, tmp_path: Path) -> None:
     before = snapshot(loaded)
     for sql, says in attacks(loaded, tmp_path):
         error = one_line_error(invoke("query", sql, "--db", loaded))
@@ -134,9 +147,14 @@ def test_every_way_out_is_refused_and_the_store_is_unchanged(loaded: str,
     assert snapshot(loaded) == before
     assert invoke("verify", "--db", loaded).exit_code == 0
     # what the sandbox leaves: the views, and DuckDB's own memory
-    result = invoke("query", "CREATE TABLE t AS SELECT type, count(*) AS n FROM events "
-                    "GROUP BY type; SELECT n FROM t WHERE type = 'log.recorded'", "--json",
-                    "--db", loaded)
+    result = invoke(
+        "query",
+        "CREATE TABLE t AS SELECT type, count(*) AS n FROM events "
+        "GROUP BY type; SELECT n FROM t WHERE type = 'log.recorded'",
+        "--json",
+        "--db",
+        loaded,
+    )
     assert result.exit_code == 0 and json.loads(result.output) == [{"n": 86}], result.output
 
 
@@ -157,19 +175,20 @@ def test_the_scanner_functions_list_is_what_loading_them_adds() -> None:
     assert {r[0] for r in con.execute(names).fetchall()} - before == SCANNER_FUNCTIONS
 
 
-def test_the_parquet_views_read_their_folder_and_nothing_else(loaded: str,
-                                                               tmp_path: Path) -> None:
+def test_the_parquet_views_read_their_folder_and_nothing_else(loaded: str, tmp_path: Path) -> None:
     folder = tmp_path / "export"
     assert invoke("export", "parquet", str(folder), "--db", loaded).exit_code == 0
     exported = sorted(str(p) for p in folder.rglob("*"))
-    result = invoke("query", "SELECT count(*) AS n FROM log_lines", "--json",
-                    "--parquet", str(folder))
+    result = invoke(
+        "query", "SELECT count(*) AS n FROM log_lines", "--json", "--parquet", str(folder)
+    )
     assert result.exit_code == 0 and json.loads(result.output) == [{"n": 86}], result.output
     for sql, says in [
-            *attacks(loaded, tmp_path),
-            (f"COPY (SELECT 1) TO '{folder}/runs.parquet'", "COPY statements are refused"),
-            (f"SELECT * FROM read_text('{folder}/../secret.csv')", "disabled"),
-            (f"SELECT * FROM read_text('{folder}2/x')", "disabled")]:
+        *attacks(loaded, tmp_path),
+        (f"COPY (SELECT 1) TO '{folder}/runs.parquet'", "COPY statements are refused"),
+        (f"SELECT * FROM read_text('{folder}/../secret.csv')", "disabled"),
+        (f"SELECT * FROM read_text('{folder}2/x')", "disabled"),
+    ]:
         if "read-only" in says:  # no store attached here: those fail otherwise
             continue
         error = one_line_error(invoke("query", sql, "--parquet", str(folder)))
@@ -179,18 +198,23 @@ def test_the_parquet_views_read_their_folder_and_nothing_else(loaded: str,
     assert stats.exit_code == 0 and json.loads(stats.output)["crashes_by_label"]
 
 
-def test_allow_files_reads_and_writes_files_but_not_the_store(loaded: str,
-                                                              tmp_path: Path) -> None:
+def test_allow_files_reads_and_writes_files_but_not_the_store(loaded: str, tmp_path: Path) -> None:
     before = snapshot(loaded)
     mine = tmp_path / "mine.csv"
     mine.write_text("a,b\n1,2\n")
     out = tmp_path / "labels.csv"
-    result = invoke("query", f"COPY (SELECT label FROM incidents ORDER BY 1) TO '{out}'",
-                    "--allow-files", "--db", loaded)
+    result = invoke(
+        "query",
+        f"COPY (SELECT label FROM incidents ORDER BY 1) TO '{out}'",
+        "--allow-files",
+        "--db",
+        loaded,
+    )
     assert result.exit_code == 0, result.output
     assert out.read_text().splitlines() == ["label", "sampler_warmup_oom", "wedged_stop"]
-    result = invoke("query", f"SELECT b FROM read_csv('{mine}')", "--json", "--allow-files",
-                    "--db", loaded)
+    result = invoke(
+        "query", f"SELECT b FROM read_csv('{mine}')", "--json", "--allow-files", "--db", loaded
+    )
     assert result.exit_code == 0 and json.loads(result.output) == [{"b": 2}], result.output
     for sql, says in attacks(loaded, tmp_path):
         if ("refused" in says and "statements" not in says) or "read-only" in says:
@@ -216,21 +240,33 @@ def test_no_sql_and_bad_folders_are_one_line_errors(sqlite_url: str, tmp_path: P
     bad.write_text("")
     one_line_error(invoke("export", "parquet", str(never), "--db", f"sqlite:///{bad}"), 1)
     assert not never.parent.exists()
-    error = one_line_error(invoke("stats", "--format", "html", "--out",
-                                  str(tmp_path / "missing" / "stats.html"), "--db", sqlite_url),
-                           1)
+    error = one_line_error(
+        invoke(
+            "stats",
+            "--format",
+            "html",
+            "--out",
+            str(tmp_path / "missing" / "stats.html"),
+            "--db",
+            sqlite_url,
+        ),
+        1,
+    )
     assert "missing" in error and not (tmp_path / "missing").exists()
     empty = tmp_path / "empty"
     (empty / "events").mkdir(parents=True)
     assert "not a readable Parquet export" in one_line_error(
-        invoke("query", "SELECT 1", "--parquet", str(empty)))
+        invoke("query", "SELECT 1", "--parquet", str(empty))
+    )
 
 
 def test_values_python_cannot_print_plainly_come_out_anyway(sqlite_url: str) -> None:
     assert invoke("db", "upgrade", "--db", sqlite_url).exit_code == 0
-    sql = ("SELECT TIMESTAMPTZ '2026-02-21 00:33:16+00' AS at, 1.5 AS d, INTERVAL 90 SECOND "
-           "AS i, '\\x00ab'::BLOB AS b, 1267650600228229401496703205376::HUGEINT AS big, "
-           "MAP {1: 'x'} AS m")
+    sql = (
+        "SELECT TIMESTAMPTZ '2026-02-21 00:33:16+00' AS at, 1.5 AS d, INTERVAL 90 SECOND "
+        "AS i, '\\x00ab'::BLOB AS b, 1267650600228229401496703205376::HUGEINT AS big, "
+        "MAP {1: 'x'} AS m"
+    )
     result = invoke("query", sql, "--json", "--db", sqlite_url)
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)
@@ -245,18 +281,32 @@ def test_values_python_cannot_print_plainly_come_out_anyway(sqlite_url: str) -> 
 HOSTILE = "a\x1b[2Jb\x1b]0;owned\x07c\rd\x9be\nf\tg"
 
 
-def test_csv_and_table_output_never_print_raw_control_characters(sqlite_url: str,
-                                                                  tmp_path: Path) -> None:
+def test_csv_and_table_output_never_print_raw_control_characters(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     journal = tmp_path / "hostile.jsonl"
-    journal.write_text(json.dumps({
-        "__CURSOR": "s=1;i=1", "__REALTIME_TIMESTAMP": "1771633975000000",
-        "__MONOTONIC_TIMESTAMP": "1", "_BOOT_ID": "b" * 32, "_HOSTNAME": "h1",
-        "PRIORITY": "6", "MESSAGE": list(HOSTILE.encode()), "_PID": "7", "_COMM": "vllm",
-        "SYSLOG_IDENTIFIER": "vllm", "_TRANSPORT": "stdout",
-        "_SYSTEMD_UNIT": "x.service"}) + "\n")
+    journal.write_text(
+        json.dumps(
+            {
+                "__CURSOR": "s=1;i=1",
+                "__REALTIME_TIMESTAMP": "1771633975000000",
+                "__MONOTONIC_TIMESTAMP": "1",
+                "_BOOT_ID": "b" * 32,
+                "_HOSTNAME": "h1",
+                "PRIORITY": "6",
+                "MESSAGE": list(HOSTILE.encode()),
+                "_PID": "7",
+                "_COMM": "vllm",
+                "SYSLOG_IDENTIFIER": "vllm",
+                "_TRANSPORT": "stdout",
+                "_SYSTEMD_UNIT": "x.service",
+            }
+        )
+        + "\n"
+    )
     result = invoke("ingest", "journal", "--file", str(journal), "--db", sqlite_url)
     assert result.exit_code == 0, result.output
-    sql = "SELECT message, message AS \"\x1b[31mred\" FROM log_lines"
+    sql = 'SELECT message, message AS "\x1b[31mred" FROM log_lines'
     as_csv = invoke("query", sql, "--csv", "--db", sqlite_url)
     assert as_csv.exit_code == 0, as_csv.output
     for raw in "\x1b\x07\r\x9b":

@@ -35,20 +35,29 @@ def test_a_box_boots_runs_units_and_leaves_nothing_behind(tmp_path: Path) -> Non
     reason = box_unavailable()
     if reason is not None:
         pytest.skip(f"no systemd box: {reason}")
-    before = (_mounts(), _cgroups(), _listing(Path("/tmp")), _listing(Path("/dev")),
-              _listing(Path("/var/log/journal")), _listing(Path("/run")))
+    before = (
+        _mounts(),
+        _cgroups(),
+        _listing(Path("/tmp")),
+        _listing(Path("/dev")),
+        _listing(Path("/var/log/journal")),
+        _listing(Path("/run")),
+    )
     marker = Path("/tmp") / f"advisor-box-test-{os.getpid()}"
     marker.write_text("the host's /tmp must survive a box")
     try:
         with SystemdBox(tmp_path / "box", hostname="box-test") as box:
             assert box.boot_s is not None and box.boot_s < 10
-            active = box.systemctl("list-units", "--no-legend", "--plain", "--state=active",
-                                   "--type=service").stdout
+            active = box.systemctl(
+                "list-units", "--no-legend", "--plain", "--state=active", "--type=service"
+            ).stdout
             services = sorted(line.split()[0] for line in active.splitlines() if line.strip())
             # Nothing of the host's: only journald and the box's bus proxy (once used).
             assert set(services) <= {"systemd-journald.service", "advisor-box-bus.service"}
-            box.install("hello.service",
-                        "[Service]\nExecStart=/bin/sh -c 'echo hello from the box; sleep 30'\n")
+            box.install(
+                "hello.service",
+                "[Service]\nExecStart=/bin/sh -c 'echo hello from the box; sleep 30'\n",
+            )
             box.systemctl("start", "hello.service")
             with SystemdBus(box.bus_address) as bus:
                 props = bus.properties(bus.unit_path("hello.service"), UNIT)
@@ -63,6 +72,12 @@ def test_a_box_boots_runs_units_and_leaves_nothing_behind(tmp_path: Path) -> Non
         assert marker.exists()
     finally:
         marker.unlink(missing_ok=True)
-    after = (_mounts(), _cgroups(), _listing(Path("/tmp")), _listing(Path("/dev")),
-             _listing(Path("/var/log/journal")), _listing(Path("/run")))
+    after = (
+        _mounts(),
+        _cgroups(),
+        _listing(Path("/tmp")),
+        _listing(Path("/dev")),
+        _listing(Path("/var/log/journal")),
+        _listing(Path("/run")),
+    )
     assert after == before

@@ -50,9 +50,13 @@ Opener = Callable[[str], EventStore]
 
 
 def log_event(i: int, *, source: str = "test") -> dict[str, Any]:
-    return {"stream": "h/u.service", "time_us": 1_700_000_000_000_000 + i, "source": source,
-            "key": i, "payload": {"type": "log.recorded", "origin": "text",
-                                  "message": f"line {i}"}}
+    return {
+        "stream": "h/u.service",
+        "time_us": 1_700_000_000_000_000 + i,
+        "source": source,
+        "key": i,
+        "payload": {"type": "log.recorded", "origin": "text", "message": f"line {i}"},
+    }
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
@@ -66,8 +70,9 @@ def _ingest(db: str, folder: Path, name: str, lines: int) -> None:
     """`advisor ingest text` of a log with `lines` lines: what signs the heads."""
     log = folder / f"{name}.log"
     log.write_text("".join(f"{name} line {i}: INFO serving\n" for i in range(lines)))
-    code, out, err = _invoke("ingest", "text", str(log), "--service", "vllm", "--db", db,
-                             "--no-diagnose")
+    code, out, err = _invoke(
+        "ingest", "text", str(log), "--service", "vllm", "--db", db, "--no-diagnose"
+    )
     assert code == 0, out + err
 
 
@@ -97,8 +102,9 @@ def _rechain(url: str, from_seq: int) -> None:
     store = open_store(url)
     try:
         with store.connect() as conn:
-            prev_row = conn.execute(text("SELECT hash FROM events WHERE seq = :s"),
-                                    {"s": from_seq - 1}).scalar()
+            prev_row = conn.execute(
+                text("SELECT hash FROM events WHERE seq = :s"), {"s": from_seq - 1}
+            ).scalar()
         prev = GENESIS_HASH if prev_row is None else bytes(prev_row)
         rows = []
         for event in store.read_raw(after_seq=from_seq - 1):
@@ -107,25 +113,40 @@ def _rechain(url: str, from_seq: int) -> None:
                 body = orjson.loads(payload)
                 body["message"] = "nothing happened here"
                 payload = orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
-            altered = type(event)(event.seq, event.stream, event.type, event.version,
-                                  event.time_us, event.recorded_us, event.source, event.key,
-                                  payload, b"", event.origin)
+            altered = type(event)(
+                event.seq,
+                event.stream,
+                event.type,
+                event.version,
+                event.time_us,
+                event.recorded_us,
+                event.source,
+                event.key,
+                payload,
+                b"",
+                event.origin,
+            )
             prev = altered.recomputed_hash(prev)
             rows.append((event.seq, payload, prev))
         with store.begin() as conn:
             if _is_sqlite(url):
                 conn.exec_driver_sql("DROP TRIGGER events_no_replace")
                 for seq, payload, hash_ in rows:
-                    conn.execute(text(
-                        "INSERT OR REPLACE INTO events SELECT seq, stream, type, "
-                        "schema_version, event_time_us, recorded_time_us, source_id, idem_key, "
-                        ":p, :h, origin FROM events WHERE seq = :s"),
-                        {"p": payload, "h": hash_, "s": seq})
+                    conn.execute(
+                        text(
+                            "INSERT OR REPLACE INTO events SELECT seq, stream, type, "
+                            "schema_version, event_time_us, recorded_time_us, source_id, idem_key, "
+                            ":p, :h, origin FROM events WHERE seq = :s"
+                        ),
+                        {"p": payload, "h": hash_, "s": seq},
+                    )
             else:
                 conn.exec_driver_sql("DROP TRIGGER events_append_only ON events")
                 for seq, payload, hash_ in rows:
-                    conn.execute(text("UPDATE events SET payload = :p, hash = :h "
-                                      "WHERE seq = :s"), {"p": payload, "h": hash_, "s": seq})
+                    conn.execute(
+                        text("UPDATE events SET payload = :p, hash = :h WHERE seq = :s"),
+                        {"p": payload, "h": hash_, "s": seq},
+                    )
     finally:
         store.close()
 
@@ -160,15 +181,19 @@ def _delete(url: str) -> None:
 
 # ------------------------------------------------------------ no INSERT over a stored row
 
-def test_sqlite_refuses_replace_over_a_stored_event_or_source(sqlite_url: str,
-                                                              opener: Opener) -> None:
+
+def test_sqlite_refuses_replace_over_a_stored_event_or_source(
+    sqlite_url: str, opener: Opener
+) -> None:
     """Before migration 0008, `INSERT OR REPLACE` with a stored seq replaced the event: the
     DELETE trigger does not fire for REPLACE's delete."""
     store = opener(sqlite_url)
     store.append(validate_batch([log_event(i) for i in range(10)]))
     conn = sqlite3.connect(_sqlite_path(sqlite_url))
-    columns = ("seq, stream, type, schema_version, event_time_us, recorded_time_us, "
-               "source_id, idem_key, '{}', hash, origin")
+    columns = (
+        "seq, stream, type, schema_version, event_time_us, recorded_time_us, "
+        "source_id, idem_key, '{}', hash, origin"
+    )
     attempts = [
         f"INSERT OR REPLACE INTO events SELECT {columns} FROM events WHERE seq = 5",
         f"REPLACE INTO events SELECT {columns} FROM events WHERE seq = 5",
@@ -196,22 +221,26 @@ def test_upsert_over_a_stored_row_is_refused(store_url: str, opener: Opener) -> 
     events, sources and checkpoints."""
     store = opener(store_url)
     store.append(validate_batch([log_event(i) for i in range(3)]), Checkpoint("r", {"at": 3}))
-    columns = ("seq, stream, type, schema_version, event_time_us, recorded_time_us, "
-               "source_id, idem_key, payload, hash, origin")
+    columns = (
+        "seq, stream, type, schema_version, event_time_us, recorded_time_us, "
+        "source_id, idem_key, payload, hash, origin"
+    )
     for statement in (
-            f"INSERT INTO events ({columns}) SELECT {columns} FROM events WHERE seq = 2 "
-            "ON CONFLICT (seq) DO UPDATE SET payload = '{}'",
-            "INSERT INTO sources (id, name) SELECT id, name FROM sources WHERE id = 1 "
-            "ON CONFLICT (id) DO UPDATE SET name = 'other'",
-            "INSERT INTO checkpoints (name, n, position, updated_time_us) SELECT name, n, "
-            "position, updated_time_us FROM checkpoints WHERE name = 'r' "
-            "ON CONFLICT (name, n) DO UPDATE SET position = '{\"at\": 0}'"):
+        f"INSERT INTO events ({columns}) SELECT {columns} FROM events WHERE seq = 2 "
+        "ON CONFLICT (seq) DO UPDATE SET payload = '{}'",
+        "INSERT INTO sources (id, name) SELECT id, name FROM sources WHERE id = 1 "
+        "ON CONFLICT (id) DO UPDATE SET name = 'other'",
+        "INSERT INTO checkpoints (name, n, position, updated_time_us) SELECT name, n, "
+        "position, updated_time_us FROM checkpoints WHERE name = 'r' "
+        "ON CONFLICT (name, n) DO UPDATE SET position = '{\"at\": 0}'",
+    ):
         with pytest.raises(Exception, match="append-only"), store.begin() as conn:
             conn.execute(text(statement))
     assert verify(store).ok and store.checkpoint("r") == {"at": 3}
 
 
 # ------------------------------------------------------------ checkpoints append-only
+
 
 def test_checkpoints_are_append_only(store_url: str, opener: Opener) -> None:
     """A reader's position was one row UPDATEd in place: an attacker could move a reader on
@@ -223,8 +252,9 @@ def test_checkpoints_are_append_only(store_url: str, opener: Opener) -> None:
     assert store.checkpoint("journal") == {"at": 3}
     assert status(store).checkpoints["journal"]["at"] == 3
     with store.connect() as conn:
-        rows = conn.execute(text("SELECT n, position FROM checkpoints WHERE name = 'journal' "
-                                 "ORDER BY n")).all()
+        rows = conn.execute(
+            text("SELECT n, position FROM checkpoints WHERE name = 'journal' ORDER BY n")
+        ).all()
     assert [(n, json.loads(p)["at"]) for n, p in rows] == [(1, 1), (2, 2), (3, 3)]
     refused = ["UPDATE checkpoints SET position = '{\"at\": 99}'", "DELETE FROM checkpoints"]
     if not _is_sqlite(store_url):
@@ -238,7 +268,8 @@ def test_checkpoints_are_append_only(store_url: str, opener: Opener) -> None:
 
 
 def test_projections_fold_and_rebuild_with_append_only_checkpoints(
-        store_url: str, opener: Opener) -> None:
+    store_url: str, opener: Opener
+) -> None:
     """The projector's position is a checkpoint: `rebuild` appends a reset row instead of
     deleting it, and folding goes on from the latest row."""
     store = opener(store_url)
@@ -249,8 +280,13 @@ def test_projections_fold_and_rebuild_with_append_only_checkpoints(
     assert projector.catch_up() == 5
     assert projector.rebuild() == 25 and projector.position() == 25
     with store.connect() as conn:
-        positions = [json.loads(p)["seq"] for (p,) in conn.execute(text(
-            "SELECT position FROM checkpoints WHERE name = :n ORDER BY n"), {"n": CHECKPOINT})]
+        positions = [
+            json.loads(p)["seq"]
+            for (p,) in conn.execute(
+                text("SELECT position FROM checkpoints WHERE name = :n ORDER BY n"),
+                {"n": CHECKPOINT},
+            )
+        ]
     assert positions == [20, 25, 0, 25]
 
 
@@ -260,26 +296,37 @@ def test_migration_0008_keeps_each_readers_position(store_url: str, opener: Open
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "0007")
-        conn.execute(text("INSERT INTO checkpoints (name, position, updated_time_us) "
-                          "VALUES (:name, :position, :at)"),
-                     [{"name": "a", "position": '{"at":1}', "at": 10},
-                      {"name": "b", "position": '{"at":2}', "at": 20}])
+        conn.execute(
+            text(
+                "INSERT INTO checkpoints (name, position, updated_time_us) "
+                "VALUES (:name, :position, :at)"
+            ),
+            [
+                {"name": "a", "position": '{"at":1}', "at": 10},
+                {"name": "b", "position": '{"at":2}', "at": 20},
+            ],
+        )
     engine.dispose()
     store = opener(store_url)  # upgrades to the head
     assert (store.checkpoint("a"), store.checkpoint("b")) == ({"at": 1}, {"at": 2})
     store.append([], Checkpoint("a", {"at": 5}))
     with store.connect() as conn:
         rows = conn.execute(text("SELECT name, n, position FROM checkpoints ORDER BY name, n"))
-        assert [tuple(r) for r in rows] == [("a", 1, '{"at":1}'), ("a", 2, '{"at":5}'),
-                                            ("b", 1, '{"at":2}')]
+        assert [tuple(r) for r in rows] == [
+            ("a", 1, '{"at":1}'),
+            ("a", 2, '{"at":5}'),
+            ("b", 1, '{"at":2}'),
+        ]
     with pytest.raises(Exception, match="append-only"), store.begin() as conn:
         conn.execute(text("DELETE FROM checkpoints WHERE name = 'b'"))
 
 
 # ------------------------------------------------------------ signed heads
 
+
 def test_a_rechained_history_passes_verify_but_not_verify_heads(
-        store_url: str, tmp_path: Path) -> None:
+    store_url: str, tmp_path: Path
+) -> None:
     _ingest(store_url, tmp_path, "first", 30)
     _ingest(store_url, tmp_path, "second", 20)
     assert [h["seq"] for h in map(json.loads, _heads_file().read_text().splitlines())] == [30, 50]
@@ -354,8 +401,9 @@ def test_forged_heads_and_another_key_are_findings(sqlite_url: str, tmp_path: Pa
     assert not default_key_path().exists(), "a reading command never creates the key"
 
 
-def test_the_key_is_made_once_0600_and_verify_never_makes_it(sqlite_url: str,
-                                                              tmp_path: Path) -> None:
+def test_the_key_is_made_once_0600_and_verify_never_makes_it(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     key_path = default_key_path()
     code, _out, err = _invoke("verify", "--heads", "--db", sqlite_url)  # no store, no heads
     assert code == 1 and "does not exist" in err and not key_path.exists()
@@ -368,7 +416,8 @@ def test_the_key_is_made_once_0600_and_verify_never_makes_it(sqlite_url: str,
     assert [h.seq for h in heads] == [5, 10] and all(h.valid(key.public_key) for h in heads)
     code, report = _verify(sqlite_url, "--key", str(key_path))
     assert code == 0 and report["heads"]["findings"] == [
-        {"ok": True, "seq": None, "reason": "2 signed heads match the chain"}]
+        {"ok": True, "seq": None, "reason": "2 signed heads match the chain"}
+    ]
 
 
 def test_default_key_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -390,7 +439,8 @@ class _Clock:
 
 
 def test_heads_are_coalesced_and_the_last_batch_is_always_signed(
-        sqlite_url: str, opener: Opener, tmp_path: Path) -> None:
+    sqlite_url: str, opener: Opener, tmp_path: Path
+) -> None:
     """A daemon that commits every second writes a head at most every interval; the batch
     after the last head is signed when the interval is up or the writer closes."""
     store = opener(sqlite_url)
@@ -400,9 +450,16 @@ def test_heads_are_coalesced_and_the_last_batch_is_always_signed(
     server.bind(str(sockets / "journal"))
     server.settimeout(5)
     clock = _Clock()
-    writer = HeadWriter(store, HostKey.generate(), host="h", label="test",
-                        heads_file=tmp_path / "heads", interval_s=3600,
-                        journal=JournalSink(sockets / "journal"), clock=clock)
+    writer = HeadWriter(
+        store,
+        HostKey.generate(),
+        host="h",
+        label="test",
+        heads_file=tmp_path / "heads",
+        interval_s=3600,
+        journal=JournalSink(sockets / "journal"),
+        clock=clock,
+    )
     for i in range(0, 30, 10):
         store.append(validate_batch([log_event(j) for j in range(i, i + 10)]))
     assert [h.seq for h in writer.written] == [10]
@@ -427,12 +484,18 @@ def test_heads_are_coalesced_and_the_last_batch_is_always_signed(
     assert writer.journal_sent == 3
 
 
-def test_without_journald_heads_still_go_to_the_file(sqlite_url: str, opener: Opener,
-                                                     tmp_path: Path) -> None:
+def test_without_journald_heads_still_go_to_the_file(
+    sqlite_url: str, opener: Opener, tmp_path: Path
+) -> None:
     store = opener(sqlite_url)
-    writer = HeadWriter(store, HostKey.generate(), host="h", label="test",
-                        heads_file=tmp_path / "heads",
-                        journal=JournalSink(tmp_path / "no-journald"))
+    writer = HeadWriter(
+        store,
+        HostKey.generate(),
+        host="h",
+        label="test",
+        heads_file=tmp_path / "heads",
+        journal=JournalSink(tmp_path / "no-journald"),
+    )
     store.append(validate_batch([log_event(0)]))
     writer.observe(AppendResult(appended=0, last_seq=None))
     writer.close()
@@ -440,15 +503,15 @@ def test_without_journald_heads_still_go_to_the_file(sqlite_url: str, opener: Op
 
 
 def test_heads_in_a_real_journal_reveal_what_the_heads_file_no_longer_shows(
-        box: SystemdBox, tmp_path: Path) -> None:
+    box: SystemdBox, tmp_path: Path
+) -> None:
     """`advisor ingest` on a host with journald (the box's, real systemd 252) sends each
     head to the journal; an attacker who re-chains the store and deletes the heads file is
     still caught by the heads journald kept."""
     db = f"sqlite:///{tmp_path / 'events.db'}"
     log = tmp_path / "app.log"
     log.write_text("".join(f"line {i}: INFO serving\n" for i in range(25)))
-    done = advisor_in(box, db, "ingest", "text", str(log), "--service", "vllm",
-                      "--no-diagnose")
+    done = advisor_in(box, db, "ingest", "text", str(log), "--service", "vllm", "--no-diagnose")
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + 15
     while IDENTIFIER not in box.journalctl("-o", "json", f"SYSLOG_IDENTIFIER={IDENTIFIER}"):
@@ -470,8 +533,15 @@ def test_heads_in_a_real_journal_reveal_what_the_heads_file_no_longer_shows(
 
 
 def test_verify_heads_reads_journal_files_it_is_given_or_says_why_not(
-        sqlite_url: str, tmp_path: Path) -> None:
+    sqlite_url: str, tmp_path: Path
+) -> None:
     _ingest(sqlite_url, tmp_path, "first", 3)
-    code, _out, err = _invoke("verify", "--heads", "--heads-journal-file",
-                             str(tmp_path / "none.journal"), "--db", sqlite_url)
+    code, _out, err = _invoke(
+        "verify",
+        "--heads",
+        "--heads-journal-file",
+        str(tmp_path / "none.journal"),
+        "--db",
+        sqlite_url,
+    )
     assert code == 4 and err.startswith("Error: --heads-journal-file") and "no such file" in err

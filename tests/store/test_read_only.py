@@ -22,8 +22,16 @@ from advisor.store import EventStore
 from tests.conftest import PG_ENV, run_advisor
 
 Opener = Callable[[str], EventStore]
-READERS = (["verify"], ["status"], ["events", "--limit", "3"], ["explain", "vllm-minimax-m25"],
-           ["runs"], ["incidents"], ["stats"], ["query", "SELECT count(*) FROM events"])
+READERS = (
+    ["verify"],
+    ["status"],
+    ["events", "--limit", "3"],
+    ["explain", "vllm-minimax-m25"],
+    ["runs"],
+    ["incidents"],
+    ["stats"],
+    ["query", "SELECT count(*) FROM events"],
+)
 
 
 def invoke(*args: str) -> click.testing.Result:
@@ -31,8 +39,7 @@ def invoke(*args: str) -> click.testing.Result:
 
 
 def one_line_error(result: click.testing.Result | subprocess.CompletedProcess[bytes]) -> str:
-    out = (result.stderr if isinstance(result.stderr, str)
-           else result.stderr.decode())
+    out = result.stderr if isinstance(result.stderr, str) else result.stderr.decode()
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1, out
     assert lines[0].startswith("Error: "), out
@@ -41,8 +48,11 @@ def one_line_error(result: click.testing.Result | subprocess.CompletedProcess[by
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.iterdir()) if p.is_file()}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -57,8 +67,9 @@ def seeded(tmp_path: Path, seed_journal: Path) -> Path:
 
 
 @pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
-def test_a_reading_command_on_a_mistyped_path_creates_nothing(tmp_path: Path,
-                                                              args: list[str]) -> None:
+def test_a_reading_command_on_a_mistyped_path_creates_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
     missing = tmp_path / "no-such-folder" / "events.db"
     result = invoke(*args, "--db", f"sqlite:///{missing}")
     assert result.exit_code == 1
@@ -118,15 +129,19 @@ def test_a_store_on_read_only_media_is_verified_and_read(seeded: Path) -> None:
     for p in folder.glob("events.db-*"):
         p.unlink()  # a store closed cleanly: no WAL or index beside it
     url = f"sqlite:///{seeded}"
-    script = " && ".join([
-        f"mount --bind -o ro {folder} {folder}",
-        f"! touch {folder}/probe 2>/dev/null",
-        f"{sys.executable} -m advisor verify --db {url}",
-        f"{sys.executable} -m advisor status --db {url} --json",
-        f"{sys.executable} -m advisor explain vllm-minimax-m25 --db {url}",
-        f"{sys.executable} -m advisor events --limit 1 --db {url}"])
-    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
-                          timeout=120, check=False)
+    script = " && ".join(
+        [
+            f"mount --bind -o ro {folder} {folder}",
+            f"! touch {folder}/probe 2>/dev/null",
+            f"{sys.executable} -m advisor verify --db {url}",
+            f"{sys.executable} -m advisor status --db {url} --json",
+            f"{sys.executable} -m advisor explain vllm-minimax-m25 --db {url}",
+            f"{sys.executable} -m advisor events --limit 1 --db {url}",
+        ]
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script], capture_output=True, timeout=120, check=False
+    )
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert "hash chain intact" in out
@@ -151,15 +166,19 @@ def test_read_only_media_with_an_unmerged_wal_is_refused_not_misread(seeded: Pat
     keep.close()
     (copy / "events.db-shm").unlink()
     assert (copy / "events.db-wal").stat().st_size > 0, wal
-    script = (f"mount --bind -o ro {copy} {copy} && "
-              f"{sys.executable} -m advisor verify --db sqlite:///{copy / 'events.db'}")
-    done = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True,
-                          timeout=60, check=False)
+    script = (
+        f"mount --bind -o ro {copy} {copy} && "
+        f"{sys.executable} -m advisor verify --db sqlite:///{copy / 'events.db'}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script], capture_output=True, timeout=60, check=False
+    )
     assert done.returncode == 1
     assert "write-ahead log" in one_line_error(done)
 
 
 # ------------------------------------------------------------------------- PostgreSQL
+
 
 @pytest.fixture
 def pg_schema() -> Iterator[tuple[str, Callable[[str], list[str]]]]:
@@ -176,9 +195,15 @@ def pg_schema() -> Iterator[tuple[str, Callable[[str], list[str]]]]:
 
     def tables(_: str = "") -> list[str]:
         with admin.connect() as conn:
-            return list(conn.execute(text(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
-                "ORDER BY 1"), {"s": schema}).scalars())
+            return list(
+                conn.execute(
+                    text(
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+                        "ORDER BY 1"
+                    ),
+                    {"s": schema},
+                ).scalars()
+            )
 
     sep = "&" if "?" in base else "?"
     try:
@@ -191,7 +216,8 @@ def pg_schema() -> Iterator[tuple[str, Callable[[str], list[str]]]]:
 
 @pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
 def test_reading_a_postgresql_schema_without_a_store_creates_nothing(
-        pg_schema: tuple[str, Callable[[], list[str]]], args: list[str]) -> None:
+    pg_schema: tuple[str, Callable[[], list[str]]], args: list[str]
+) -> None:
     url, tables = pg_schema
     result = invoke(*args, "--db", url)
     assert result.exit_code == 1
@@ -200,7 +226,8 @@ def test_reading_a_postgresql_schema_without_a_store_creates_nothing(
 
 
 def test_a_postgresql_schema_with_other_tables_is_not_written_into_unless_asked(
-        pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path) -> None:
+    pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path
+) -> None:
     url, tables = pg_schema
     engine = create_engine(url)
     with engine.begin() as conn:
@@ -216,7 +243,8 @@ def test_a_postgresql_schema_with_other_tables_is_not_written_into_unless_asked(
 
 
 def test_postgresql_readers_run_read_only_transactions(
-        pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path) -> None:
+    pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path
+) -> None:
     from advisor.store import open_store
 
     url, _tables = pg_schema
@@ -233,13 +261,18 @@ def test_postgresql_readers_run_read_only_transactions(
 
 # ------------------------------------------------------------------------- one-line errors
 
-@pytest.mark.parametrize("args", [
-    ["events", "--since", "-99999999999999999999h"],
-    ["events", "--since", "@1e400"],
-    ["events", "--since", "@-5"],
-    ["stats", "--since", "-99999999999999999999d"],
-    ["events", "--limit", "99999999999999999999"],
-], ids=["since-relative", "since-inf", "since-before-1970", "stats-since", "limit"])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["events", "--since", "-99999999999999999999h"],
+        ["events", "--since", "@1e400"],
+        ["events", "--since", "@-5"],
+        ["stats", "--since", "-99999999999999999999d"],
+        ["events", "--limit", "99999999999999999999"],
+    ],
+    ids=["since-relative", "since-inf", "since-before-1970", "stats-since", "limit"],
+)
 def test_numbers_out_of_range_are_one_line_errors(seeded: Path, args: list[str]) -> None:
     done = run_advisor(*args, "--db", f"sqlite:///{seeded}")
     assert done.returncode in (2, 4), done.stderr.decode()
@@ -248,11 +281,20 @@ def test_numbers_out_of_range_are_one_line_errors(seeded: Path, args: list[str])
     assert "Error" in err
 
 
-def test_out_into_a_missing_folder_is_one_line_and_writes_nothing(seeded: Path,
-                                                                 tmp_path: Path) -> None:
+def test_out_into_a_missing_folder_is_one_line_and_writes_nothing(
+    seeded: Path, tmp_path: Path
+) -> None:
     target = tmp_path / "missing" / "pm.md"
-    result = invoke("explain", "vllm-minimax-m25", "--format", "markdown", "--out", str(target),
-                    "--db", f"sqlite:///{seeded}")
+    result = invoke(
+        "explain",
+        "vllm-minimax-m25",
+        "--format",
+        "markdown",
+        "--out",
+        str(target),
+        "--db",
+        f"sqlite:///{seeded}",
+    )
     assert result.exit_code == 1
     assert str(target) in one_line_error(result)
     assert not target.parent.exists()
@@ -261,8 +303,12 @@ def test_out_into_a_missing_folder_is_one_line_and_writes_nothing(seeded: Path,
 def _alter(db: Path, sql: str) -> None:
     """What someone holding the file can do: drop the triggers, change a row."""
     with sqlite3.connect(db) as conn:
-        names = [n for (n,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")]
+        names = [
+            n
+            for (n,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
+            )
+        ]
         for name in names:
             conn.execute(f'DROP TRIGGER "{name}"')
         conn.execute(sql)
@@ -287,7 +333,8 @@ def test_a_hash_stored_as_text_is_a_broken_chain_not_a_traceback(seeded: Path) -
 
 
 def test_a_payload_that_is_not_json_is_named_by_its_seq_on_postgresql(
-        pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path) -> None:
+    pg_schema: tuple[str, Callable[[], list[str]]], seed_journal: Path
+) -> None:
     url, _tables = pg_schema
     assert invoke("ingest", "journal", "--file", str(seed_journal), "--db", url).exit_code == 0
     engine = create_engine(url)

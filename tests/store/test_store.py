@@ -18,11 +18,20 @@ from advisor.store.audit import status, verify
 Opener = Callable[[str], EventStore]
 
 
-def log_event(i: int, *, source: str = "test", stream: str = "h/u.service",
-              message: str | None = None) -> dict[str, Any]:
-    return {"stream": stream, "time_us": 1_700_000_000_000_000 + i, "source": source, "key": i,
-            "payload": {"type": "log.recorded", "origin": "text",
-                        "message": message if message is not None else f"line {i}"}}
+def log_event(
+    i: int, *, source: str = "test", stream: str = "h/u.service", message: str | None = None
+) -> dict[str, Any]:
+    return {
+        "stream": stream,
+        "time_us": 1_700_000_000_000_000 + i,
+        "source": source,
+        "key": i,
+        "payload": {
+            "type": "log.recorded",
+            "origin": "text",
+            "message": message if message is not None else f"line {i}",
+        },
+    }
 
 
 def test_append_and_read_back(store_url: str, opener: Opener) -> None:
@@ -40,8 +49,7 @@ def test_append_and_read_back(store_url: str, opener: Opener) -> None:
 def test_appends_are_idempotent_per_source_and_key(store_url: str, opener: Opener) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(i) for i in range(10)]))
-    again = store.append(validate_batch([log_event(i) for i in range(5, 15)]
-                                        + [log_event(14)]))
+    again = store.append(validate_batch([log_event(i) for i in range(5, 15)] + [log_event(14)]))
     assert (again.appended, again.duplicates) == (5, 6)
     other = store.append(validate_batch([log_event(1, source="elsewhere")]))
     assert other.appended == 1
@@ -68,14 +76,17 @@ def test_invalid_event_is_refused_before_the_table(store_url: str, opener: Opene
     assert list(store.read()) == []
 
 
-def test_a_batch_is_all_or_nothing(store_url: str, opener: Opener,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_is_all_or_nothing(
+    store_url: str, opener: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(0)]))
     monkeypatch.setattr(store, "_insert_sql", lambda: "INSERT INTO no_such_table VALUES (1)")
     with pytest.raises(StoreError):
-        store.append(validate_batch([log_event(i, source="new-source") for i in range(1, 50)]),
-                     Checkpoint("reader", {"offset": 99}))
+        store.append(
+            validate_batch([log_event(i, source="new-source") for i in range(1, 50)]),
+            Checkpoint("reader", {"offset": 99}),
+        )
     monkeypatch.undo()
     assert [e.key for e in store.read()] == [0]
     assert store.checkpoint("reader") is None
@@ -91,14 +102,18 @@ def test_checkpoint_is_saved_with_its_events(store_url: str, opener: Opener) -> 
     assert status(store).checkpoints["file:a"]["offset"] == 20
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE events SET payload = '{}' WHERE seq = 1",
-    "DELETE FROM events WHERE seq = 1",
-    "UPDATE sources SET name = 'x'",
-    "DELETE FROM sources",
-])
-def test_update_and_delete_are_refused_by_the_database(store_url: str, opener: Opener,
-                                                        statement: str) -> None:
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE events SET payload = '{}' WHERE seq = 1",
+        "DELETE FROM events WHERE seq = 1",
+        "UPDATE sources SET name = 'x'",
+        "DELETE FROM sources",
+    ],
+)
+def test_update_and_delete_are_refused_by_the_database(
+    store_url: str, opener: Opener, statement: str
+) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(1), log_event(2)]))
     with pytest.raises(DBAPIError, match="append-only"), store.begin() as conn:
@@ -122,8 +137,10 @@ def test_verify_names_the_first_tampered_event(store_url: str, opener: Opener) -
     assert verify(store, chunk=7).ok
     with store.begin() as conn:
         _drop_guards(conn, store.dialect)
-        conn.execute(text("UPDATE events SET payload = :p WHERE seq = 42"),
-                     {"p": '{"message":"nothing to see","origin":"text"}'})
+        conn.execute(
+            text("UPDATE events SET payload = :p WHERE seq = 42"),
+            {"p": '{"message":"nothing to see","origin":"text"}'},
+        )
     report = verify(store, chunk=7)
     assert not report.ok and report.first_bad_seq == 42 and report.checked == 41
 
@@ -157,17 +174,21 @@ def test_truncate_is_refused_on_postgresql(pg_url: str, opener: Opener) -> None:
     assert len(list(store.read())) == 1
 
 
-def test_old_payload_versions_are_upcast_on_read(store_url: str, opener: Opener,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_old_payload_versions_are_upcast_on_read(
+    store_url: str, opener: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A stored version-0 payload (message under an older name) reads as the current model."""
     store = opener(store_url)
     store.append(validate_batch([log_event(1)]))
     with store.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO events (seq, stream, type, schema_version, event_time_us, "
-            "recorded_time_us, source_id, idem_key, payload, hash) SELECT 2, stream, type, 0, "
-            "event_time_us, recorded_time_us, source_id, 99, :p, hash FROM events WHERE seq = 1"),
-            {"p": '{"origin":"text","text":"from version 0"}'})
+        conn.execute(
+            text(
+                "INSERT INTO events (seq, stream, type, schema_version, event_time_us, "
+                "recorded_time_us, source_id, idem_key, payload, hash) SELECT 2, stream, type, 0, "
+                "event_time_us, recorded_time_us, source_id, 99, :p, hash FROM events WHERE seq = 1"
+            ),
+            {"p": '{"origin":"text","text":"from version 0"}'},
+        )
 
     def v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
         data["message"] = data.pop("text")
@@ -180,7 +201,8 @@ def test_old_payload_versions_are_upcast_on_read(store_url: str, opener: Opener,
 
 
 def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
-        pg_url: str, opener: Opener) -> None:
+    pg_url: str, opener: Opener
+) -> None:
     """The appender's (source, key) look-up must not depend on ANALYZE having run (a new
     partition has no statistics; autovacuum may be off or behind): it probes the index with
     both columns instead of reading every event of the source."""
@@ -192,9 +214,13 @@ def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
     with store.connect() as conn:
         sid = conn.execute(text("SELECT id FROM sources WHERE name = 'test'")).scalar_one()
         sql = str(_PG_EXISTING_KEYS.compile(compile_kwargs={"literal_binds": False}))
-        plan = "\n".join(r[0] for r in conn.exec_driver_sql(
-            "EXPLAIN " + sql.replace(":sid", "%(sid)s").replace(":keys", "%(keys)s"),
-            {"sid": sid, "keys": list(range(10_000, 10_500))}))
+        plan = "\n".join(
+            r[0]
+            for r in conn.exec_driver_sql(
+                "EXPLAIN " + sql.replace(":sid", "%(sid)s").replace(":keys", "%(keys)s"),
+                {"sid": sid, "keys": list(range(10_000, 10_500))},
+            )
+        )
         found = conn.execute(_PG_EXISTING_KEYS, {"sid": sid, "keys": [5, 19_999, 20_000]})
         assert sorted(k for (k,) in found) == [5, 19_999]
     assert re.search(r"Index Cond: \(\(source_id = [^)]+\) AND \(idem_key = ANY", plan), plan

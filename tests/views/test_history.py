@@ -13,10 +13,13 @@ from advisor.views.history import p95, release_times
 
 
 def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
-        sqlite_url: str, seed_journal: Path, seed_csv: Path) -> None:
+    sqlite_url: str, seed_journal: Path, seed_csv: Path
+) -> None:
     runner = CliRunner()
-    for argv in (["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
-                 ["ingest", "journal", "--file", str(seed_journal)]):
+    for argv in (
+        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
+        ["ingest", "journal", "--file", str(seed_journal)],
+    ):
         assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
     store = open_store(sqlite_url)
     try:
@@ -27,8 +30,9 @@ def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
     rows = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
     wait = next(r for r in rows if r["kind"] == "wait_gpu_free")
     assert wait["spec"]["seconds"] == 5.0
-    assert wait["spec"]["arithmetic"] == ["bound 5 s: p95 of this host's past releases after "
-                                          "a kill is 4.9 s; at least 5 s"]
+    assert wait["spec"]["arithmetic"] == [
+        "bound 5 s: p95 of this host's past releases after a kill is 4.9 s; at least 5 s"
+    ]
 
 
 def test_p95_nearest_rank() -> None:

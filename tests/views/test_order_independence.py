@@ -49,8 +49,10 @@ def history_journal(host: str = "gpu-node-07") -> list[dict[str, Any]]:
     """HISTORY as journal entries (`journalctl -o json`), in the journal's order: cursors
     numbered in it, times as the seed has them (not always ascending), shifted per block."""
     seed = [json.loads(line) for line in SEED.read_text().splitlines()]
-    blocks = {"oom": [e for e in seed if _invocation(e) == _invocation(seed[0])],
-              "wedge": [e for e in seed if _invocation(e) != _invocation(seed[0])]}
+    blocks = {
+        "oom": [e for e in seed if _invocation(e) == _invocation(seed[0])],
+        "wedge": [e for e in seed if _invocation(e) != _invocation(seed[0])],
+    }
     base = int(seed[0]["__REALTIME_TIMESTAMP"])
     out: list[dict[str, Any]] = []
     for n, kind in enumerate(HISTORY):
@@ -63,8 +65,9 @@ def history_journal(host: str = "gpu-node-07") -> list[dict[str, Any]]:
             entries = []
             for e in blocks[kind]:
                 e = dict(e)
-                e["__REALTIME_TIMESTAMP"] = str(base + shift + int(e["__REALTIME_TIMESTAMP"])
-                                                - start)
+                e["__REALTIME_TIMESTAMP"] = str(
+                    base + shift + int(e["__REALTIME_TIMESTAMP"]) - start
+                )
                 for key in ("INVOCATION_ID", "_SYSTEMD_INVOCATION_ID"):
                     if key in e:
                         e[key] = invocation
@@ -72,23 +75,37 @@ def history_journal(host: str = "gpu-node-07") -> list[dict[str, Any]]:
         out.extend(entries)
     for i, e in enumerate(out):
         e["_HOSTNAME"] = host
-        e["__CURSOR"] = f"s=5eed;i={0x4a000 + i:x};b={host}"  # the host's own events
+        e["__CURSOR"] = f"s=5eed;i={0x4A000 + i:x};b={host}"  # the host's own events
     return out
 
 
 def _up_run(t0: int, invocation: str) -> list[dict[str, Any]]:
     def pid1(dt: int, message: str) -> dict[str, Any]:
-        return {"__REALTIME_TIMESTAMP": str(t0 + dt), "MESSAGE": message, "_PID": "1",
-                "SYSLOG_IDENTIFIER": "systemd", "_TRANSPORT": "journal", "UNIT": UNIT,
-                "INVOCATION_ID": invocation}
+        return {
+            "__REALTIME_TIMESTAMP": str(t0 + dt),
+            "MESSAGE": message,
+            "_PID": "1",
+            "SYSLOG_IDENTIFIER": "systemd",
+            "_TRANSPORT": "journal",
+            "UNIT": UNIT,
+            "INVOCATION_ID": invocation,
+        }
 
-    return [pid1(0, f"Started {UNIT} - vLLM."),
-            {"__REALTIME_TIMESTAMP": str(t0 + 9_000_000), "_PID": "227612",
-             "MESSAGE": "INFO:     Application startup complete.", "SYSLOG_IDENTIFIER": "vllm",
-             "_TRANSPORT": "stdout", "_SYSTEMD_UNIT": UNIT, "_SYSTEMD_INVOCATION_ID": invocation},
-            pid1(60_000_000, f"Stopping {UNIT} - vLLM..."),
-            pid1(62_000_000, f"{UNIT}: Deactivated successfully."),
-            pid1(62_000_000, f"Stopped {UNIT} - vLLM.")]
+    return [
+        pid1(0, f"Started {UNIT} - vLLM."),
+        {
+            "__REALTIME_TIMESTAMP": str(t0 + 9_000_000),
+            "_PID": "227612",
+            "MESSAGE": "INFO:     Application startup complete.",
+            "SYSLOG_IDENTIFIER": "vllm",
+            "_TRANSPORT": "stdout",
+            "_SYSTEMD_UNIT": UNIT,
+            "_SYSTEMD_INVOCATION_ID": invocation,
+        },
+        pid1(60_000_000, f"Stopping {UNIT} - vLLM..."),
+        pid1(62_000_000, f"{UNIT}: Deactivated successfully."),
+        pid1(62_000_000, f"Stopped {UNIT} - vLLM."),
+    ]
 
 
 def events_of(entries: list[dict[str, Any]]) -> list[NewEvent]:
@@ -100,52 +117,77 @@ def summary(store: EventStore, host: str | None = None) -> dict[str, Any]:
     """What must not depend on the order: the runs (id, lines, label, outcome, incident), the
     incidents (id, status, runs, label, first and last run), and which of them has a plan.
     Ids without the host, so that stores of another host compare."""
+
     def bare(value: str | None) -> str | None:
         return None if value is None else value.split("/", 1)[1]
 
-    incidents = [i for i in read_rows(store, "incidents", host=host)
-                 if i["status"] != "superseded"]
+    incidents = [i for i in read_rows(store, "incidents", host=host) if i["status"] != "superseded"]
     current = {i["incident_id"] for i in incidents}
     return {
-        "runs": [(bare(r["run_id"]), r["lines"], r["label"], r["outcome"], bare(r["incident_id"]))
-                 for r in read_rows(store, "runs", host=host)],
-        "incidents": [(bare(i["incident_id"]), i["status"], i["runs"], i["label"],
-                       bare(i["first_run_id"]), bare(i["last_run_id"])) for i in incidents],
-        "plans": sorted({bare(a["plan_id"]) for a in read_rows(store, "actions", host=host)
-                         if a["incident_id"] in current}),
-        "proposed": sum(1 for a in read_rows(store, "actions", host=host)
-                        if a["incident_id"] in current),
+        "runs": [
+            (bare(r["run_id"]), r["lines"], r["label"], r["outcome"], bare(r["incident_id"]))
+            for r in read_rows(store, "runs", host=host)
+        ],
+        "incidents": [
+            (
+                bare(i["incident_id"]),
+                i["status"],
+                i["runs"],
+                i["label"],
+                bare(i["first_run_id"]),
+                bare(i["last_run_id"]),
+            )
+            for i in incidents
+        ],
+        "plans": sorted(
+            {
+                bare(a["plan_id"])
+                for a in read_rows(store, "actions", host=host)
+                if a["incident_id"] in current
+            }
+        ),
+        "proposed": sum(
+            1 for a in read_rows(store, "actions", host=host) if a["incident_id"] in current
+        ),
     }
 
 
 def in_order(store: EventStore, events: list[NewEvent]) -> dict[str, Any]:
     store.append(events)
     Processor(store).run(final=True)
-    return summary(store, events[0].payload.host if isinstance(events[0].payload, LogRecorded)
-                   else None)
+    return summary(
+        store, events[0].payload.host if isinstance(events[0].payload, LogRecorded) else None
+    )
 
 
 def snapshot(store: EventStore) -> dict[str, list[dict[str, Any]]]:
     return {table: read_rows(store, table) for table in TABLES}
 
 
-EXPECTED_INCIDENTS = [("sampler_warmup_oom", "resolved", 3), ("wedged_stop", "resolved", 1),
-                      ("sampler_warmup_oom", "resolved", 2), ("sampler_warmup_oom", "open", 1)]
+EXPECTED_INCIDENTS = [
+    ("sampler_warmup_oom", "resolved", 3),
+    ("wedged_stop", "resolved", 1),
+    ("sampler_warmup_oom", "resolved", 2),
+    ("sampler_warmup_oom", "open", 1),
+]
 
 
 def test_the_history_in_order_is_four_incidents_with_their_plans(
-        store_url: str, opener: Callable[[str], EventStore]) -> None:
+    store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     got = in_order(opener(store_url), events_of(history_journal()))
     assert len(got["runs"]) == len(HISTORY)
-    assert [r[2] for r in got["runs"]] == [
-        "sampler_warmup_oom"] * 3 + ["healthy", "wedged_stop"] + ["sampler_warmup_oom"] * 2 + \
-        ["healthy", "sampler_warmup_oom"]
+    assert [r[2] for r in got["runs"]] == ["sampler_warmup_oom"] * 3 + [
+        "healthy",
+        "wedged_stop",
+    ] + ["sampler_warmup_oom"] * 2 + ["healthy", "sampler_warmup_oom"]
     assert [(i[3], i[1], i[2]) for i in got["incidents"]] == EXPECTED_INCIDENTS
     assert len(got["plans"]) == 4 and got["proposed"] == 22
 
 
 def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
-        store_url: str, opener: Callable[[str], EventStore]) -> None:
+    store_url: str, opener: Callable[[str], EventStore]
+) -> None:
     """Reproduces the issue: the newer half of a journal ingested (and diagnosed) before the
     older half split runs at the wrong places and left incidents and plans that in-order
     ingestion does not have."""
@@ -182,7 +224,8 @@ def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
 
 
 def test_gpu_samples_before_or_after_the_lines_give_the_same_runs(
-        store_url: str, opener: Callable[[str], EventStore], tmp_path: Path) -> None:
+    store_url: str, opener: Callable[[str], EventStore], tmp_path: Path
+) -> None:
     """GPU samples ingested before the lines, or after them (a run judged without its peak
     is judged again once the samples raise it): the same runs, peaks and labels."""
     store = opener(store_url)
@@ -199,19 +242,26 @@ def test_gpu_samples_before_or_after_the_lines_give_the_same_runs(
         Processor(store).run(final=True)
 
     def peaks(host: str) -> list[tuple[Any, ...]]:
-        return [(r["run_id"].split("/", 1)[1], r["peak_gpu_used_bytes"], r["label_stale"])
-                for r in read_rows(store, "runs", host=host)]
+        return [
+            (r["run_id"].split("/", 1)[1], r["peak_gpu_used_bytes"], r["label_stale"])
+            for r in read_rows(store, "runs", host=host)
+        ]
 
     assert summary(store, "before") == summary(store, "after")
     assert peaks("before") == peaks("after")
     assert any(used for _, used, _ in peaks("after"))
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_runs_and_incidents_do_not_depend_on_the_order_of_slices(
-        store_url: str, opener: Callable[[str], EventStore], data: st.DataObject) -> None:
+    store_url: str, opener: Callable[[str], EventStore], data: st.DataObject
+) -> None:
     """Slices of the journal appended in any order, folded (in chunks of any size) and
     diagnosed after each, end as the journal in order does."""
     store = _shared(store_url, opener)
@@ -257,7 +307,8 @@ def _reference(url: str, store: EventStore) -> dict[str, Any]:
 
 
 def test_four_concurrent_ingesters_of_consecutive_slices(
-        store_url: str, opener: Callable[[str], EventStore], tmp_path: Path) -> None:
+    store_url: str, opener: Callable[[str], EventStore], tmp_path: Path
+) -> None:
     """`advisor ingest journal` as four processes at once on one store, each a consecutive
     slice of the journal (the newest started first): the journal's runs and incidents."""
     entries = history_journal()
@@ -265,15 +316,20 @@ def test_four_concurrent_ingesters_of_consecutive_slices(
     files = []
     for i in range(4):
         path = tmp_path / f"slice{i}.jsonl"
-        path.write_text("".join(json.dumps(e) + "\n" for e in entries[i * quarter:
-                                                                     (i + 1) * quarter]))
+        path.write_text(
+            "".join(json.dumps(e) + "\n" for e in entries[i * quarter : (i + 1) * quarter])
+        )
         files.append(path)
     store = opener(store_url)  # created (migrated) before the ingesters start
     procs = []
     for path in reversed(files):
-        procs.append(subprocess.Popen(advisor_argv("ingest", "journal", "--file", str(path),
-                                                   "--db", store_url),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        procs.append(
+            subprocess.Popen(
+                advisor_argv("ingest", "journal", "--file", str(path), "--db", store_url),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
         time.sleep(0.05)
     for proc in procs:
         _out, err = proc.communicate(timeout=120)
@@ -283,7 +339,8 @@ def test_four_concurrent_ingesters_of_consecutive_slices(
 
 
 def test_a_superseded_incident_is_not_acted_on(
-        sqlite_url: str, opener: Callable[[str], EventStore]) -> None:
+    sqlite_url: str, opener: Callable[[str], EventStore]
+) -> None:
     """A plan made for an incident the older lines then showed to be a recurrence: `auto`
     leaves it, and to the executor its incident is not open (its steps are stale)."""
     store = opener(sqlite_url)

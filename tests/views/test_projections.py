@@ -37,8 +37,12 @@ def _restart_loop_journal(tmp_path: Path, seed_journal: Path, loops: int) -> Pat
     """The seed's failing run repeated `loops` times (new invocation ids, cursors, times),
     then a healthy run."""
     entries = [json.loads(line) for line in seed_journal.read_text().splitlines()]
-    first = [e for e in entries if e.get("_SYSTEMD_INVOCATION_ID", e.get("INVOCATION_ID"))
-             == entries[0].get("INVOCATION_ID")]
+    first = [
+        e
+        for e in entries
+        if e.get("_SYSTEMD_INVOCATION_ID", e.get("INVOCATION_ID"))
+        == entries[0].get("INVOCATION_ID")
+    ]
     out = []
     for loop in range(loops):
         for n, e in enumerate(first):
@@ -53,29 +57,38 @@ def _restart_loop_journal(tmp_path: Path, seed_journal: Path, loops: int) -> Pat
                 e["MESSAGE"] = e["MESSAGE"].replace("at 1.", f"at {loop + 1}.")
             out.append(e)
     base = int(out[-1]["__REALTIME_TIMESTAMP"])
-    healthy = [("Started vllm-minimax-m25.service - vLLM.", "1"),
-               ("INFO:     Application startup complete.", "227612")]
+    healthy = [
+        ("Started vllm-minimax-m25.service - vLLM.", "1"),
+        ("INFO:     Application startup complete.", "227612"),
+    ]
     for n, (message, pid) in enumerate(healthy):
-        out.append({"__CURSOR": f"s=ok;i={n}", "__REALTIME_TIMESTAMP": str(base + 10_000_000 + n),
-                    "_HOSTNAME": "gpu-node-07", "MESSAGE": message, "_PID": pid,
-                    "SYSLOG_IDENTIFIER": "systemd" if pid == "1" else "vllm",
-                    "_TRANSPORT": "journal" if pid == "1" else "stdout",
-                    "UNIT" if pid == "1" else "_SYSTEMD_UNIT": "vllm-minimax-m25.service",
-                    "INVOCATION_ID" if pid == "1" else "_SYSTEMD_INVOCATION_ID": "f" * 32})
+        out.append(
+            {
+                "__CURSOR": f"s=ok;i={n}",
+                "__REALTIME_TIMESTAMP": str(base + 10_000_000 + n),
+                "_HOSTNAME": "gpu-node-07",
+                "MESSAGE": message,
+                "_PID": pid,
+                "SYSLOG_IDENTIFIER": "systemd" if pid == "1" else "vllm",
+                "_TRANSPORT": "journal" if pid == "1" else "stdout",
+                "UNIT" if pid == "1" else "_SYSTEMD_UNIT": "vllm-minimax-m25.service",
+                "INVOCATION_ID" if pid == "1" else "_SYSTEMD_INVOCATION_ID": "f" * 32,
+            }
+        )
     path = tmp_path / "loop.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in out))
     return path
 
 
 def test_seed_is_diagnosed_and_rebuild_is_identical_row_for_row(
-        store_url: str, opener: Callable[[str], EventStore], seed_journal: Path,
-        seed_csv: Path) -> None:
+    store_url: str, opener: Callable[[str], EventStore], seed_journal: Path, seed_csv: Path
+) -> None:
     store = opener(store_url)
     processor = Processor(store, load_rules())
     events = _journal_events(seed_journal)
     # Live: small batches, the GPU log half-way, diagnosis after every batch.
     for start in range(0, len(events), 7):
-        store.append(events[start:start + 7])
+        store.append(events[start : start + 7])
         processor.run(final=False)
         if start == 42:
             ingest_nvidia_smi_file(store, seed_csv, "gpu-node-07", tz="UTC")
@@ -97,13 +110,26 @@ def test_seed_is_diagnosed_and_rebuild_is_identical_row_for_row(
     evidence = orjson.loads(incidents[0]["evidence"])
     assert any("warming up sampler with 1024" in e["text"] for e in evidence)
     assert len(live["gpu_samples"]) == 1208
-    plans = [[(a["kind"], a["status"]) for a in live["actions"] if a["plan_id"] == i["incident_id"]]
-             for i in incidents]
+    plans = [
+        [(a["kind"], a["status"]) for a in live["actions"] if a["plan_id"] == i["incident_id"]]
+        for i in incidents
+    ]
     assert plans == [
-        [("hold_restarts", "proposed"), ("set_flag", "proposed"), ("set_flag", "proposed"),
-         ("wait_gpu_free", "proposed"), ("reset_failed", "proposed"), ("restart", "proposed")],
-        [("kill", "proposed"), ("wait_gpu_free", "proposed"), ("set_unit_option", "proposed"),
-         ("set_unit_option", "proposed")]]
+        [
+            ("hold_restarts", "proposed"),
+            ("set_flag", "proposed"),
+            ("set_flag", "proposed"),
+            ("wait_gpu_free", "proposed"),
+            ("reset_failed", "proposed"),
+            ("restart", "proposed"),
+        ],
+        [
+            ("kill", "proposed"),
+            ("wait_gpu_free", "proposed"),
+            ("set_unit_option", "proposed"),
+            ("set_unit_option", "proposed"),
+        ],
+    ]
     seqs = orjson.loads(live["actions"][1]["spec"])
     assert (seqs["flag"], seqs["value"]) == ("--max-num-seqs", 256)
 
@@ -118,24 +144,30 @@ def test_seed_is_diagnosed_and_rebuild_is_identical_row_for_row(
 
 
 def test_a_restart_loop_is_one_incident_with_its_count_and_is_resolved(
-        sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path,
-        tmp_path: Path) -> None:
+    sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path, tmp_path: Path
+) -> None:
     store = opener(sqlite_url)
     path = _restart_loop_journal(tmp_path, seed_journal, loops=4)
     processor = Processor(store, load_rules())
     events = _journal_events(path)
     for start in range(0, len(events), 25):
-        store.append(events[start:start + 25])
+        store.append(events[start : start + 25])
         processor.run(final=False)
     processor.run(final=True)
     (incident,) = read_rows(store, "incidents")
-    assert (incident["label"], incident["runs"], incident["status"]) == \
-        ("sampler_warmup_oom", 4, "resolved")
+    assert (incident["label"], incident["runs"], incident["status"]) == (
+        "sampler_warmup_oom",
+        4,
+        "resolved",
+    )
     runs = read_rows(store, "runs")
     assert [r["incident_id"] for r in runs[:4]] == [incident["incident_id"]] * 4
     assert runs[-1]["outcome"] == "ready" and runs[-1]["incident_id"] is None
-    types = [e.type for e in store.read(EventFilter(stream="gpu-node-07/vllm-minimax-m25.service"))
-             if e.type.startswith("incident.")]
+    types = [
+        e.type
+        for e in store.read(EventFilter(stream="gpu-node-07/vllm-minimax-m25.service"))
+        if e.type.startswith("incident.")
+    ]
     # One incident said once; its recurrences and its end are the fold's, from the runs.
     assert types == ["incident.opened", "incident.classified"]
     snapshot = _snapshot(store)
@@ -144,10 +176,12 @@ def test_a_restart_loop_is_one_incident_with_its_count_and_is_resolved(
 
 
 def test_cli_ingest_diagnoses_and_rebuild_runs_and_incidents_read_back(
-        sqlite_url: str, seed_journal: Path) -> None:
+    sqlite_url: str, seed_journal: Path
+) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--json",
-                                 "--db", sqlite_url])
+    result = runner.invoke(
+        cli, ["ingest", "journal", "--file", str(seed_journal), "--json", "--db", sqlite_url]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["diagnosis"]["diagnosed"] == 2
@@ -155,11 +189,13 @@ def test_cli_ingest_diagnoses_and_rebuild_runs_and_incidents_read_back(
     rows = json.loads(result.output)
     assert [r["label"] for r in rows] == ["sampler_warmup_oom", "wedged_stop"]
     assert rows[0]["facts"]["max_num_seqs"] == 1024
-    result = runner.invoke(cli, ["runs", "--service", "gpu-node-07/vllm-minimax-m25.service",
-                                 "--db", sqlite_url])
+    result = runner.invoke(
+        cli, ["runs", "--service", "gpu-node-07/vllm-minimax-m25.service", "--db", sqlite_url]
+    )
     assert result.exit_code == 0 and result.output.count("failed") == 2
-    result = runner.invoke(cli, ["runs", "--service", "other.service", "--json",
-                                 "--db", sqlite_url])
+    result = runner.invoke(
+        cli, ["runs", "--service", "other.service", "--json", "--db", sqlite_url]
+    )
     assert json.loads(result.output) == []
     result = runner.invoke(cli, ["rebuild", "--db", sqlite_url])
     assert result.exit_code == 0 and "rebuilt projections from 102 events" in result.output
@@ -168,17 +204,30 @@ def test_cli_ingest_diagnoses_and_rebuild_runs_and_incidents_read_back(
 
 
 @pytest.mark.parametrize("hostile", ["$(reboot)", "a;rm -rf /", "../../etc/passwd", "x\ny"])
-def test_hostile_unit_names_are_data_only(sqlite_url: str, opener: Callable[[str], EventStore],
-                                          hostile: str) -> None:
+def test_hostile_unit_names_are_data_only(
+    sqlite_url: str, opener: Callable[[str], EventStore], hostile: str
+) -> None:
     store = opener(sqlite_url)
-    base = {"__REALTIME_TIMESTAMP": "1700000000000000", "_HOSTNAME": "h", "_PID": "1",
-            "SYSLOG_IDENTIFIER": "systemd", "_TRANSPORT": "journal", "UNIT": hostile}
-    lines = [dict(base, __CURSOR="c1", MESSAGE=f"Started {hostile}."),
-             dict(base, __CURSOR="c2", MESSAGE=f"{hostile}: Main process exited, code=exited, "
-                  "status=1/FAILURE"),
-             dict(base, __CURSOR="c3", MESSAGE=f"{hostile}: Failed with result 'exit-code'.")]
-    events = validate_batch([json_line_record(orjson.dumps(e), n).event
-                             for n, e in enumerate(lines, 1)])
+    base = {
+        "__REALTIME_TIMESTAMP": "1700000000000000",
+        "_HOSTNAME": "h",
+        "_PID": "1",
+        "SYSLOG_IDENTIFIER": "systemd",
+        "_TRANSPORT": "journal",
+        "UNIT": hostile,
+    }
+    lines = [
+        dict(base, __CURSOR="c1", MESSAGE=f"Started {hostile}."),
+        dict(
+            base,
+            __CURSOR="c2",
+            MESSAGE=f"{hostile}: Main process exited, code=exited, status=1/FAILURE",
+        ),
+        dict(base, __CURSOR="c3", MESSAGE=f"{hostile}: Failed with result 'exit-code'."),
+    ]
+    events = validate_batch(
+        [json_line_record(orjson.dumps(e), n).event for n, e in enumerate(lines, 1)]
+    )
     store.append(events)
     Processor(store, load_rules()).run(final=True)
     (run,) = read_rows(store, "runs")
@@ -187,8 +236,19 @@ def test_hostile_unit_names_are_data_only(sqlite_url: str, opener: Callable[[str
 
 def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--json",
-                                 "--no-diagnose", "--db", sqlite_url])
+    result = runner.invoke(
+        cli,
+        [
+            "ingest",
+            "journal",
+            "--file",
+            str(seed_journal),
+            "--json",
+            "--no-diagnose",
+            "--db",
+            sqlite_url,
+        ],
+    )
     assert result.exit_code == 0 and "diagnosis" not in json.loads(result.output)
     assert json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output) == []
     result = runner.invoke(cli, ["diagnose", "--json", "--db", sqlite_url])
@@ -198,7 +258,8 @@ def test_no_diagnose_then_diagnose(sqlite_url: str, seed_journal: Path) -> None:
 
 
 def test_following_diagnoses_after_every_committed_batch(
-        sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path) -> None:
+    sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
     store = opener(sqlite_url)
     Processor(store, load_rules()).follow()
     events = _journal_events(seed_journal)
@@ -208,8 +269,10 @@ def test_following_diagnoses_after_every_committed_batch(
     (incident,) = read_rows(store, "incidents")
     assert incident["label"] == "sampler_warmup_oom"
     store.append(events[50:])
-    assert [i["label"] for i in read_rows(store, "incidents")] == \
-        ["sampler_warmup_oom", "wedged_stop"]
+    assert [i["label"] for i in read_rows(store, "incidents")] == [
+        "sampler_warmup_oom",
+        "wedged_stop",
+    ]
 
 
 def _peak_events(rng: random.Random) -> list[dict[str, Any]]:
@@ -220,10 +283,23 @@ def _peak_events(rng: random.Random) -> list[dict[str, Any]]:
     def line(unit: str, t: int, message: str, pid: int) -> None:
         nonlocal key
         key += 1
-        out.append({"stream": f"h/{unit}", "time_us": t, "source": "journal", "key": key,
-                    "payload": {"type": "log.recorded", "origin": "journald", "host": "h",
-                                "unit": unit, "message": message, "pid": pid,
-                                "identifier": "systemd" if pid == 1 else "vllm"}})
+        out.append(
+            {
+                "stream": f"h/{unit}",
+                "time_us": t,
+                "source": "journal",
+                "key": key,
+                "payload": {
+                    "type": "log.recorded",
+                    "origin": "journald",
+                    "host": "h",
+                    "unit": unit,
+                    "message": message,
+                    "pid": pid,
+                    "identifier": "systemd" if pid == 1 else "vllm",
+                },
+            }
+        )
 
     for unit in ("a.service", "b.service"):
         t = t0
@@ -240,19 +316,31 @@ def _peak_events(rng: random.Random) -> list[dict[str, Any]]:
     for i in range(120):
         owner = rng.choice([None] * 6 + ["a.service", "b.service"])
         used = rng.randrange(1, 90) << 30
-        out.append({"stream": "h/gpu0", "time_us": t0 + rng.randrange(0, 300) * 1_000_000,
-                    "source": "gpu", "key": i, "payload": {
-                        "type": "gpu.sampled", "origin": "nvml", "host": "h", "index": 0,
-                        "memory_total_bytes": 96 << 30, "memory_used_bytes": used,
-                        "memory_free_bytes": (96 << 30) - used,
-                        "processes": [{"pid": 7, "unit": owner}] if owner else []}})
+        out.append(
+            {
+                "stream": "h/gpu0",
+                "time_us": t0 + rng.randrange(0, 300) * 1_000_000,
+                "source": "gpu",
+                "key": i,
+                "payload": {
+                    "type": "gpu.sampled",
+                    "origin": "nvml",
+                    "host": "h",
+                    "index": 0,
+                    "memory_total_bytes": 96 << 30,
+                    "memory_used_bytes": used,
+                    "memory_free_bytes": (96 << 30) - used,
+                    "processes": [{"pid": 7, "unit": owner}] if owner else [],
+                },
+            }
+        )
     return out
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_peaks_kept_up_chunk_by_chunk_equal_the_whole_window_definition(
-        seed: int, sqlite_url: str, opener: Callable[[str], EventStore],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    seed: int, sqlite_url: str, opener: Callable[[str], EventStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Samples and lines arrive in any order and in chunks of any size; a run's peak must
     still be the largest sample of its window, its own unit's samples where there are any."""
     import advisor.views.projector as projections
@@ -271,16 +359,21 @@ def test_peaks_kept_up_chunk_by_chunk_equal_the_whole_window_definition(
     start = 0
     while start < len(merged):  # the peaks are right after every catch-up, not just the last
         size = rng.randrange(1, 30)
-        store.append(validate_batch(merged[start:start + size]))
+        store.append(validate_batch(merged[start : start + size]))
         projector.catch_up()
         start += size
         live = _snapshot(store)
         for run in live["runs"]:
-            window = [s for s in live["gpu_samples"] if run["started_us"] <= s["time_us"]
-                      and (run["ended_us"] is None or s["time_us"] <= run["ended_us"])]
+            window = [
+                s
+                for s in live["gpu_samples"]
+                if run["started_us"] <= s["time_us"]
+                and (run["ended_us"] is None or s["time_us"] <= run["ended_us"])
+            ]
             own = [s for s in window if run["unit"] in (s["units"] or "")]
-            expected = max(((s["used_bytes"], s["total_bytes"]) for s in own or window),
-                           default=(None, None))
+            expected = max(
+                ((s["used_bytes"], s["total_bytes"]) for s in own or window), default=(None, None)
+            )
             assert (run["peak_gpu_used_bytes"], run["peak_gpu_total_bytes"]) == expected, run
             assert run["peak_gpu_from_unit"] == bool(own)
     assert len(live["runs"]) == 6 and len(live["gpu_samples"]) == 120

@@ -46,9 +46,13 @@ def _discover() -> tuple[Handler, ...]:
         if info.name in _NOT_HANDLERS:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
-        found += [cls() for cls in vars(module).values()
-                  if isinstance(cls, type) and issubclass(cls, Handler)
-                  and cls.__module__ == module.__name__]
+        found += [
+            cls()
+            for cls in vars(module).values()
+            if isinstance(cls, type)
+            and issubclass(cls, Handler)
+            and cls.__module__ == module.__name__
+        ]
     return tuple(found)
 
 
@@ -68,8 +72,7 @@ def describe(step: ActionStep) -> str:
     return handler_for(step.kind).describe(step)
 
 
-def prepare_step(m: Primitives, step: ActionStep,
-                 before: UnitSnapshot | None) -> FileChange | None:
+def prepare_step(m: Primitives, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
     """The checks every backend makes, then the file the step will write (None: none)."""
     check_step(step)
     handler = handler_for(step.kind)
@@ -85,6 +88,23 @@ def perform_step(m: Primitives, step: ActionStep, change: FileChange | None) -> 
     return handler.perform(m, step, unit, change)
 
 
-__all__ = ["ALL_HANDLERS", "HANDLERS", "Handler", "base", "config", "describe", "handler_for",
-           "hold", "kill", "notify", "perform_step", "prepare_step", "reset_failed", "restart",
-           "set_flag", "set_option", "stop", "wait_gpu"]
+__all__ = [
+    "ALL_HANDLERS",
+    "HANDLERS",
+    "Handler",
+    "base",
+    "config",
+    "describe",
+    "handler_for",
+    "hold",
+    "kill",
+    "notify",
+    "perform_step",
+    "prepare_step",
+    "reset_failed",
+    "restart",
+    "set_flag",
+    "set_option",
+    "stop",
+    "wait_gpu",
+]

@@ -32,9 +32,9 @@ class Context:
     """What the store knows that a step is judged against."""
 
     incident_open: bool = True
-    previous_after: Mapping[str, object] | None = None   # the unit after the plan's last step
+    previous_after: Mapping[str, object] | None = None  # the unit after the plan's last step
     previous_step: int | None = None
-    ready_invocations: frozenset[str] = frozenset()      # this unit's runs that came up ready
+    ready_invocations: frozenset[str] = frozenset()  # this unit's runs that came up ready
 
 
 def inv(value: object) -> str:
@@ -48,9 +48,12 @@ def moved(now: UnitSnapshot, ctx: Context) -> Verdict | None:
     if before is None:
         return None
     if now.invocation_id and now.invocation_id != before.get("invocation_id"):
-        return Verdict("stale", f"the unit was started again after step {ctx.previous_step} "
-                                f"(invocation {inv(before.get('invocation_id'))} → "
-                                f"{inv(now.invocation_id)}): the plan no longer fits")
+        return Verdict(
+            "stale",
+            f"the unit was started again after step {ctx.previous_step} "
+            f"(invocation {inv(before.get('invocation_id'))} → "
+            f"{inv(now.invocation_id)}): the plan no longer fits",
+        )
     return None
 
 
@@ -59,20 +62,22 @@ class Handler:
     started again since the plan's previous step, and changes no file."""
 
     kind: ClassVar[ActionKind]
-    touches_unit: ClassVar[bool] = True    # False: nothing on the host is read or changed
+    touches_unit: ClassVar[bool] = True  # False: nothing on the host is read or changed
     # (`unit` below is then the step's unit, or "")
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         """Run, skip or stale, on the unit as it is now (the incident is still open)."""
         return moved(now, ctx) or RUN
 
-    def prepare(self, m: Primitives, step: ActionStep, unit: str,
-                before: UnitSnapshot | None) -> FileChange | None:
+    def prepare(
+        self, m: Primitives, step: ActionStep, unit: str, before: UnitSnapshot | None
+    ) -> FileChange | None:
         """The file the step will write; nothing is done here."""
         return None
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         raise NotImplementedError
 
     def describe(self, step: ActionStep) -> str:

@@ -14,10 +14,12 @@ class ConfigHandler(Handler):
     def edit(self, step: ActionStep, unit: str) -> ConfigEdit:
         raise NotImplementedError
 
-    def prepare(self, m: Primitives, step: ActionStep, unit: str,
-                before: UnitSnapshot | None) -> FileChange | None:
+    def prepare(
+        self, m: Primitives, step: ActionStep, unit: str, before: UnitSnapshot | None
+    ) -> FileChange | None:
         return m.plan_config(unit, before, self.edit(step, unit))
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.apply_config(unit, self.edit(step, unit), change)

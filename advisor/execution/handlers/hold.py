@@ -37,8 +37,10 @@ class HoldRestarts(ConfigHandler):
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if now.invocation_id and now.invocation_id in ctx.ready_invocations:
-            return Verdict("stale", f"invocation {inv(now.invocation_id)} came up ready "
-                                    "after the plan was made")
+            return Verdict(
+                "stale",
+                f"invocation {inv(now.invocation_id)} came up ready after the plan was made",
+            )
         if now.held and now.stopped:
             return Verdict("skip", f"already held and stopped ({now.describe()})")
         return moved(now, ctx) or RUN

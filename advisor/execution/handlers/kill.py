@@ -19,18 +19,24 @@ class Kill(Handler):
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if step.pid is not None:
-            return RUN   # a leftover process: the backend checks it is still the unit's
+            return RUN  # a leftover process: the backend checks it is still the unit's
         made_for = step.invocation_id
         if made_for and now.invocation_id != made_for:
             if now.invocation_id:
-                return Verdict("skip", f"invocation {inv(made_for)} is over; the unit now runs "
-                                       f"{inv(now.invocation_id)}, which is not to be killed")
-            return Verdict("skip", f"invocation {inv(made_for)} is over: systemd ended it "
-                                   f"(Result={now.result})")
+                return Verdict(
+                    "skip",
+                    f"invocation {inv(made_for)} is over; the unit now runs "
+                    f"{inv(now.invocation_id)}, which is not to be killed",
+                )
+            return Verdict(
+                "skip",
+                f"invocation {inv(made_for)} is over: systemd ended it (Result={now.result})",
+            )
         if not now.running:
             return Verdict("skip", f"no process of the unit is left ({now.describe()})")
         return RUN
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.kill_unit(unit, step.pid)

@@ -15,8 +15,9 @@ class Notify(Handler):
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         return RUN
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.notify(step.why)
 
     def describe(self, step: ActionStep) -> str:

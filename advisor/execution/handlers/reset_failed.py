@@ -10,6 +10,7 @@ from advisor.execution.primitives import FileChange, Outcome, Primitives
 class ResetFailed(Handler):
     kind = "reset_failed"
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.reset_failed(unit)

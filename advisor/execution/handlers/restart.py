@@ -11,8 +11,9 @@ from advisor.execution.primitives import FileChange, Outcome, Primitives
 class Restart(Handler):
     kind = "restart"
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         lifted = m.lift_hold(unit)
         done = m.restart_unit(unit, step.seconds)
         if lifted is None:

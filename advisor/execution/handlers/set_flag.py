@@ -30,8 +30,10 @@ class SetFlag(ConfigHandler):
         def text(path: Path, current: str | None, before: UnitSnapshot) -> str:
             dropin = advisor_dropin(path, current)
             if len(before.exec_start) != 1:
-                raise BackendError(f"{unit} has {len(before.exec_start)} ExecStart= commands; "
-                                   "advisor changes a flag only in a unit with one")
+                raise BackendError(
+                    f"{unit} has {len(before.exec_start)} ExecStart= commands; "
+                    "advisor changes a flag only in a unit with one"
+                )
             command = before.exec_start[0]
             argv = with_flag(command.argv, flag, value)
             return dropin.with_exec_start(ExecCommand(command.path, argv, command.flags)).render()
@@ -56,11 +58,12 @@ class SetFlag(ConfigHandler):
 
 def _judge(step: ActionStep, now: UnitSnapshot) -> Verdict:
     if len(now.exec_start) != 1 or step.flag is None:
-        return RUN   # the backend refuses these with the reason
+        return RUN  # the backend refuses these with the reason
     current = flag_value(now.exec_start[0].argv, step.flag)
     if current == str(step.value):
         return Verdict("skip", f"{step.flag} is already {step.value}")
     if step.from_value is not None and current is not None and current != str(step.from_value):
-        return Verdict("stale", f"{step.flag} is now {current}; the plan was made for "
-                                f"{step.from_value}")
+        return Verdict(
+            "stale", f"{step.flag} is now {current}; the plan was made for {step.from_value}"
+        )
     return RUN

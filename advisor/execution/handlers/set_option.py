@@ -25,8 +25,9 @@ class SetUnitOption(ConfigHandler):
             wanted = timeout_seconds(value)
             real = now.timeout_stop_s
             if wanted is not None and real is not None and real <= wanted:
-                return Verdict("skip", f"TimeoutStopSec is already {real:g} s, no longer than "
-                                       f"{value}")
+                return Verdict(
+                    "skip", f"TimeoutStopSec is already {real:g} s, no longer than {value}"
+                )
             if wanted is None and now.timeout_stop_us >= INFINITY_US:
                 return Verdict("skip", "TimeoutStopSec is already infinity")
         elif step.option == "KillMode" and now.kill_mode == value:
@@ -46,8 +47,9 @@ class SetUnitOption(ConfigHandler):
             manager.set_unit_option(unit, option, value)
             return f"{unit}: {option}={step.value}"
 
-        return ConfigEdit(ADVISOR_DROPIN, text, lambda after: _loaded(option, value, after),
-                          in_memory)
+        return ConfigEdit(
+            ADVISOR_DROPIN, text, lambda after: _loaded(option, value, after), in_memory
+        )
 
     def describe(self, step: ActionStep) -> str:
         return f"set {step.option}={step.value} on {step.unit or 'this host'}"
@@ -58,8 +60,9 @@ def _loaded(option: str, expected: str, after: UnitSnapshot) -> str | None:
     if option == "TimeoutStopSec":
         seconds = timeout_seconds(expected)
         real = after.timeout_stop_s
-        if seconds != real and not (seconds is not None and real is not None
-                                    and abs(seconds - real) < 1e-6):
+        if seconds != real and not (
+            seconds is not None and real is not None and abs(seconds - real) < 1e-6
+        ):
             return f"TimeoutStopUSec={after.timeout_stop_us}"
         return None
     real_value = {"KillMode": after.kill_mode, "Restart": after.restart}.get(option, expected)

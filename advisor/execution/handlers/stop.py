@@ -17,6 +17,7 @@ class Stop(Handler):
             return Verdict("skip", f"already stopped ({now.describe()})")
         return RUN
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.stop_unit(unit)

@@ -16,14 +16,16 @@ class WaitGpuFree(Handler):
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if now.running:
-            return Verdict("skip", f"the unit runs again ({now.describe()}): no memory to "
-                                   "wait for")
+            return Verdict("skip", f"the unit runs again ({now.describe()}): no memory to wait for")
         return moved(now, ctx) or RUN
 
-    def perform(self, m: Primitives, step: ActionStep, unit: str,
-                change: FileChange | None) -> Outcome:
+    def perform(
+        self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None
+    ) -> Outcome:
         return m.wait_gpu_free(unit, step.gpus, float(step.seconds or DEFAULT_WAIT_S))
 
     def describe(self, step: ActionStep) -> str:
-        return f"wait up to {step.seconds or DEFAULT_WAIT_S:.0f} s for " \
-               f"{step.unit or 'this host'}'s GPU memory"
+        return (
+            f"wait up to {step.seconds or DEFAULT_WAIT_S:.0f} s for "
+            f"{step.unit or 'this host'}'s GPU memory"
+        )

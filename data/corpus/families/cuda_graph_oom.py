@@ -26,26 +26,46 @@ def vllm_graph_oom(ctx: Ctx) -> None:
     if ctx.grank >= 6:
         desc, total = graph_desc(ctx)
         k = rng.randrange(0, total - 1)
-        vraw(ctx, p, [tqdm_line(desc, k, total, rng.uniform(0.03, 0.4), False)],
-             keys=("Capturing",))
+        vraw(
+            ctx, p, [tqdm_line(desc, k, total, rng.uniform(0.03, 0.4), False)], keys=("Capturing",)
+        )
         ctx.evs[-1].tag = "tqdm"
     ctx.adv(0.5, 20)
     nums = oom_nums(ctx, private=True)
     exc = oom_exc_lines(ctx, nums)
     if ctx.reword and ctx.chance(0.4):
         bs = rng.choice((1, 8, 64, 128, 256, 512))
-        exc = [rng.choice((
-            f"RuntimeError: CUDA graph capture ran out of memory (batch size {bs}). Consider "
-            "--enforce-eager or a lower gpu_memory_utilization.",
-            f"RuntimeError: CUDA out of memory occurred while capturing CUDA graphs for batch size "
-            f"{bs}. Please try lowering `gpu_memory_utilization` or using `--enforce-eager`.",
-            f"vllm.exceptions.CudaGraphCaptureError: failed to capture graph for num_tokens={bs}: "
-            "out of memory",
-        ))]
-    keys = ("capture_model", "_capture_cudagraphs", "Capturing", "capture_end", "cuda_graph",
-            "graph_runner", exc[0])
-    vllm_startup_failure(ctx, "graphs", exc, None, None, keys, capture_frames(ctx),
-                         n_fail=rng.randrange(1, ctx.tp + 1))
+        exc = [
+            rng.choice(
+                (
+                    f"RuntimeError: CUDA graph capture ran out of memory (batch size {bs}). Consider "
+                    "--enforce-eager or a lower gpu_memory_utilization.",
+                    f"RuntimeError: CUDA out of memory occurred while capturing CUDA graphs for batch size "
+                    f"{bs}. Please try lowering `gpu_memory_utilization` or using `--enforce-eager`.",
+                    f"vllm.exceptions.CudaGraphCaptureError: failed to capture graph for num_tokens={bs}: "
+                    "out of memory",
+                )
+            )
+        ]
+    keys = (
+        "capture_model",
+        "_capture_cudagraphs",
+        "Capturing",
+        "capture_end",
+        "cuda_graph",
+        "graph_runner",
+        exc[0],
+    )
+    vllm_startup_failure(
+        ctx,
+        "graphs",
+        exc,
+        None,
+        None,
+        keys,
+        capture_frames(ctx),
+        n_fail=rng.randrange(1, ctx.tp + 1),
+    )
     vllm_exit_after_startup_failure(ctx)
 
 
@@ -56,24 +76,39 @@ def sg_graphs(ctx: Ctx) -> None:
     ctx.adv(1, 20)
     oom = oom_message(ctx, oom_nums(ctx, private=True))
     new = ctx.version.startswith("0.5")
-    sol = ["Possible solutions:", "1. disable cuda graph by --disable-cuda-graph",
-           "2. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
-           "3. disable torch compile by not using --enable-torch-compile"]
+    sol = [
+        "Possible solutions:",
+        "1. disable cuda graph by --disable-cuda-graph",
+        "2. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+        "3. disable torch compile by not using --enable-torch-compile",
+    ]
     if new:
-        sol = ["Possible solutions:", "1. set --mem-fraction-static to a smaller value (e.g., "
-                                      "0.8 or 0.7)",
-               "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
-               "3. disable CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. "
-               "Huge performance loss)"]
+        sol = [
+            "Possible solutions:",
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+            "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)",
+            "3. disable CUDA graph by --cuda-graph-backend-decode=disabled. (Not recommended. "
+            "Huge performance loss)",
+        ]
     sol.append("Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose ")
-    head = ctx.pick(f"Exception: Capture cuda graph failed: {oom}",
-                    (f"RuntimeError: CUDA graph capture failed (out of memory): {oom}",
-                     f"Exception: cuda graph capture ran out of GPU memory: {oom}"))
-    frames = [*sg_init_frames(ctx), (SG_MR, "initialize", "self.init_cuda_graphs()"),
-              (SG_MR, "init_cuda_graphs", "self.cuda_graph_runner = CudaGraphRunner(self)"),
-              ("sglang/srt/model_executor/cuda_graph_runner.py", "__init__", "raise Exception(")]
-    sg_fail(ctx, tb(ctx, frames, [head, *sol]), ("Capture cuda graph", "cuda_graph",
-                                                 "CudaGraphRunner", head))
+    head = ctx.pick(
+        f"Exception: Capture cuda graph failed: {oom}",
+        (
+            f"RuntimeError: CUDA graph capture failed (out of memory): {oom}",
+            f"Exception: cuda graph capture ran out of GPU memory: {oom}",
+        ),
+    )
+    frames = [
+        *sg_init_frames(ctx),
+        (SG_MR, "initialize", "self.init_cuda_graphs()"),
+        (SG_MR, "init_cuda_graphs", "self.cuda_graph_runner = CudaGraphRunner(self)"),
+        ("sglang/srt/model_executor/cuda_graph_runner.py", "__init__", "raise Exception("),
+    ]
+    sg_fail(
+        ctx,
+        tb(ctx, frames, [head, *sol]),
+        ("Capture cuda graph", "cuda_graph", "CudaGraphRunner", head),
+    )
 
 
 FAMILY = Family(

@@ -21,7 +21,7 @@ from ..vllm_startup import vllm_dist_init, vllm_load, vllm_prelude, vllm_ready, 
 HW_XIDS = {
     79: "GPU has fallen off the bus.",
     48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
-        "partition {a}, subpartition {b}.",
+    "partition {a}, subpartition {b}.",
     94: "Contained: SM (0x1). RST: No, D-RST: No",
     95: "Uncontained: FBHUB. RST: Yes, D-RST: No",
     63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
@@ -29,34 +29,40 @@ HW_XIDS = {
     74: "NVLink: fatal error detected on link {a}(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
     92: "High single-bit ECC error rate",
     119: "Timeout after 6s of waiting for RPC response from GPU{a} GSP! Expected function 76 "
-         "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
-    120: "GSP task exception: task 1 raised error code 0x{b}5 at 0x6d03f78 (0 more errors "
-         "skipped)",
+    "(GSP_RM_CONTROL) (0x20800a4c 0x4).",
+    120: "GSP task exception: task 1 raised error code 0x{b}5 at 0x6d03f78 (0 more errors skipped)",
 }
 
 
-HW_CUDA = {79: ("unspecified launch failure", "unknown error", "an illegal memory access was "
-                                                               "encountered"),
-           48: ("uncorrectable ECC error encountered",),
-           94: ("uncorrectable ECC error encountered",),
-           95: ("uncorrectable ECC error encountered", "unspecified launch failure"),
-           63: ("uncorrectable ECC error encountered",),
-           64: ("uncorrectable ECC error encountered",),
-           74: ("unspecified launch failure", "unknown error"), 92: ("unknown error",),
-           119: ("unspecified launch failure", "unknown error"),
-           120: ("unspecified launch failure",)}
+HW_CUDA = {
+    79: ("unspecified launch failure", "unknown error", "an illegal memory access was encountered"),
+    48: ("uncorrectable ECC error encountered",),
+    94: ("uncorrectable ECC error encountered",),
+    95: ("uncorrectable ECC error encountered", "unspecified launch failure"),
+    63: ("uncorrectable ECC error encountered",),
+    64: ("uncorrectable ECC error encountered",),
+    74: ("unspecified launch failure", "unknown error"),
+    92: ("unknown error",),
+    119: ("unspecified launch failure", "unknown error"),
+    120: ("unspecified launch failure",),
+}
 
 
 def hw_kernel(ctx: Ctx, xid: int, rank: int, p: Proc | None) -> None:
     rng = ctx.rng
     pci = pci_of(ctx, rank)
     if xid == 79 and ctx.chance(0.5):
-        ctx.kern(f"NVRM: GPU at PCI:{pci}: GPU-{hexs(rng, 8)}-{hexs(rng, 4)}-{hexs(rng, 4)}-"
-                 f"{hexs(rng, 4)}-{hexs(rng, 12)}")
+        ctx.kern(
+            f"NVRM: GPU at PCI:{pci}: GPU-{hexs(rng, 8)}-{hexs(rng, 4)}-{hexs(rng, 4)}-"
+            f"{hexs(rng, 4)}-{hexs(rng, 12)}"
+        )
         ctx.kern(f"NVRM: GPU Board Serial Number: {rng.randrange(10**12, 10**13)}")
     text = HW_XIDS[xid].format(a=rng.randrange(0, 8), b=rng.randrange(0, 2))
-    text = ctx.pick(text, ()) if xid != 79 else ctx.pick(text, ("GPU has fallen off the bus",
-                                                                "GPU fell off the bus."))
+    text = (
+        ctx.pick(text, ())
+        if xid != 79
+        else ctx.pick(text, ("GPU has fallen off the bus", "GPU fell off the bus."))
+    )
     ctx.kern(xid_line(ctx, rank, xid, text, p), key=True)
     if xid == 79:
         ctx.kern(f"NVRM: GPU {pci}.0: GPU has fallen off the bus.", key=True)
@@ -73,9 +79,15 @@ def hw_app_error(ctx: Ctx, xid: int) -> list[str]:
     what = ctx.rng.choice(HW_CUDA[xid])
     lines = cuda_error_lines(ctx, what)
     if ctx.reword and "ECC" in what:
-        lines[0] = lines[0].replace("uncorrectable ECC error encountered", ctx.rng.choice((
-            "GPU reported an uncorrectable memory (ECC) error",
-            "uncorrectable ECC error detected on device")))
+        lines[0] = lines[0].replace(
+            "uncorrectable ECC error encountered",
+            ctx.rng.choice(
+                (
+                    "GPU reported an uncorrectable memory (ECC) error",
+                    "uncorrectable ECC error detected on device",
+                )
+            ),
+        )
     return lines
 
 
@@ -90,9 +102,15 @@ def vllm_hw_fault(ctx: Ctx) -> None:
         ctx.sys(f"Starting {ctx.status}...")
         pre = ctx.api.pid - rng.randrange(2, 30)
         for r in range(ctx.tp if ctx.chance(0.5) else 1):
-            ctx.add("pre", f"Unable to determine the device handle for GPU "
-                           f"{pci_of(ctx, r).upper()}.0: GPU is lost.  Reboot the system to "
-                           "recover this GPU", key=True, pid=pre, ident="nvidia-smi")
+            ctx.add(
+                "pre",
+                f"Unable to determine the device handle for GPU "
+                f"{pci_of(ctx, r).upper()}.0: GPU is lost.  Reboot the system to "
+                "recover this GPU",
+                key=True,
+                pid=pre,
+                ident="nvidia-smi",
+            )
         ctx.sys(f"{ctx.unit}: Control process exited, code=exited, status=15/n/a", key=True)
         ctx.sys(f"{ctx.unit}: Failed with result 'exit-code'.")
         ctx.sys(f"Failed to start {ctx.status}.")
@@ -104,17 +122,33 @@ def vllm_hw_fault(ctx: Ctx) -> None:
         sd_start(ctx)
         vllm_prelude(ctx)
         ctx.adv(0.5, 3)
-        exc = ["pynvml.NVMLError_GpuIsLost: GPU is lost" if ctx.chance(0.6) else
-               "vllm.third_party.pynvml.NVMLError_GpuIsLost: GPU is lost"]
+        exc = [
+            "pynvml.NVMLError_GpuIsLost: GPU is lost"
+            if ctx.chance(0.6)
+            else "vllm.third_party.pynvml.NVMLError_GpuIsLost: GPU is lost"
+        ]
         frames: list[Frame] = [
-            ("vllm/platforms/cuda.py", "get_device_name", "return cls._get_physical_device_name("
-                                                          "physical_device_id)"),
-            ("vllm/platforms/cuda.py", "_get_physical_device_name",
-             "return pynvml.nvmlDeviceGetName(handle)"),
-            ("vllm/third_party/pynvml.py" if ctx.grank >= 11 else "pynvml.py",
-             "nvmlDeviceGetName", "_nvmlCheckReturn(ret)"),
-            ("vllm/third_party/pynvml.py" if ctx.grank >= 11 else "pynvml.py",
-             "_nvmlCheckReturn", "raise NVMLError(ret)")]
+            (
+                "vllm/platforms/cuda.py",
+                "get_device_name",
+                "return cls._get_physical_device_name(physical_device_id)",
+            ),
+            (
+                "vllm/platforms/cuda.py",
+                "_get_physical_device_name",
+                "return pynvml.nvmlDeviceGetName(handle)",
+            ),
+            (
+                "vllm/third_party/pynvml.py" if ctx.grank >= 11 else "pynvml.py",
+                "nvmlDeviceGetName",
+                "_nvmlCheckReturn(ret)",
+            ),
+            (
+                "vllm/third_party/pynvml.py" if ctx.grank >= 11 else "pynvml.py",
+                "_nvmlCheckReturn",
+                "raise NVMLError(ret)",
+            ),
+        ]
         if ctx.chance(0.5):
             hw_kernel(ctx, 79, 0, None)
         vraw(ctx, ctx.api, tb(ctx, frames, exc), key_all=False, keys=("GPU is lost",))
@@ -150,9 +184,15 @@ def vllm_hw_fault(ctx: Ctx) -> None:
         vllm_http_shutdown(ctx, complete=ctx.chance(0.6))
         sd_fail(ctx) if ctx.chance(0.7) else sd_clean_exit(ctx)
     else:
-        wf = [(W1, "load_model", "self.model_runner.load_model()"),
-              (R1, "load_model", "self.model = model_loader.load_model("),
-              *loader_frames(ctx)] if is_v1(ctx) else loader_frames(ctx)
+        wf = (
+            [
+                (W1, "load_model", "self.model_runner.load_model()"),
+                (R1, "load_model", "self.model = model_loader.load_model("),
+                *loader_frames(ctx),
+            ]
+            if is_v1(ctx)
+            else loader_frames(ctx)
+        )
         vllm_startup_failure(ctx, "load", exc, None, None, keys, wf, n_fail=1)
         vllm_exit_after_startup_failure(ctx)
 
@@ -162,9 +202,13 @@ def sd_restart_pre_fail(ctx: Ctx, pre: int) -> None:
     ctx.restarts += 1
     ctx.sys(f"{ctx.unit}: Scheduled restart job, restart counter is at {ctx.restarts}.")
     ctx.sys(f"Starting {ctx.status}...")
-    ctx.add("pre", f"Unable to determine the device handle for GPU {pci_of(ctx, 0).upper()}.0: "
-                   "GPU is lost.  Reboot the system to recover this GPU", pid=pre + 40,
-            ident="nvidia-smi")
+    ctx.add(
+        "pre",
+        f"Unable to determine the device handle for GPU {pci_of(ctx, 0).upper()}.0: "
+        "GPU is lost.  Reboot the system to recover this GPU",
+        pid=pre + 40,
+        ident="nvidia-smi",
+    )
     ctx.sys(f"{ctx.unit}: Control process exited, code=exited, status=15/n/a")
     ctx.sys(f"{ctx.unit}: Failed with result 'exit-code'.")
     ctx.sys(f"Failed to start {ctx.status}.")
@@ -181,9 +225,14 @@ def sg_hw(ctx: Ctx) -> None:
     hw_kernel(ctx, xid, rank, ctx.workers[rank])
     exc = hw_app_error(ctx, xid)
     ctx.needs_kern = "ECC" not in exc[0]
-    frames = [(SG_SCHED, "event_loop_normal", "result = self.run_batch(batch)"),
-              ("sglang/srt/managers/tp_worker.py", "forward_batch_generation",
-               "logits_output, can_run_cuda_graph = self.model_runner.forward(")]
+    frames = [
+        (SG_SCHED, "event_loop_normal", "result = self.run_batch(batch)"),
+        (
+            "sglang/srt/managers/tp_worker.py",
+            "forward_batch_generation",
+            "logits_output, can_run_cuda_graph = self.model_runner.forward(",
+        ),
+    ]
     sg_fail(ctx, tb(ctx, frames, exc), ("ECC", exc[0]), rank=rank)
 
 
@@ -197,9 +246,19 @@ def tg_hw(ctx: Ctx) -> None:
     hw_kernel(ctx, xid, 0, ctx.ec)
     exc = hw_app_error(ctx, xid)
     ctx.needs_kern = "ECC" not in exc[0]
-    tg_shard_tb(ctx, "Decode", [("text_generation_server/server.py", "Decode",
-                                 "generations, next_batch, timings = "
-                                 "self.model.generate_token(batch)")], exc, ("ECC", exc[0]))
+    tg_shard_tb(
+        ctx,
+        "Decode",
+        [
+            (
+                "text_generation_server/server.py",
+                "Decode",
+                "generations, next_batch, timings = self.model.generate_token(batch)",
+            )
+        ],
+        exc,
+        ("ECC", exc[0]),
+    )
     tg(ctx, "ERROR", "text_generation_launcher", "Shard 0 crashed")
     tg_shutdown_failed(ctx, "ShardFailed")
 

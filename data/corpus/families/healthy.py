@@ -30,36 +30,60 @@ def vllm_stop_noise(ctx: Ctx) -> None:
     procs = model_procs(ctx)
     if ctx.tp > 1 and ctx.chance(0.4):
         p = rng.choice(procs)
-        vraw(ctx, p, tb(ctx, [(MPX if is_v1(ctx) else
-                               "vllm/executor/multiproc_worker_utils.py",
-                               "worker_busy_loop" if is_v1(ctx) else "_run_worker_process",
-                               "method, args, kwargs, output_rank = self.rpc_broadcast_mq."
-                               "dequeue(" if is_v1(ctx) else "for items in iter(task_queue.get, "
-                                                              "_TERMINATE):"),
-                              ("vllm/distributed/device_communicators/shm_broadcast.py",
-                               "acquire_read", "time.sleep(RINGBUFFER_SLEEP_INTERVAL)")],
-                        ["KeyboardInterrupt"]))
+        vraw(
+            ctx,
+            p,
+            tb(
+                ctx,
+                [
+                    (
+                        MPX if is_v1(ctx) else "vllm/executor/multiproc_worker_utils.py",
+                        "worker_busy_loop" if is_v1(ctx) else "_run_worker_process",
+                        "method, args, kwargs, output_rank = self.rpc_broadcast_mq.dequeue("
+                        if is_v1(ctx)
+                        else "for items in iter(task_queue.get, _TERMINATE):",
+                    ),
+                    (
+                        "vllm/distributed/device_communicators/shm_broadcast.py",
+                        "acquire_read",
+                        "time.sleep(RINGBUFFER_SLEEP_INTERVAL)",
+                    ),
+                ],
+                ["KeyboardInterrupt"],
+            ),
+        )
     if ctx.tp > 1 and ctx.chance(0.5):
         p = rng.choice(procs)
-        vraw(ctx, p, [f"[rank{p.rank}]:[W{ctx.now():%m%d %H:%M:%S}.{rng.randrange(10**6):06d} "
-                      f"{p.pid} ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has "
-                      "NOT been destroyed before we destruct ProcessGroupNCCL. On normal program "
-                      "exit, the application should call destroy_process_group to ensure that any "
-                      "pending NCCL operations have finished in this process. In rare cases this "
-                      "process can exit before this point and block the progress of another "
-                      "member of the process group. This constraint has always been present,  but "
-                      "this warning has only recently been added. For more info, please see "
-                      "https://pytorch.org/docs/stable/distributed.html#shutdown (function "
-                      "operator())"])
+        vraw(
+            ctx,
+            p,
+            [
+                f"[rank{p.rank}]:[W{ctx.now():%m%d %H:%M:%S}.{rng.randrange(10**6):06d} "
+                f"{p.pid} ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has "
+                "NOT been destroyed before we destruct ProcessGroupNCCL. On normal program "
+                "exit, the application should call destroy_process_group to ensure that any "
+                "pending NCCL operations have finished in this process. In rare cases this "
+                "process can exit before this point and block the progress of another "
+                "member of the process group. This constraint has always been present,  but "
+                "this warning has only recently been added. For more info, please see "
+                "https://pytorch.org/docs/stable/distributed.html#shutdown (function "
+                "operator())"
+            ],
+        )
     if not is_v1(ctx) and ctx.tp > 1 and ctx.chance(0.6):
         for p in ctx.workers[1:]:
             vlog(ctx, p, "INFO", "multiproc_worker_utils.py", "Worker exiting")
     if ctx.chance(0.35):
-        vraw(ctx, ctx.api, [
-            f"{stdlib(ctx)}/multiprocessing/resource_tracker.py:279: UserWarning: "
-            f"resource_tracker: There appear to be {rng.randrange(1, 4)} leaked semaphore objects "
-            "to clean up at shutdown",
-            "  warnings.warn('resource_tracker: There appear to be %d '"])
+        vraw(
+            ctx,
+            ctx.api,
+            [
+                f"{stdlib(ctx)}/multiprocessing/resource_tracker.py:279: UserWarning: "
+                f"resource_tracker: There appear to be {rng.randrange(1, 4)} leaked semaphore objects "
+                "to clean up at shutdown",
+                "  warnings.warn('resource_tracker: There appear to be %d '",
+            ],
+        )
 
 
 def vllm_healthy(ctx: Ctx) -> None:
@@ -112,8 +136,12 @@ def sg_healthy(ctx: Ctx) -> None:
         ctx.adv(60, 80000)
         ctx.sys(f"Stopping {ctx.status}...")
         ctx.adv(0.1, 2)
-        for ln in (UVICORN_SHUTTING_DOWN, UVICORN_WAITING_SHUTDOWN, UVICORN_SHUTDOWN_COMPLETE,
-                   uvicorn_finished(ctx.api.pid)):
+        for ln in (
+            UVICORN_SHUTTING_DOWN,
+            UVICORN_WAITING_SHUTDOWN,
+            UVICORN_SHUTDOWN_COMPLETE,
+            uvicorn_finished(ctx.api.pid),
+        ):
             sg_uv(ctx, ln)
         sd_clean_exit(ctx)
         ctx.sys(f"Stopped {ctx.status}.")
@@ -134,20 +162,27 @@ def tg_healthy(ctx: Ctx) -> None:
         ctx.sys(f"Stopping {ctx.status}...")
         tg(ctx, "INFO", "text_generation_launcher", "Terminating webserver")
         tg(ctx, "INFO", "text_generation_launcher", "Waiting for webserver to gracefully shutdown")
-        tg(ctx, "INFO", "text_generation_router::server",
-           f"router/src/server.rs:{ctx.lineno('sig')}: signal received, starting graceful shutdown")
+        tg(
+            ctx,
+            "INFO",
+            "text_generation_router::server",
+            f"router/src/server.rs:{ctx.lineno('sig')}: signal received, starting graceful shutdown",
+        )
         tg(ctx, "INFO", "text_generation_launcher", "webserver terminated")
         tg(ctx, "INFO", "text_generation_launcher", "Shutting down shards")
         for r in range(ctx.tp):
-            tg(ctx, "INFO", "shard-manager: text_generation_launcher",
-               f"Terminating shard rank={r}")
+            tg(
+                ctx,
+                "INFO",
+                "shard-manager: text_generation_launcher",
+                f"Terminating shard rank={r}",
+            )
             tg(ctx, "INFO", "shard-manager: text_generation_launcher", f"shard terminated rank={r}")
         sd_clean_exit(ctx)
         ctx.sys(f"Stopped {ctx.status}.")
 
 
-READY_MARKS = (READY_SENTENCE, "ready to roll!", "ready to serve requests.",
-               ": Connected")
+READY_MARKS = (READY_SENTENCE, "ready to roll!", "ready to serve requests.", ": Connected")
 
 
 def mark_keys(ctx: Ctx) -> None:

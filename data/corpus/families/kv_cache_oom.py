@@ -25,51 +25,65 @@ def kv_sentences(ctx: Ctx, need: float, avail: float, est: int) -> str:
         if ctx.chance(0.5) or avail <= 0:
             canon = NO_CACHE_BLOCKS
         else:
-            canon = (f"ValueError: The model's max seq len ({L}) is larger than the maximum number "
-                     f"of tokens that can be stored in KV cache ({est}). Try increasing "
-                     "`gpu_memory_utilization` or decreasing `max_model_len` when initializing "
-                     "the engine.")
+            canon = (
+                f"ValueError: The model's max seq len ({L}) is larger than the maximum number "
+                f"of tokens that can be stored in KV cache ({est}). Try increasing "
+                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+                "the engine."
+            )
     elif avail <= 0 or ctx.chance(0.25):
         canon = NO_CACHE_BLOCKS
         if g >= 33:
-            canon = canon[:-1] + (" (this flag also controls CPU memory reservation on the CPU "
-                                  "backend, despite its name). See https://docs.vllm.ai/en/latest/"
-                                  "configuration/conserving_memory/ for more details.")
+            canon = canon[:-1] + (
+                " (this flag also controls CPU memory reservation on the CPU "
+                "backend, despite its name). See https://docs.vllm.ai/en/latest/"
+                "configuration/conserving_memory/ for more details."
+            )
     elif g <= 9:
         mid = rng.choice(("", " Based on the available memory,"))
-        canon = (f"ValueError: To serve at least one request with the models's max seq len ({L}), "
-                 f"({need:.2f} GiB KV cache is needed, which is larger than the available KV "
-                 f"cache memory ({avail:.2f} GiB).{mid}  Try increasing `gpu_memory_utilization` "
-                 "or decreasing `max_model_len` when initializing the engine.")
+        canon = (
+            f"ValueError: To serve at least one request with the models's max seq len ({L}), "
+            f"({need:.2f} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({avail:.2f} GiB).{mid}  Try increasing `gpu_memory_utilization` "
+            "or decreasing `max_model_len` when initializing the engine."
+        )
     elif g <= 25:
-        mid = rng.choice(("", f"Based on the available memory, the estimated maximum model "
-                              f"length is {est}."))
-        canon = (f"ValueError: To serve at least one request with the models's max seq len ({L}), "
-                 f"({need:.2f} GiB KV cache is needed, which is larger than the available KV "
-                 f"cache memory ({avail:.2f} GiB). {mid} Try increasing `gpu_memory_utilization` "
-                 "or decreasing `max_model_len` when initializing the engine.")
+        mid = rng.choice(
+            ("", f"Based on the available memory, the estimated maximum model length is {est}.")
+        )
+        canon = (
+            f"ValueError: To serve at least one request with the models's max seq len ({L}), "
+            f"({need:.2f} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({avail:.2f} GiB). {mid} Try increasing `gpu_memory_utilization` "
+            "or decreasing `max_model_len` when initializing the engine."
+        )
     else:
-        canon = (f"ValueError: To serve at least one request with the model's max seq len ({L}), "
-                 f"({round(need, 2)} GiB KV cache is needed, which is larger than the available "
-                 f"KV cache memory ({round(avail, 2)} GiB). Based on the available memory, the "
-                 f"estimated maximum model length is {est}. Try increasing "
-                 "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
-                 "decreasing `max_model_len` when initializing the engine. See "
-                 "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
-                 "details.")
-    return ctx.pick(canon, (
-        "ValueError: insufficient memory for KV cache blocks; increase gpu_memory_utilization",
-        f"ValueError: KV cache cannot hold a single request of max_model_len={L}: needs "
-        f"{need:.2f} GiB, only {max(avail, 0):.2f} GiB available",
-        f"ValueError: Not enough GPU memory for the KV cache: {max(avail, 0):.2f} GiB left after "
-        f"weights and activations, {need:.2f} GiB required for max_model_len {L}.",
-        "RuntimeError: num_gpu_blocks is 0 - no memory left for the KV cache after loading the "
-        "model.",
-        f"ValueError: max_model_len ({L}) exceeds the KV cache capacity ({est} tokens). Lower "
-        "--max-model-len or raise --gpu-memory-utilization.",
-        f"vllm.exceptions.InsufficientKVCacheError: the KV cache pool ({max(avail, 0):.2f} GiB) "
-        f"is smaller than one max-length sequence ({need:.2f} GiB).",
-    ))
+        canon = (
+            f"ValueError: To serve at least one request with the model's max seq len ({L}), "
+            f"({round(need, 2)} GiB KV cache is needed, which is larger than the available "
+            f"KV cache memory ({round(avail, 2)} GiB). Based on the available memory, the "
+            f"estimated maximum model length is {est}. Try increasing "
+            "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
+            "decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+            "details."
+        )
+    return ctx.pick(
+        canon,
+        (
+            "ValueError: insufficient memory for KV cache blocks; increase gpu_memory_utilization",
+            f"ValueError: KV cache cannot hold a single request of max_model_len={L}: needs "
+            f"{need:.2f} GiB, only {max(avail, 0):.2f} GiB available",
+            f"ValueError: Not enough GPU memory for the KV cache: {max(avail, 0):.2f} GiB left after "
+            f"weights and activations, {need:.2f} GiB required for max_model_len {L}.",
+            "RuntimeError: num_gpu_blocks is 0 - no memory left for the KV cache after loading the "
+            "model.",
+            f"ValueError: max_model_len ({L}) exceeds the KV cache capacity ({est} tokens). Lower "
+            "--max-model-len or raise --gpu-memory-utilization.",
+            f"vllm.exceptions.InsufficientKVCacheError: the KV cache pool ({max(avail, 0):.2f} GiB) "
+            f"is smaller than one max-length sequence ({need:.2f} GiB).",
+        ),
+    )
 
 
 def vllm_kv_oom(ctx: Ctx) -> None:
@@ -86,8 +100,15 @@ def vllm_kv_oom(ctx: Ctx) -> None:
         vllm_kv(ctx)
     ctx.adv(0.1, 1)
     exc = [kv_sentences(ctx, need, avail, est)]
-    keys = ("KV cache", "cache blocks", "max seq len", "check_enough_kv_cache_memory",
-            "raise_if_cache_size_invalid", "max_model_len", exc[0])
+    keys = (
+        "KV cache",
+        "cache blocks",
+        "max seq len",
+        "check_enough_kv_cache_memory",
+        "raise_if_cache_size_invalid",
+        "max_model_len",
+        exc[0],
+    )
     vllm_startup_failure(ctx, "kv", exc, None, None, keys, [], n_fail=1)
     vllm_exit_after_startup_failure(ctx)
 
@@ -99,20 +120,30 @@ def sg_kv(ctx: Ctx) -> None:
     canon = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     if ctx.version.startswith("0.5") and ctx.chance(0.6):
         canon = canon[:-1] + f". Current value: mem_fraction_static={ctx.util}"
-    exc = ctx.pick(canon, (
-        "RuntimeError: KV cache pool is too small: not enough memory left after loading the "
-        "weights. Increase --mem-fraction-static.",
-        "RuntimeError: Not enough memory for the KV cache pool (max_total_num_tokens <= 0).",
-        f"RuntimeError: insufficient GPU memory to allocate the token pool with "
-        f"mem_fraction_static={ctx.util}",
-    ))
-    pool = "sglang/srt/model_executor/pool_configurator.py" if ctx.version.startswith("0.5") \
-        else SG_MR
-    frames = [*sg_init_frames(ctx), (SG_MR, "initialize", "self.init_memory_pool("),
-              (SG_MR, "init_memory_pool", "self.max_total_num_tokens = "
-                                          "self.profile_max_num_token(total_gpu_memory)"
-               if pool != SG_MR else "raise RuntimeError("),
-              ]
+    exc = ctx.pick(
+        canon,
+        (
+            "RuntimeError: KV cache pool is too small: not enough memory left after loading the "
+            "weights. Increase --mem-fraction-static.",
+            "RuntimeError: Not enough memory for the KV cache pool (max_total_num_tokens <= 0).",
+            f"RuntimeError: insufficient GPU memory to allocate the token pool with "
+            f"mem_fraction_static={ctx.util}",
+        ),
+    )
+    pool = (
+        "sglang/srt/model_executor/pool_configurator.py" if ctx.version.startswith("0.5") else SG_MR
+    )
+    frames = [
+        *sg_init_frames(ctx),
+        (SG_MR, "initialize", "self.init_memory_pool("),
+        (
+            SG_MR,
+            "init_memory_pool",
+            "self.max_total_num_tokens = self.profile_max_num_token(total_gpu_memory)"
+            if pool != SG_MR
+            else "raise RuntimeError(",
+        ),
+    ]
     if pool != SG_MR:
         frames.append((pool, "configure", "raise RuntimeError("))
     lines = tb(ctx, frames, [exc])
@@ -125,21 +156,41 @@ def tg_kv(ctx: Ctx) -> None:
     tg_startup(ctx, "warmup")
     ctx.adv(1, 30)
     n = ctx.batched
-    msg = ctx.pick(f"Not enough memory to handle {n} prefill tokens. You need to decrease "
-                   "`--max-batch-prefill-tokens`",
-                   (f"Insufficient memory for {n} prefill tokens during warmup; lower "
-                    "--max-batch-prefill-tokens",
-                    f"Warmup failed: {n} prefill tokens do not fit in GPU memory. Reduce "
-                    "`--max-batch-prefill-tokens`."))
-    inner = tb(ctx, [(TG_FCL, "warmup", "_, batch, _ = self.generate_token(batch)"),
-                     (f"{stdlib(ctx)}/contextlib.py", "inner",
-                      "return func(*args, **kwds)"),
-                     (TG_FCL, "generate_token", "out, speculative_logits = self.forward(batch, "
-                                                "adapter_data)")],
-               oom_exc_lines(ctx, oom_nums(ctx)))
-    outer = tb(ctx, [("text_generation_server/server.py", "Warmup",
-                      "max_supported_total_tokens = self.model.warmup(batch)"),
-                     (TG_FCL, "warmup", "raise RuntimeError(")], [f"RuntimeError: {msg}"])
+    msg = ctx.pick(
+        f"Not enough memory to handle {n} prefill tokens. You need to decrease "
+        "`--max-batch-prefill-tokens`",
+        (
+            f"Insufficient memory for {n} prefill tokens during warmup; lower "
+            "--max-batch-prefill-tokens",
+            f"Warmup failed: {n} prefill tokens do not fit in GPU memory. Reduce "
+            "`--max-batch-prefill-tokens`.",
+        ),
+    )
+    inner = tb(
+        ctx,
+        [
+            (TG_FCL, "warmup", "_, batch, _ = self.generate_token(batch)"),
+            (f"{stdlib(ctx)}/contextlib.py", "inner", "return func(*args, **kwds)"),
+            (
+                TG_FCL,
+                "generate_token",
+                "out, speculative_logits = self.forward(batch, adapter_data)",
+            ),
+        ],
+        oom_exc_lines(ctx, oom_nums(ctx)),
+    )
+    outer = tb(
+        ctx,
+        [
+            (
+                "text_generation_server/server.py",
+                "Warmup",
+                "max_supported_total_tokens = self.model.warmup(batch)",
+            ),
+            (TG_FCL, "warmup", "raise RuntimeError("),
+        ],
+        [f"RuntimeError: {msg}"],
+    )
     tg(ctx, "ERROR", "text_generation_launcher", "Method Warmup encountered an error.")
     ctx.evs[-1].tag = "tbhead"
     for ln in chained(inner, outer):
@@ -147,9 +198,14 @@ def tg_kv(ctx: Ctx) -> None:
     new = ctx.version >= "2.2"
     router = "text_generation_router_v3::client" if new else "text_generation_client"
     src = "backends/client/src/lib.rs" if new else "router/client/src/lib.rs"
-    tg(ctx, "ERROR", f"warmup{{max_input_length={n - 1} max_prefill_tokens={n} max_total_tokens="
-                     f"{n} max_batch_size=None}}:warmup: {router}",
-       f"{src}:{ctx.lineno('srverr')}: Server error: {msg}", key=True)
+    tg(
+        ctx,
+        "ERROR",
+        f"warmup{{max_input_length={n - 1} max_prefill_tokens={n} max_total_tokens="
+        f"{n} max_batch_size=None}}:warmup: {router}",
+        f"{src}:{ctx.lineno('srverr')}: Server error: {msg}",
+        key=True,
+    )
     wrapped = f'Warmup(Generation("{msg}"))'
     ctx.app(f"Error: Backend({wrapped})" if new else f"Error: {wrapped}", key=True)
     tg_shutdown_failed(ctx, "WebserverFailed")

@@ -24,8 +24,16 @@ def vllm_runtime_oom(ctx: Ctx) -> None:
     ctx.adv(1, 600)
     nums = oom_nums(ctx, private=not ctx.enforce_eager)
     exc = oom_exc_lines(ctx, nums)
-    keys = ("execute_model", "EngineDeadError", "died unexpectedly", "fatal error",
-            "Background loop", "background task failed", "exited unexpectedly", exc[0])
+    keys = (
+        "execute_model",
+        "EngineDeadError",
+        "died unexpectedly",
+        "fatal error",
+        "Background loop",
+        "background task failed",
+        "exited unexpectedly",
+        exc[0],
+    )
     vllm_runtime_death(ctx, exc, None, keys)
     ctx.adv(0.2, 3)
     if ctx.chance(0.12):  # the operator stops the dead server and the stop wedges (secondary)
@@ -51,21 +59,40 @@ def sg_runtime(ctx: Ctx) -> None:
     ctx.adv(5, 3000)
     exc = oom_exc_lines(ctx, oom_nums(ctx, private=True))
     frames: list[Frame] = [
-        (SG_SCHED, "run_scheduler_process", "scheduler.event_loop_overlap()"
-         if ctx.chance(0.5) else "scheduler.event_loop_normal()"),
+        (
+            SG_SCHED,
+            "run_scheduler_process",
+            "scheduler.event_loop_overlap()"
+            if ctx.chance(0.5)
+            else "scheduler.event_loop_normal()",
+        ),
         ("torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
         (SG_SCHED, "event_loop_normal", "result = self.run_batch(batch)"),
-        (SG_SCHED, "run_batch", "logits_output, next_token_ids, can_run_cuda_graph = "
-                                "self.tp_worker.forward_batch_generation("),
-        ("sglang/srt/managers/tp_worker.py", "forward_batch_generation",
-         "logits_output, can_run_cuda_graph = self.model_runner.forward("),
+        (
+            SG_SCHED,
+            "run_batch",
+            "logits_output, next_token_ids, can_run_cuda_graph = "
+            "self.tp_worker.forward_batch_generation(",
+        ),
+        (
+            "sglang/srt/managers/tp_worker.py",
+            "forward_batch_generation",
+            "logits_output, can_run_cuda_graph = self.model_runner.forward(",
+        ),
         (SG_MR, "forward", "return self.forward_extend("),
         (SG_MR, "forward_extend", "return self.model.forward("),
-        (f"sglang/srt/models/{ctx.model.file}.py", "forward",
-         "hidden_states = self.model(input_ids, positions, forward_batch, input_embeds)"),
+        (
+            f"sglang/srt/models/{ctx.model.file}.py",
+            "forward",
+            "hidden_states = self.model(input_ids, positions, forward_batch, input_embeds)",
+        ),
     ]
-    sg_fail(ctx, tb(ctx, frames, exc), ("forward_batch_generation", "run_batch", exc[0]),
-            rank=ctx.rng.randrange(ctx.tp))
+    sg_fail(
+        ctx,
+        tb(ctx, frames, exc),
+        ("forward_batch_generation", "run_batch", exc[0]),
+        rank=ctx.rng.randrange(ctx.tp),
+    )
 
 
 def tg_runtime(ctx: Ctx) -> None:
@@ -75,19 +102,41 @@ def tg_runtime(ctx: Ctx) -> None:
     tg_serve(ctx, ctx.rng.randrange(3, 25))
     ctx.adv(10, 5000)
     exc = oom_exc_lines(ctx, oom_nums(ctx))
-    tg_shard_tb(ctx, ctx.rng.choice(("Decode", "Prefill")), [
-        ("text_generation_server/server.py", "Decode", "generations, next_batch, timings = "
-                                                       "self.model.generate_token(batch)"),
-        (TG_FCL, "generate_token", "out, speculative_logits = self.forward(batch, adapter_data)"),
-        (TG_FCL, "forward", "logits, speculative_logits = self.model.forward(")], exc,
-        ("generate_token", exc[0]))
-    tg(ctx, "ERROR", "batch{batch_size=8}:decode:decode{size=8}:decode{size=8}: "
-                     "text_generation_router_v3::client",
-       f"backends/client/src/lib.rs:{ctx.lineno('srverr')}: Server error: "
-       f"{exc[0].split(': ', 1)[-1][:200]}", key=True)
+    tg_shard_tb(
+        ctx,
+        ctx.rng.choice(("Decode", "Prefill")),
+        [
+            (
+                "text_generation_server/server.py",
+                "Decode",
+                "generations, next_batch, timings = self.model.generate_token(batch)",
+            ),
+            (
+                TG_FCL,
+                "generate_token",
+                "out, speculative_logits = self.forward(batch, adapter_data)",
+            ),
+            (TG_FCL, "forward", "logits, speculative_logits = self.model.forward("),
+        ],
+        exc,
+        ("generate_token", exc[0]),
+    )
+    tg(
+        ctx,
+        "ERROR",
+        "batch{batch_size=8}:decode:decode{size=8}:decode{size=8}: "
+        "text_generation_router_v3::client",
+        f"backends/client/src/lib.rs:{ctx.lineno('srverr')}: Server error: "
+        f"{exc[0].split(': ', 1)[-1][:200]}",
+        key=True,
+    )
     ctx.adv(0.1, 5)
-    tg(ctx, "ERROR", "shard-manager: text_generation_launcher",
-       f"Shard process was signaled to shutdown with signal 9 rank={ctx.rng.randrange(ctx.tp)}")
+    tg(
+        ctx,
+        "ERROR",
+        "shard-manager: text_generation_launcher",
+        f"Shard process was signaled to shutdown with signal 9 rank={ctx.rng.randrange(ctx.tp)}",
+    )
     tg(ctx, "ERROR", "text_generation_launcher", "Shard 0 crashed")
     tg_shutdown_failed(ctx, "ShardFailed")
 

@@ -29,26 +29,52 @@ def vllm_sampler_oom(ctx: Ctx) -> None:
     inner_exc = oom_exc_lines(ctx, nums)
     what = f"pooler ({rng.choice(('embed', 'encode', 'classify'))})" if pooler else "sampler"
     canon = sampler_warmup_oom(n, what)
-    final = ctx.pick(canon, (
-        f"RuntimeError: ran out of GPU memory while warming up the {what.split()[0]} ({n} dummy "
-        "requests)",
-        f"RuntimeError: Sampler warm-up with {n} dummy requests failed: CUDA out of memory. "
-        "Reduce max_num_seqs.",
-        f"vllm.exceptions.SamplerWarmupError: not enough device memory to warm up the "
-        f"{what.split()[0]} for {n} concurrent sequences; lower --max-num-seqs or "
-        "--gpu-memory-utilization",
-        f"MemoryError: warmup of {what.split()[0]} (num_reqs={n}) exceeded available GPU memory",
-        f"RuntimeError: OOM during {what.split()[0]} warmup with batch of {n} dummy requests. "
-        "Try a smaller max_num_seqs.",
-    ))
-    keys = ("warming up", "warm-up", "warmup", "_dummy_sampler_run", "_dummy_pooler_run",
-            inner_exc[0], final)
+    final = ctx.pick(
+        canon,
+        (
+            f"RuntimeError: ran out of GPU memory while warming up the {what.split()[0]} ({n} dummy "
+            "requests)",
+            f"RuntimeError: Sampler warm-up with {n} dummy requests failed: CUDA out of memory. "
+            "Reduce max_num_seqs.",
+            f"vllm.exceptions.SamplerWarmupError: not enough device memory to warm up the "
+            f"{what.split()[0]} for {n} concurrent sequences; lower --max-num-seqs or "
+            "--gpu-memory-utilization",
+            f"MemoryError: warmup of {what.split()[0]} (num_reqs={n}) exceeded available GPU memory",
+            f"RuntimeError: OOM during {what.split()[0]} warmup with batch of {n} dummy requests. "
+            "Try a smaller max_num_seqs.",
+        ),
+    )
+    keys = (
+        "warming up",
+        "warm-up",
+        "warmup",
+        "_dummy_sampler_run",
+        "_dummy_pooler_run",
+        inner_exc[0],
+        final,
+    )
     if ctx.chance(0.12):  # only the torch OOM, traceback through _dummy_sampler_run
-        vllm_startup_failure(ctx, "sampler", inner_exc, None, None, keys,
-                             outer[:-1] + inner, n_fail=rng.randrange(1, ctx.tp + 1))
+        vllm_startup_failure(
+            ctx,
+            "sampler",
+            inner_exc,
+            None,
+            None,
+            keys,
+            outer[:-1] + inner,
+            n_fail=rng.randrange(1, ctx.tp + 1),
+        )
     else:
-        vllm_startup_failure(ctx, "sampler", [final], inner, inner_exc, keys, outer,
-                             n_fail=rng.randrange(1, ctx.tp + 1))
+        vllm_startup_failure(
+            ctx,
+            "sampler",
+            [final],
+            inner,
+            inner_exc,
+            keys,
+            outer,
+            n_fail=rng.randrange(1, ctx.tp + 1),
+        )
     vllm_exit_after_startup_failure(ctx)
 
 

@@ -35,8 +35,13 @@ def vllm_wedged(ctx: Ctx) -> None:
     if where < 0.65 and ctx.chance(0.7):
         vllm_http_shutdown(ctx, complete=False)
     if ctx.grank >= 33 and ctx.chance(0.5):
-        vlog(ctx, ctx.api, "WARNING", "multiproc_executor.py",
-             "[shutdown] Executor: workers still running after grace period; sending SIGKILL")
+        vlog(
+            ctx,
+            ctx.api,
+            "WARNING",
+            "multiproc_executor.py",
+            "[shutdown] Executor: workers still running after grace period; sending SIGKILL",
+        )
     ctx.needs_sys = True
     wedged_stop_tail(ctx, rng.choice((90, 90, 90, 45, 30, 120, 300)))
     if ctx.chance(0.25):

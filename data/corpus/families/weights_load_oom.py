@@ -31,16 +31,31 @@ def vllm_weights_oom(ctx: Ctx) -> None:
     exc = oom_exc_lines(ctx, nums)
     wf = loader_frames(ctx)
     if is_v1(ctx):
-        wf = [(W1, "load_model", "self.model_runner.load_model()"),
-              (R1, "load_model", "self.model = model_loader.load_model("), *wf]
+        wf = [
+            (W1, "load_model", "self.model_runner.load_model()"),
+            (R1, "load_model", "self.model = model_loader.load_model("),
+            *wf,
+        ]
         if ctx.tp == 1:
-            ex = "vllm/executor/uniproc_executor.py" if ctx.grank <= 11 else \
-                "vllm/v1/executor/uniproc_executor.py"
+            ex = (
+                "vllm/executor/uniproc_executor.py"
+                if ctx.grank <= 11
+                else "vllm/v1/executor/uniproc_executor.py"
+            )
             wf = [(ex, "_init_executor", 'self.collective_rpc("load_model")'), *wf[:]]
-    keys = ("load_model", "load_weights", "initialize_model", "create_weights", "weight_loader",
-            "process_weights_after_loading", "Starting to load model", exc[0])
-    vllm_startup_failure(ctx, "load", exc, None, None, keys, wf,
-                         n_fail=rng.randrange(1, ctx.tp + 1))
+    keys = (
+        "load_model",
+        "load_weights",
+        "initialize_model",
+        "create_weights",
+        "weight_loader",
+        "process_weights_after_loading",
+        "Starting to load model",
+        exc[0],
+    )
+    vllm_startup_failure(
+        ctx, "load", exc, None, None, keys, wf, n_fail=rng.randrange(1, ctx.tp + 1)
+    )
     vllm_exit_after_startup_failure(ctx)
 
 
@@ -51,14 +66,22 @@ def sg_weights(ctx: Ctx) -> None:
         ctx.app(tqdm_line("Loading safetensors checkpoint shards", i, 8, 3.1, True), tag="tqdm")
         ctx.adv(3)
     exc = oom_exc_lines(ctx, oom_nums(ctx))
-    frames = [*sg_init_frames(ctx), (SG_MR, "initialize", "self.load_model()"),
-              (SG_MR, "load_model", "self.model = get_model("),
-              ("sglang/srt/model_loader/__init__.py", "get_model",
-               "return loader.load_model("),
-              ("sglang/srt/model_loader/loader.py", "load_model",
-               "model.load_weights(self._get_all_weights(model_config, model))"),
-              (f"sglang/srt/models/{ctx.model.file}.py", "load_weights",
-               "weight_loader(param, loaded_weight, shard_id)")]
+    frames = [
+        *sg_init_frames(ctx),
+        (SG_MR, "initialize", "self.load_model()"),
+        (SG_MR, "load_model", "self.model = get_model("),
+        ("sglang/srt/model_loader/__init__.py", "get_model", "return loader.load_model("),
+        (
+            "sglang/srt/model_loader/loader.py",
+            "load_model",
+            "model.load_weights(self._get_all_weights(model_config, model))",
+        ),
+        (
+            f"sglang/srt/models/{ctx.model.file}.py",
+            "load_weights",
+            "weight_loader(param, loaded_weight, shard_id)",
+        ),
+    ]
     sg_fail(ctx, tb(ctx, frames, exc), ("load_model", "load_weights", exc[0]))
 
 
@@ -66,8 +89,11 @@ def tg_weights(ctx: Ctx) -> None:
     sd_start(ctx)
     tg_startup(ctx, "load")
     exc = oom_exc_lines(ctx, oom_nums(ctx))
-    tg_shard_fail(ctx, tb(ctx, tg_load_frames(ctx), exc), ("get_model", "model_class",
-                                                          "get_sharded", "get_tensor", exc[0]))
+    tg_shard_fail(
+        ctx,
+        tb(ctx, tg_load_frames(ctx), exc),
+        ("get_model", "model_class", "get_sharded", "get_tensor", exc[0]),
+    )
 
 
 FAMILY = Family(
