@@ -212,13 +212,7 @@ def entry_event(
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
     if "MESSAGE" in fields:
-        message, message_b64, truncated = _value("MESSAGE", fields["MESSAGE"])
-        if message is not None:
-            payload["message"] = message
-        if truncated:
-            payload["message_truncated"] = True
-        if message_b64 is not None:
-            payload["message_b64"] = message_b64
+        _put_message(payload, fields["MESSAGE"])
     host = text("_HOSTNAME") or default_host or "localhost"
     systemd_unit = text("_SYSTEMD_UNIT")
     unit, invocation, claims = _about(fields, text, systemd_unit)
@@ -247,16 +241,7 @@ def entry_event(
         kept["_SYSTEMD_UNIT"] = systemd_unit
     if kept:
         payload["fields"] = kept
-    cursor = payload.get("cursor")
-    if cursor:
-        source, key = JOURNALD_SOURCE, stable_key(cursor.encode("utf-8", "surrogatepass"))
-    else:
-        source = NO_CURSOR_SOURCE
-        key = stable_key(
-            identity
-            if identity is not None
-            else orjson.dumps(fields, option=orjson.OPT_SORT_KEYS, default=repr)
-        )
+    source, key = _source_key(payload.get("cursor"), fields, identity)
     return {
         "stream": f"{clean_name(host)}/{clean_name(stream_unit)}",
         "time_us": realtime,
@@ -264,6 +249,30 @@ def entry_event(
         "key": key,
         "payload": payload,
     }
+
+
+def _put_message(payload: dict[str, Any], value: Any) -> None:
+    """The entry's MESSAGE into the payload: its text, and its bytes when decoding lost some."""
+    message, message_b64, truncated = _value("MESSAGE", value)
+    if message is not None:
+        payload["message"] = message
+    if truncated:
+        payload["message_truncated"] = True
+    if message_b64 is not None:
+        payload["message_b64"] = message_b64
+
+
+def _source_key(
+    cursor: str | None, fields: Mapping[str, Any], identity: bytes | None
+) -> tuple[str, int]:
+    """(source, idempotency key): from the cursor, or from the entry itself without one."""
+    if cursor:
+        return JOURNALD_SOURCE, stable_key(cursor.encode("utf-8", "surrogatepass"))
+    return NO_CURSOR_SOURCE, stable_key(
+        identity
+        if identity is not None
+        else orjson.dumps(fields, option=orjson.OPT_SORT_KEYS, default=repr)
+    )
 
 
 def json_line_record(

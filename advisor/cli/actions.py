@@ -4,10 +4,9 @@ their approval, and carrying them out."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-import orjson
 
 from advisor.cli.common import (
     backend_option,
@@ -26,22 +25,23 @@ if TYPE_CHECKING:
     from advisor.execution.run import ExecReport
     from advisor.pipeline.remediate import OpenPlan
     from advisor.store import EventStore
+    from advisor.views.rows import ActionRow
 
 # Exit status of `remediate` / `replan` when the plan did not complete (a script can tell).
 PLAN_STOPPED_EXIT = 1
 
 
-def _describe(row: dict[str, Any]) -> str:
-    spec = orjson.loads(row["spec"])
-    what = row["kind"]
+def _describe(row: ActionRow) -> str:
+    spec = row.spec
+    what = row.kind
     if spec.get("flag"):
         what += f" {spec['flag']} {spec.get('value')}"
     elif spec.get("option"):
         what += f" {spec['option']}={spec.get('value')}"
     elif spec.get("seconds"):
         what += f" up to {spec['seconds']:.0f} s"
-    alt = " (alternative)" if row["alternative"] else ""
-    return safe_text(f"{row['action_id']}  {row['status']:<10} {what}{alt} — {spec['why']}")
+    alt = " (alternative)" if row.alternative else ""
+    return safe_text(f"{row.action_id}  {row.status:<10} {what}{alt} — {spec['why']}")
 
 
 @click.command("actions")
@@ -50,19 +50,13 @@ def _describe(row: dict[str, Any]) -> str:
 @db_option
 def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
     """Proposed actions and what became of them, by plan and step."""
-    from advisor.views.projector import Projector
-    from advisor.views.reading import read_rows
+    from advisor.views.actions import all_actions
 
-    store = store_for(db_url)
-    Projector(store).catch_up()
-    rows = read_rows(store, "actions")
+    rows = all_actions(store_for(db_url))
     if pending:
-        rows = [r for r in rows if r["status"] == "proposed"]
+        rows = [r for r in rows if r.status == "proposed"]
     if as_json:
-        for row in rows:
-            row["spec"] = orjson.loads(row["spec"])
-            row["state_after"] = orjson.loads(row["state_after"]) if row["state_after"] else None
-        echo_json(rows)
+        echo_json([row.columns() for row in rows])
         return
     for row in rows:
         click.echo(_describe(row))
@@ -116,11 +110,11 @@ def _show_plan(plan: OpenPlan) -> None:
     )
     for row in plan.rows:
         click.echo("  " + _describe(row))
-        for line in orjson.loads(row["spec"]).get("arithmetic", []):
+        for line in row.spec.get("arithmetic", []):
             click.echo(f"      {safe_text(line)}")
 
 
-def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: str) -> None:
+def _decide(store: EventStore, rows: list[ActionRow], yes: bool, plan_id: str) -> None:
     """Approve the plan (--yes) or ask step by step; a step declined is recorded rejected."""
     from advisor.execution.run import approve as approve_
     from advisor.execution.run import reject as reject_
@@ -130,19 +124,17 @@ def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: s
         approve_(store, plan_id, human())
         return
     who = human()
-    by_step = {r["step"]: r for r in rows}
+    by_step = {r.step: r for r in rows}
     for row in rows:
-        if row["status"] != "proposed" or row["alternative"]:
+        if row.status != "proposed" or row.alternative:
             continue
-        alternative = by_step.get(row["step"] + 1)
+        alternative = by_step.get(row.step + 1)
         has_alt = (
-            alternative is not None
-            and alternative["alternative"]
-            and alternative["status"] == "proposed"
+            alternative is not None and alternative.alternative and alternative.status == "proposed"
         )
         choices = ["y", "n", "all", "q"] + (["a"] if has_alt else [])
         text = (
-            f"Run step {row['step']} ({row['kind']})? y yes, n no (reject), all (this and "
+            f"Run step {row.step} ({row.kind})? y yes, n no (reject), all (this and "
             f"the rest), q stop asking{', a the alternative' if has_alt else ''}"
         )
         answer = click.prompt(text, type=click.Choice(choices), default="n", show_choices=False)
@@ -152,12 +144,12 @@ def _decide(store: EventStore, rows: list[dict[str, Any]], yes: bool, plan_id: s
         if answer == "q":
             return
         if answer == "y":
-            approve_(store, row["action_id"], who)
+            approve_(store, row.action_id, who)
         elif answer == "a":
             assert alternative is not None
-            approve_(store, alternative["action_id"], who)
+            approve_(store, alternative.action_id, who)
         else:
-            reject_(store, row["action_id"], who, "declined at the prompt")
+            reject_(store, row.action_id, who, "declined at the prompt")
             return
 
 
@@ -203,7 +195,7 @@ def remediate(
         return
     chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
     assert chosen is not None
-    if any(r["status"] == "proposed" for r in plan.rows):
+    if any(r.status == "proposed" for r in plan.rows):
         _decide(store, plan.rows, yes, plan.plan_id)
     outcome = carry_out(store, chosen, plan.plan_id)
     _report(outcome.report)

@@ -4,7 +4,8 @@ proposal, the decision on it, and what the executor did.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,3 +128,9 @@ class ActionRolledBack(Payload):
     type: Literal["action.rolled_back"] = "action.rolled_back"
     action_id: str
     detail: str
+
+
+def step_from_spec(spec: Mapping[str, Any]) -> ActionStep:
+    """The step a proposal's spec (the `actions` row's, or its event's) describes."""
+    fields = ActionStep.model_fields
+    return ActionStep.model_validate({k: v for k, v in spec.items() if k in fields})

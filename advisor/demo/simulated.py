@@ -158,10 +158,10 @@ def remediate(
             result.incidents.append(plan_id)
         report = execute(store, backend, plan_id, max_steps=1)
         for action_id in report.ran + report.skipped:
-            row = next(r for r in plan_rows(store, plan_id) if r["action_id"] == action_id)
-            result.steps.append(f"{row['kind']}: {row['detail']}")
+            row = next(r for r in plan_rows(store, plan_id) if r.action_id == action_id)
+            result.steps.append(f"{row.kind}: {row.detail}")
             verb = "done" if action_id in report.ran else "skipped"
-            say(f"  {verb}: {row['kind']} — {row['detail']}")
+            say(f"  {verb}: {row.kind} — {row.detail}")
         if report.state not in ("done", "paused", "waiting"):
             say(f"plan {report.state}: {report.why}")
             break
@@ -223,7 +223,7 @@ def _next_plan(store: EventStore, unit: str) -> str | None:
     for incident in reversed(_open(store, unit)):
         plan_id = str(incident["incident_id"])
         rows = plan_rows(store, plan_id)
-        if any(r["status"] in ("proposed", "approved") and not r["alternative"] for r in rows):
+        if any(r.status in ("proposed", "approved") and not r.alternative for r in rows):
             return plan_id
     return None
 
@@ -247,8 +247,6 @@ def _is_wedge(store: EventStore, unit: str, plan_id: str) -> bool:
 
 
 def _describe(store: EventStore, unit: str, plan_id: str) -> str:
-    import orjson
-
     incident = next(
         i for i in read_rows(store, "incidents", unit=unit) if i["incident_id"] == plan_id
     )
@@ -257,11 +255,11 @@ def _describe(store: EventStore, unit: str, plan_id: str) -> str:
         f"{incident['runs']} failed run(s)); the plan:"
     ]
     for row in plan_rows(store, plan_id):
-        spec = orjson.loads(row["spec"])
-        what = row["kind"] + (f" {spec['flag']} {spec['value']}" if spec.get("flag") else "")
+        spec = row.spec
+        what = row.kind + (f" {spec['flag']} {spec['value']}" if spec.get("flag") else "")
         what += f" {spec['option']}={spec['value']}" if spec.get("option") else ""
         what += f" (up to {spec['seconds']:.0f} s)" if spec.get("seconds") else ""
-        alt = " [alternative, not applied]" if row["alternative"] else ""
-        lines.append(f"  {row['step'] + 1}. {what}{alt}: {spec['why']}")
+        alt = " [alternative, not applied]" if row.alternative else ""
+        lines.append(f"  {row.step + 1}. {what}{alt}: {spec['why']}")
         lines += [f"       {line}" for line in spec.get("arithmetic", [])]
     return "\n".join(lines)

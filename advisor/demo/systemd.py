@@ -15,11 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from advisor.demo.simulated import DemoResult, _is_wedge, _open, _runs, remediate
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore
+
+if TYPE_CHECKING:
+    from advisor.execution.systemd import SystemdBackend
+    from advisor.sim.gpuhost import GpuHost
 
 UNIT: Final = "vllm-minimax-m25.service"
 HOST: Final = "gpu-node-07"
@@ -64,19 +68,7 @@ def run_systemd_demo(
     from advisor.sim.gpuhost import GpuHost
 
     with GpuHost(workdir, hostname=HOST, release_delay_s=2.0) as host:
-        say(
-            f"booted systemd in a box ({host.box.boot_s:.2f} s); {UNIT} installed as a real "
-            "unit (8 × 96 GiB simulated GPUs, TP 4, --max-num-seqs 1024)"
-        )
-        host.add_vllm(
-            UNIT,
-            list(ARGS),
-            environment=ENVIRONMENT,
-            restart="on-failure",
-            restart_sec="3s",
-            timeout_stop_sec="5s",
-        )
-        host.box.systemctl("start", UNIT)
+        _start_unit(host, say)
         backend = host.backend()
         processor = Processor(store)
 
@@ -113,12 +105,34 @@ def run_systemd_demo(
             ready_to_act=ready_to_act,
         )
         if result.healthy:
-            now = backend.observe(UNIT)
-            say(
-                f"{UNIT} is up under systemd: {now.describe()}; ExecStart now ends "
-                f"{' '.join(now.exec_start[0].argv[-4:])}"
-            )
+            _say_up(backend, say)
     return result
+
+
+def _start_unit(host: GpuHost, say: Callable[[str], None]) -> None:
+    """Install the seed's vLLM unit in the booted box and start it."""
+    say(
+        f"booted systemd in a box ({host.box.boot_s:.2f} s); {UNIT} installed as a real "
+        "unit (8 × 96 GiB simulated GPUs, TP 4, --max-num-seqs 1024)"
+    )
+    host.add_vllm(
+        UNIT,
+        list(ARGS),
+        environment=ENVIRONMENT,
+        restart="on-failure",
+        restart_sec="3s",
+        timeout_stop_sec="5s",
+    )
+    host.box.systemctl("start", UNIT)
+
+
+def _say_up(backend: SystemdBackend, say: Callable[[str], None]) -> None:
+    """Tell how the healed unit runs now, and how its ExecStart ends."""
+    now = backend.observe(UNIT)
+    say(
+        f"{UNIT} is up under systemd: {now.describe()}; ExecStart now ends "
+        f"{' '.join(now.exec_start[0].argv[-4:])}"
+    )
 
 
 def _runs_of(store: EventStore) -> list[dict[str, object]]:

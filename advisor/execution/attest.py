@@ -9,21 +9,21 @@ chain is refused, naming the seq, so a forged or altered row never reaches syste
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
+from advisor.core.actions import step_from_spec
 from advisor.core.errors import IntegrityError
 from advisor.core.events import ActionApproved, ActionProposed, ActionStep
 from advisor.store import EventFilter, EventStore
+from advisor.views.rows import ActionRow
 
-_STEP_FIELDS = frozenset(ActionStep.model_fields)
+__all__ = ["attested_step", "step_from_spec"]
 
 
-def attested_step(store: EventStore, row: dict[str, Any]) -> ActionStep:
+def attested_step(store: EventStore, row: ActionRow) -> ActionStep:
     """The step of `row` as its `action.proposed` event records it, once an
     `action.approved` event names it; IntegrityError when the projection disagrees."""
-    action_id, seq = row["action_id"], int(row["proposed_seq"])
+    action_id, seq = row.action_id, row.proposed_seq
     proposed = next(iter(store.read(EventFilter(after_seq=seq - 1, limit=None), chunk=1)), None)
     payload = proposed.payload if proposed is not None and proposed.seq == seq else None
     if not isinstance(payload, ActionProposed) or payload.action_id != action_id:
@@ -35,8 +35,8 @@ def attested_step(store: EventStore, row: dict[str, Any]) -> ActionStep:
         )
     spec = payload.model_dump(exclude={"type"}, exclude_none=True)
     if (
-        orjson.loads(row["spec"]) != orjson.loads(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
-        or row["host"] != payload.host
+        dict(row.spec) != orjson.loads(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS))
+        or row.host != payload.host
     ):
         raise IntegrityError(
             f"action {action_id}: the actions table says another step than "
@@ -56,8 +56,3 @@ def attested_step(store: EventStore, row: dict[str, Any]) -> ActionStep:
             first_bad_seq=seq,
         )
     return step_from_spec(spec)
-
-
-def step_from_spec(spec: dict[str, Any]) -> ActionStep:
-    """The step a proposal's spec (the `actions` row's, or its event's) describes."""
-    return ActionStep.model_validate({k: v for k, v in spec.items() if k in _STEP_FIELDS})

@@ -1,6 +1,6 @@
 """The decisions on a plan, and what reading and recording a step needs: a plan's rows and one
-step's row (projections caught up first), approving and rejecting steps, and the event advisor
-appends about a step.
+step's row (fresh: the views fold what is new first), approving and rejecting steps, and the
+event advisor appends about a step.
 """
 
 from __future__ import annotations
@@ -8,26 +8,24 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-import orjson
-
 from advisor.core.errors import InputError
 from advisor.core.events import ActionStep, NewEvent
 from advisor.core.records import stable_key
-from advisor.execution.attest import step_from_spec
 from advisor.store import EventStore
 from advisor.views.actions import action_by_id, plan_actions
 from advisor.views.projector import Projector
+from advisor.views.rows import ActionRow
 
 EXECUTOR_SOURCE: Final = "executor"
 HUMAN_SOURCE: Final = "approval"
 
 
 def action_event(
-    row: dict[str, Any], payload: dict[str, Any], source: str, key: str, time_us: int | None = None
+    row: ActionRow, payload: dict[str, Any], source: str, key: str, time_us: int | None = None
 ) -> NewEvent:
     """An event about the step `row`, on its unit's stream (the host's `advisor` stream for a
     step with no unit); `key` makes it idempotent."""
-    stream = f"{row['host']}/{row['unit'] or 'advisor'}"
+    stream = f"{row.host}/{row.unit or 'advisor'}"
     return NewEvent.model_validate(
         {
             "stream": stream,
@@ -43,23 +41,21 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def plan_rows(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
-    """A plan's `actions` rows in step order, the projections caught up first."""
-    Projector(store).catch_up()
+def plan_rows(store: EventStore, plan_id: str) -> list[ActionRow]:
+    """A plan's `actions` rows in step order."""
     return plan_actions(store, plan_id)
 
 
-def action_row(store: EventStore, action_id: str) -> dict[str, Any]:
-    """One step's `actions` row, the projections caught up first."""
-    Projector(store).catch_up()
+def action_row(store: EventStore, action_id: str) -> ActionRow:
+    """One step's `actions` row; InputError when there is none."""
     row = action_by_id(store, action_id)
     if row is None:
         raise InputError(f"no action {action_id!r} (see `advisor actions`)")
     return row
 
 
-def step_of(row: dict[str, Any]) -> ActionStep:
-    return step_from_spec(orjson.loads(row["spec"]))
+def step_of(row: ActionRow) -> ActionStep:
+    return row.action
 
 
 def approve(store: EventStore, ident: str, by: str) -> list[str]:
@@ -69,53 +65,53 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
     rows = plan_rows(store, ident)
     events: list[NewEvent] = []
     if rows:
-        chosen = [r for r in rows if r["status"] == "proposed" and not r["alternative"]]
+        chosen = [r for r in rows if r.status == "proposed" and not r.alternative]
     else:
         row = action_row(store, ident)
-        if row["status"] != "proposed":
-            raise InputError(f"action {ident} is {row['status']}, not proposed")
+        if row.status != "proposed":
+            raise InputError(f"action {ident} is {row.status}, not proposed")
         chosen = [row]
-        if row["alternative"]:
-            main = _replaced_by(plan_rows(store, row["plan_id"]), row)
-            if main is not None and main["status"] == "proposed":
+        if row.alternative:
+            main = _replaced_by(plan_rows(store, row.plan_id), row)
+            if main is not None and main.status == "proposed":
                 why = f"alternative {ident} chosen instead"
                 events.append(
                     action_event(
                         main,
                         {
                             "type": "action.rejected",
-                            "action_id": main["action_id"],
+                            "action_id": main.action_id,
                             "by": by,
                             "why": why,
                         },
                         HUMAN_SOURCE,
-                        f"rejected:{main['action_id']}",
+                        f"rejected:{main.action_id}",
                     )
                 )
     events += [
         action_event(
             r,
-            {"type": "action.approved", "action_id": r["action_id"], "by": by},
+            {"type": "action.approved", "action_id": r.action_id, "by": by},
             HUMAN_SOURCE,
-            f"approved:{r['action_id']}",
+            f"approved:{r.action_id}",
         )
         for r in chosen
     ]
     store.append(events)
     Projector(store).catch_up()
-    return [r["action_id"] for r in chosen]
+    return [r.action_id for r in chosen]
 
 
-def _replaced_by(rows: list[dict[str, Any]], alternative: dict[str, Any]) -> dict[str, Any] | None:
+def _replaced_by(rows: list[ActionRow], alternative: ActionRow) -> ActionRow | None:
     """The main step an alternative stands in for: the nearest non-alternative before it."""
-    before = [r for r in rows if r["step"] < alternative["step"] and not r["alternative"]]
+    before = [r for r in rows if r.step < alternative.step and not r.alternative]
     return before[-1] if before else None
 
 
 def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
     row = action_row(store, action_id)
-    if row["status"] not in ("proposed", "approved"):
-        raise InputError(f"action {action_id} is {row['status']}: too late to reject")
+    if row.status not in ("proposed", "approved"):
+        raise InputError(f"action {action_id} is {row.status}: too late to reject")
     store.append(
         [
             action_event(

@@ -24,12 +24,12 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
     for row in plan_rows(store, plan_id):
         step = step_of(row)
         handler = handler_for(step.kind)
-        label = f"step {row['step']} ({handler.describe(step)})"
-        status = row["status"]
+        label = f"step {row.step} ({handler.describe(step)})"
+        status = row.status
         if status in _DONE:
             lines.append(f"{label}: already {status}")
             continue
-        if row["alternative"] and status != "approved":
+        if row.alternative and status != "approved":
             lines.append(f"{label}: an alternative, not chosen")
             continue
         if stopped or status in ("rejected", "failed", "stale", "started"):

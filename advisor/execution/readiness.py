@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from advisor.core.journal_export import ExportFormatError, iter_export
 from advisor.core.records import decode_text
@@ -88,47 +89,15 @@ class JournalReadiness:
         (the unit died, started again…) or None. BackendError when it gives up."""
         found: list[str] = []
         done = threading.Event()
-        try:
-            proc = subprocess.Popen(
-                self.argv(invocation_id),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                stdin=subprocess.DEVNULL,
-            )
-        except OSError as e:
-            raise BackendError(
-                f"cannot run journalctl to see the service come up: {e.strerror}"
-            ) from e
+        proc = _spawn(self.argv(invocation_id))
         assert proc.stdout is not None
         stdout = proc.stdout
-
-        def read() -> None:
-            try:
-                for entry in iter_export(stdout):
-                    raw = entry.get("MESSAGE")
-                    if isinstance(raw, bytes):
-                        text = clean_text(decode_text(raw)[0])
-                        if any(cue in text for cue in READY_CUES):
-                            found.append(text)
-                            break
-            except (ExportFormatError, OSError, ValueError):
-                pass
-            finally:
-                done.set()
-
-        reader = threading.Thread(target=read, name="readiness", daemon=True)
+        reader = threading.Thread(
+            target=_read_ready, args=(stdout, found, done), name="readiness", daemon=True
+        )
         reader.start()
         try:
-            waited = 0.0
-            while not done.wait(poll_s):
-                waited += poll_s
-                why = check()
-                if why is not None:
-                    raise BackendError(f"the service did not come up: {why}")
-                if waited >= bound_s:
-                    raise BackendError(
-                        f"the service did not say it was ready within {bound_s:.0f} s"
-                    )
+            _watch(done, check, bound_s, poll_s)
             if not found:
                 why = check()
                 raise BackendError(
@@ -140,3 +109,46 @@ class JournalReadiness:
             proc.kill()
             proc.wait()
             stdout.close()
+
+
+def _spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+    """Start journalctl following the invocation, its export on a pipe."""
+    try:
+        return subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as e:
+        raise BackendError(f"cannot run journalctl to see the service come up: {e.strerror}") from e
+
+
+def _read_ready(stdout: IO[bytes], found: list[str], done: threading.Event) -> None:
+    """Read the export until a readiness line (kept in `found`); set `done` when it stops."""
+    try:
+        for entry in iter_export(stdout):
+            raw = entry.get("MESSAGE")
+            if isinstance(raw, bytes):
+                text = clean_text(decode_text(raw)[0])
+                if any(cue in text for cue in READY_CUES):
+                    found.append(text)
+                    break
+    except (ExportFormatError, OSError, ValueError):
+        pass
+    finally:
+        done.set()
+
+
+def _watch(
+    done: threading.Event, check: Callable[[], str | None], bound_s: float, poll_s: float
+) -> None:
+    """Poll `check` until the reader is done; BackendError when it gives up or time is up."""
+    waited = 0.0
+    while not done.wait(poll_s):
+        waited += poll_s
+        why = check()
+        if why is not None:
+            raise BackendError(f"the service did not come up: {why}")
+        if waited >= bound_s:
+            raise BackendError(f"the service did not say it was ready within {bound_s:.0f} s")

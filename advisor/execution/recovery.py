@@ -23,6 +23,7 @@ from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor
 from advisor.store import EventStore
+from advisor.views.actions import all_actions
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
 
@@ -37,8 +38,8 @@ class Replanned:
 
 def current_plan(store: EventStore, incident_id: str) -> str | None:
     """The incident's latest plan (its first, or the newest replan)."""
-    rows = [r for r in read_rows(store, "actions") if r["incident_id"] == incident_id]
-    return max(rows, key=lambda r: r["proposed_seq"])["plan_id"] if rows else None
+    rows = [r for r in all_actions(store) if r.incident_id == incident_id]
+    return max(rows, key=lambda r: r.proposed_seq).plan_id if rows else None
 
 
 def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     incident = open_incident(store, host, unit)
     incident_id = incident["incident_id"]
     old = current_plan(store, incident_id)
-    plans = {r["plan_id"] for r in read_rows(store, "actions") if r["incident_id"] == incident_id}
+    plans = {r.plan_id for r in all_actions(store) if r.incident_id == incident_id}
     new_plan = f"{incident_id}~{len(plans)}"
     result = Replanned(incident_id, old, new_plan)
     executor = Executor(store, backend)
@@ -105,22 +106,22 @@ def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -
             )
         report = ExecReport(plan_id)
         for row in plan_rows(store, plan_id):
-            if row["status"] == "started":
+            if row.status == "started":
                 executor.mark_interrupted(row, report)
-                result.notes.append(f"step {row['step']} was interrupted: marked failed")
-            elif row["status"] in ("proposed", "approved"):
+                result.notes.append(f"step {row.step} was interrupted: marked failed")
+            elif row.status in ("proposed", "approved"):
                 store.append(
                     [
                         action_event(
                             row,
                             {
                                 "type": "action.skipped",
-                                "action_id": row["action_id"],
+                                "action_id": row.action_id,
                                 "why": f"superseded by plan {new_plan}",
                                 "stale": True,
                             },
                             EXECUTOR_SOURCE,
-                            f"skipped:{row['action_id']}",
+                            f"skipped:{row.action_id}",
                         )
                     ]
                 )
@@ -132,9 +133,9 @@ def recover(store: EventStore, backend: Backend, report: ExecReport) -> Replanne
     if report.state != "interrupted":
         return None
     rows = plan_rows(store, report.plan_id)
-    if not rows or not rows[0]["unit"]:
+    if not rows or not rows[0].unit:
         return None
     try:
-        return replan(store, backend, rows[0]["host"], rows[0]["unit"])
+        return replan(store, backend, rows[0].host, rows[0].unit)
     except AdvisorError:
         return None

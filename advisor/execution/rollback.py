@@ -5,14 +5,14 @@ before, when the file is still as the step left it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from advisor.core.errors import InputError
 from advisor.execution.backends import Backend, FileChange
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, action_row, now_us
 from advisor.store import EventStore, leases
+from advisor.views.actions import all_actions
 from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
+from advisor.views.rows import ActionRow
 
 
 def rollback(
@@ -20,10 +20,10 @@ def rollback(
 ) -> str:
     """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before."""
     row = action_row(store, action_id)
-    if row["status"] not in ("succeeded", "failed", "started") or row["dropin"] is None:
-        raise InputError(f"action {action_id} changed no unit file (status {row['status']})")
-    if row["status"] == "started":  # written, maybe, by an executor that died before saying so
-        holder = leases.holder_of(store, f"plan:{row['plan_id']}")
+    if row.status not in ("succeeded", "failed", "started") or row.dropin is None:
+        raise InputError(f"action {action_id} changed no unit file (status {row.status})")
+    if row.status == "started":  # written, maybe, by an executor that died before saying so
+        holder = leases.holder_of(store, f"plan:{row.plan_id}")
         if holder is not None and holder.expires_us > now_us():
             raise InputError(
                 f"action {action_id} is being run by {holder.holder}: roll it "
@@ -45,15 +45,16 @@ def rollback(
     return outcome.detail
 
 
-def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) -> FileChange:
+def _recorded_change(store: EventStore, row: ActionRow, root: Path | None) -> FileChange:
     from advisor.execution.confine import confined_dropin
 
-    path = confined_dropin(Path(row["dropin"]), root)
-    written = row["written_text"]
+    assert row.dropin is not None  # rollback refuses a step that wrote no drop-in
+    path = confined_dropin(Path(row.dropin), root)
+    written = row.written_text
     if written is None:  # recorded by an advisor that kept the old text in a side file
-        kept = f" (its previous content was kept at {row['previous']})" if row["previous"] else ""
+        kept = f" (its previous content was kept at {row.previous})" if row.previous else ""
         raise InputError(
-            f"{row['action_id']} was recorded before advisor kept what it wrote; "
+            f"{row.action_id} was recorded before advisor kept what it wrote; "
             f"put {path} back by hand{kept}"
         )
     try:
@@ -63,16 +64,16 @@ def _recorded_change(store: EventStore, row: dict[str, Any], root: Path | None) 
     if current != written:
         later = [
             r
-            for r in read_rows(store, "actions")
-            if r["dropin"] == row["dropin"]
-            and r["proposed_seq"] > row["proposed_seq"]
-            and r["status"] == "succeeded"
+            for r in all_actions(store)
+            if r.dropin == row.dropin
+            and r.proposed_seq > row.proposed_seq
+            and r.status == "succeeded"
         ]
         if later:
             raise InputError(
-                f"{path} was changed again by {later[-1]['action_id']}: roll that back first"
+                f"{path} was changed again by {later[-1].action_id}: roll that back first"
             )
-        if current == row["previous_text"] or (current is None and not row["had_previous"]):
-            raise InputError(f"{path} is already as it was before {row['action_id']}")
-        raise InputError(f"{path} was edited since {row['action_id']} wrote it; not overwriting")
-    return FileChange(path, written, row["previous_text"], bool(row["had_previous"]))
+        if current == row.previous_text or (current is None and not row.had_previous):
+            raise InputError(f"{path} is already as it was before {row.action_id}")
+        raise InputError(f"{path} was edited since {row.action_id} wrote it; not overwriting")
+    return FileChange(path, written, row.previous_text, bool(row.had_previous))

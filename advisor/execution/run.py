@@ -29,8 +29,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
 from advisor.core.host import this_host
@@ -46,12 +44,13 @@ from advisor.execution.decisions import (
     reject,
     step_of,
 )
-from advisor.execution.guards import Context, judge
+from advisor.execution.guards import Context, Verdict, judge
 from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
 from advisor.store import EventStore, leases
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
+from advisor.views.rows import ActionRow
 
 __all__ = [
     "EXECUTOR_SOURCE",
@@ -153,23 +152,23 @@ class Executor:
     def _run(self, plan_id: str, max_steps: int | None, report: ExecReport) -> None:
         rows = plan_rows(self.store, plan_id)
         for i, row in enumerate(rows):
-            status, alternative = row["status"], row["alternative"]
+            status, alternative = row.status, row.alternative
             if status in ("succeeded", "rolled_back", "skipped"):
                 continue
             if alternative and status in ("proposed", "rejected"):
                 continue  # not chosen
             if status == "rejected":
                 nxt = rows[i + 1] if i + 1 < len(rows) else None
-                if nxt is not None and nxt["alternative"] and nxt["status"] == "approved":
+                if nxt is not None and nxt.alternative and nxt.status == "approved":
                     continue  # its alternative was chosen instead
-                self._stop(report, row, "stopped", f"step {row['step']} was rejected")
+                self._stop(report, row, "stopped", f"step {row.step} was rejected")
                 return
             if status == "proposed":
-                report.state, report.why = "waiting", f"step {row['step']} awaits approval"
+                report.state, report.why = "waiting", f"step {row.step} awaits approval"
                 return
             if status in ("failed", "stale"):
                 report.state = "stopped" if status == "failed" else "stale"
-                report.why = f"step {row['step']} {status}: {row['detail']}"
+                report.why = f"step {row.step} {status}: {row.detail}"
                 return
             if status == "started":
                 self.mark_interrupted(row, report)
@@ -180,32 +179,30 @@ class Executor:
             if not self._step(row, report):
                 return
 
-    def _context(self, row: dict[str, Any]) -> Context:
-        done = [r for r in plan_rows(self.store, row["plan_id"]) if r["step"] < row["step"]]
+    def _context(self, row: ActionRow) -> Context:
+        done = [r for r in plan_rows(self.store, row.plan_id) if r.step < row.step]
         previous = [
             r
             for r in done
-            if r["unit"] == row["unit"]
-            and r["state_after"]
-            and r["status"] in ("succeeded", "skipped")
+            if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
         ]
         incident_open = True
-        if row["incident_id"]:
+        if row.incident_id:
             found = [
                 i
-                for i in read_rows(self.store, "incidents", host=row["host"], unit=row["unit"])
-                if i["incident_id"] == row["incident_id"]
+                for i in read_rows(self.store, "incidents", host=row.host, unit=row.unit)
+                if i["incident_id"] == row.incident_id
             ]
             incident_open = not found or found[0]["status"] == "open"
         ready = frozenset(
             r["invocation_id"]
-            for r in read_rows(self.store, "runs", unit=row["unit"], host=row["host"])
+            for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
             if r["ready_us"] is not None and r["invocation_id"]
         )
         return Context(
             incident_open=incident_open,
-            previous_after=orjson.loads(previous[-1]["state_after"]) if previous else None,
-            previous_step=previous[-1]["step"] if previous else None,
+            previous_after=previous[-1].state_after if previous else None,
+            previous_step=previous[-1].step if previous else None,
             ready_invocations=ready,
         )
 
@@ -214,14 +211,14 @@ class Executor:
             return None
         return self.backend.observe(step.unit)
 
-    def _step(self, row: dict[str, Any], report: ExecReport) -> bool:
+    def _step(self, row: ActionRow, report: ExecReport) -> bool:
         """Judge, record, perform, record one step; False when the plan stops here."""
-        action_id = row["action_id"]
+        action_id = row.action_id
         host = self.backend.host
-        if host is not None and host != row["host"]:
+        if host is not None and host != row.host:
             self._fail(
                 row,
-                f"this executor acts on host {host}; the plan is for {row['host']}",
+                f"this executor acts on host {host}; the plan is for {row.host}",
                 None,
                 report,
             )
@@ -231,23 +228,7 @@ class Executor:
             before = self._observe(step)
             verdict = judge(step, before, self._context(row))
             if verdict.action != "run":
-                stale = verdict.action == "stale"
-                self._append(
-                    row,
-                    {
-                        "type": "action.skipped",
-                        "action_id": action_id,
-                        "why": verdict.why,
-                        "stale": stale,
-                        "after": before.as_event() if before else None,
-                    },
-                    f"skipped:{action_id}",
-                )
-                if stale:
-                    self._stop(report, row, "stale", f"step {row['step']} is stale: {verdict.why}")
-                    return False
-                report.skipped.append(action_id)
-                return True
+                return self._skip(row, verdict, before, report)
             change = self.backend.prepare(step, before)
         except AdvisorError as e:
             self._fail(row, str(e), None, report)
@@ -256,7 +237,7 @@ class Executor:
             row, self._started_payload(action_id, before, change), f"started:{action_id}"
         )
         if not started:
-            report.state, report.why = "busy", f"step {row['step']} was started by another executor"
+            report.state, report.why = "busy", f"step {row.step} was started by another executor"
             return False
         if self.hook is not None:
             self.hook("started", action_id)
@@ -279,6 +260,29 @@ class Executor:
             f"succeeded:{action_id}",
         )
         report.ran.append(action_id)
+        return True
+
+    def _skip(
+        self, row: ActionRow, verdict: Verdict, before: UnitSnapshot | None, report: ExecReport
+    ) -> bool:
+        """Record a step judged not to run; False when it is stale (the plan stops)."""
+        action_id = row.action_id
+        stale = verdict.action == "stale"
+        self._append(
+            row,
+            {
+                "type": "action.skipped",
+                "action_id": action_id,
+                "why": verdict.why,
+                "stale": stale,
+                "after": before.as_event() if before else None,
+            },
+            f"skipped:{action_id}",
+        )
+        if stale:
+            self._stop(report, row, "stale", f"step {row.step} is stale: {verdict.why}")
+            return False
+        report.skipped.append(action_id)
         return True
 
     def _started_payload(
@@ -306,41 +310,41 @@ class Executor:
         except AdvisorError:
             return None
 
-    def _append(self, row: dict[str, Any], payload: dict[str, Any], key: str) -> bool:
+    def _append(self, row: ActionRow, payload: dict[str, Any], key: str) -> bool:
         """Append one executor event; True if this call stored it (not a duplicate)."""
         result = self.store.append([action_event(row, payload, EXECUTOR_SOURCE, key)])
         Projector(self.store).catch_up()
         return result.appended == 1
 
     def _fail(
-        self, row: dict[str, Any], error: str, after: UnitSnapshot | None, report: ExecReport
+        self, row: ActionRow, error: str, after: UnitSnapshot | None, report: ExecReport
     ) -> None:
         error += self._release_hold(row) + self._rollback_hint(row)
         self._append(
             row,
             {
                 "type": "action.failed",
-                "action_id": row["action_id"],
+                "action_id": row.action_id,
                 "error": error[:2000],
                 "after": after.as_event() if after else None,
             },
-            f"failed:{row['action_id']}",
+            f"failed:{row.action_id}",
         )
-        report.state, report.why = "stopped", f"step {row['step']} failed: {error}"
+        report.state, report.why = "stopped", f"step {row.step} failed: {error}"
 
-    def _stop(self, report: ExecReport, row: dict[str, Any], state: str, why: str) -> None:
+    def _stop(self, report: ExecReport, row: ActionRow, state: str, why: str) -> None:
         report.state, report.why = state, why + self._release_hold(row)
 
-    def _rollback_hint(self, row: dict[str, Any]) -> str:
+    def _rollback_hint(self, row: ActionRow) -> str:
         """A restart that does not come up: the changes it was to start with can be undone."""
-        if row["kind"] != "restart":
+        if row.kind != "restart":
             return ""
         changed = [
-            r["action_id"]
-            for r in plan_rows(self.store, row["plan_id"])
-            if r["status"] == "succeeded"
-            and r["kind"] in ("set_flag", "set_unit_option")
-            and r["written_text"]
+            r.action_id
+            for r in plan_rows(self.store, row.plan_id)
+            if r.status == "succeeded"
+            and r.kind in ("set_flag", "set_unit_option")
+            and r.written_text
         ]
         if not changed:
             return ""
@@ -348,27 +352,27 @@ class Executor:
             f"`advisor rollback {a}`" for a in reversed(changed)
         )
 
-    def _release_hold(self, row: dict[str, Any]) -> str:
+    def _release_hold(self, row: ActionRow) -> str:
         """Lift advisor's hold on a unit whose plan stops here (so it is not left with
         Restart=no); the words to add to the reason."""
-        if not row["unit"]:
+        if not row.unit:
             return ""
         try:
-            done = self.backend.release_hold(row["unit"])
+            done = self.backend.release_hold(row.unit)
         except AdvisorError as e:
             return f"; advisor's hold on restarts could not be lifted: {e}"
         return f"; {done}" if done else ""
 
-    def mark_interrupted(self, row: dict[str, Any], report: ExecReport) -> None:
+    def mark_interrupted(self, row: ActionRow, report: ExecReport) -> None:
         """A step started under a lease that is gone: its executor died mid-step."""
         error = (
-            f"interrupted: executor {row['executor'] or '?'} stopped while this step ran; "
+            f"interrupted: executor {row.executor or '?'} stopped while this step ran; "
             "not run again"
         )
-        if row["dropin"] and row["written_text"] is not None:
+        if row.dropin and row.written_text is not None:
             error += (
-                f" (it was to write {row['dropin']}: `advisor rollback "
-                f"{row['action_id']}` puts back what was there)"
+                f" (it was to write {row.dropin}: `advisor rollback "
+                f"{row.action_id}` puts back what was there)"
             )
         self._fail(row, error, None, report)
         report.state = "interrupted"

@@ -1,3 +1,13 @@
 """Log lines read: their facts, and the runs they make."""
 
-__all__ = ["facts", "lines", "parsed", "runfold", "sequence", "tracebacks", "values"]
+__all__ = [
+    "facts",
+    "lines",
+    "parsed",
+    "patterns",
+    "phases",
+    "runfold",
+    "sequence",
+    "tracebacks",
+    "values",
+]

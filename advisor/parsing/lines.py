@@ -150,6 +150,12 @@ def split_line(
         return Split(body=body, engine="kernel", identifier="kernel")
     if identifier == "systemd" and (outer_pid in (None, 1)):
         return Split(body=body, engine="systemd", pid=outer_pid, identifier=identifier)
+    return _split_server(body, identifier, outer_pid)
+
+
+def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> Split:
+    """Peel a server's own prefixes: torch's rank, vLLM's process and logger header,
+    uvicorn's level, SGLang's `[time TP0]` or TGI's tracing header."""
     engine: str | None = None
     process = None
     pid = None

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
@@ -25,8 +23,10 @@ from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import CHANGES, History, Policy, decide
 from advisor.store import EventFilter, EventStore
+from advisor.views.actions import all_actions
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
+from advisor.views.rows import ActionRow
 
 
 @dataclass
@@ -44,9 +44,9 @@ def _history(store: EventStore, unit: str | None, host: str, label: str, now_us:
         if getattr(e.payload, "by", "").startswith("policy:")
     ]
     changes = [
-        r["updated_us"]
-        for r in read_rows(store, "actions", unit=unit, host=host)
-        if r["status"] == "succeeded" and r["kind"] in CHANGES
+        r.updated_us
+        for r in all_actions(store, unit=unit, host=host)
+        if r.status == "succeeded" and r.kind in CHANGES
     ]
     incidents = [
         i
@@ -62,22 +62,22 @@ def auto_once(
     report = AutoReport()
     Projector(store).catch_up()
     incidents = {i["incident_id"]: i for i in read_rows(store, "incidents")}
-    rows_by_plan: dict[str, list[dict[str, Any]]] = {}
-    for row in read_rows(store, "actions"):
-        rows_by_plan.setdefault(row["plan_id"], []).append(row)
+    rows_by_plan: dict[str, list[ActionRow]] = {}
+    for row in all_actions(store):
+        rows_by_plan.setdefault(row.plan_id, []).append(row)
     plans = sorted(
         p
         for p, rows in rows_by_plan.items()
-        if any(r["status"] in ("proposed", "approved", "started") for r in rows)
+        if any(r.status in ("proposed", "approved", "started") for r in rows)
     )
     for plan_id in plans:
         rows = plan_rows(store, plan_id)
-        incident = incidents.get(rows[0]["incident_id"] or "")
+        incident = incidents.get(rows[0].incident_id or "")
         if incident is None or incident["status"] != "open":
             continue
         now = now_us if now_us is not None else time.time_ns() // 1000
-        steps = [r for r in rows if r["status"] == "proposed" and not r["alternative"]]
-        if not steps and not any(r["status"] in ("approved", "started") for r in rows):
+        steps = [r for r in rows if r.status == "proposed" and not r.alternative]
+        if not steps and not any(r.status in ("approved", "started") for r in rows):
             continue  # nothing left to decide or run (an unchosen alternative stays proposed)
         refusal = _refusal(store, policy, steps, incident, now)
         if refusal is not None:
@@ -101,7 +101,7 @@ def auto_once(
 def _refusal(
     store: EventStore,
     policy: Policy,
-    steps: list[dict[str, Any]],
+    steps: list[ActionRow],
     incident: dict[str, Any],
     now: int,
 ) -> str | None:
@@ -114,10 +114,10 @@ def _refusal(
             f"policy's max_actions_per_hour {policy.max_actions_per_hour}"
         )
     for row in steps:
-        spec = orjson.loads(row["spec"]) | {"unit": row["unit"]}
+        spec = dict(row.spec) | {"unit": row.unit}
         decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0, history)
         if not decision.allowed:
-            return f"step {row['step']} ({row['kind']}): {decision.why}"
+            return f"step {row.step} ({row.kind}): {decision.why}"
     return None
 
 

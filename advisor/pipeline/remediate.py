@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from advisor.execution.recovery import Replanned
     from advisor.execution.run import ExecReport
     from advisor.store import EventStore
+    from advisor.views.rows import ActionRow
 
 # The plan's states after which `remediate` counts as done (a script can tell the rest).
 SETTLED = ("done", "waiting")
@@ -57,7 +58,7 @@ def observer(root: Path, gpu_twin: Path | None, host: str | None = None) -> Back
 class OpenPlan:
     incident: dict[str, Any]
     plan_id: str
-    rows: list[dict[str, Any]]  # its actions, by step
+    rows: list[ActionRow]  # its actions, by step
 
 
 def open_plan(store: EventStore, service: str) -> OpenPlan:

@@ -1,3 +1,3 @@
 """Plans for incidents: what to do, within which bounds, and the planning stage."""
 
-__all__ = ["bounds", "planner", "policy", "recommend"]
+__all__ = ["bounds", "context", "planner", "policy", "recommend", "remedies", "sizing"]

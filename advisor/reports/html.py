@@ -138,7 +138,8 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
             "h2{border-bottom:1px solid #ccc}</style></head><body>",
             f"<h1>{escape(title)}</h1>",
             f"<p>confidence {inc['confidence']:.2f}, failing phase "
-            f"{escape(str(inc['phase']))}, {inc['runs']} failed run(s), {escape(inc['status'])}</p>",
+            f"{escape(str(inc['phase']))}, {inc['runs']} failed run(s), "
+            f"{escape(inc['status'])}</p>",
             "<h2>GPU memory per GPU</h2>",
             gpu_chart(samples, marks, t0, t1),
             "<h2>Restart timeline</h2>",

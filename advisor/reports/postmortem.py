@@ -19,8 +19,10 @@ from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.store import EventFilter, EventStore
+from advisor.views.actions import all_actions
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows, run_log_events
+from advisor.views.rows import ActionRow
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
@@ -112,7 +114,7 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> dict[
 
 
 def _timeline(
-    store: EventStore, window: list[dict[str, Any]], plan: list[dict[str, Any]]
+    store: EventStore, window: list[dict[str, Any]], plan: list[ActionRow]
 ) -> list[dict[str, Any]]:
     """The runs' timelines and the plan's decided steps, in time order."""
     timeline: list[dict[str, Any]] = []
@@ -120,13 +122,9 @@ def _timeline(
         for t, what in _run_timeline(store, run):
             timeline.append({"time_us": t, "run": run["run_id"], "what": what})
     for row in plan:
-        if row["status"] != "proposed":
+        if row.status != "proposed":
             timeline.append(
-                {
-                    "time_us": row["updated_us"],
-                    "run": None,
-                    "what": f"action {row['kind']} {row['status']}",
-                }
+                {"time_us": row.updated_us, "run": None, "what": f"action {row.kind} {row.status}"}
             )
     timeline.sort(key=lambda e: e["time_us"])
     return timeline
@@ -154,19 +152,31 @@ def _gpu_memory(
     return gpus
 
 
-def _plan_step(row: dict[str, Any]) -> dict[str, Any]:
+def _plan_step(row: ActionRow) -> dict[str, Any]:
     return {
-        "action_id": row["action_id"],
-        "kind": row["kind"],
-        "status": row["status"],
-        "alternative": row["alternative"],
-        "detail": row["detail"],
+        "action_id": row.action_id,
+        "kind": row.kind,
+        "status": row.status,
+        "alternative": row.alternative,
+        "detail": row.detail,
         **{
             k: v
-            for k, v in orjson.loads(row["spec"]).items()
+            for k, v in row.spec.items()
             if k in ("flag", "value", "option", "seconds", "why", "arithmetic")
         },
     }
+
+
+_INCIDENT_KEYS: Final = (
+    "incident_id",
+    "host",
+    "unit",
+    "label",
+    "confidence",
+    "phase",
+    "runs",
+    "status",
+)
 
 
 def build(
@@ -183,32 +193,11 @@ def build(
     first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
     last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
     window = runs[max(0, first - 1) : last + 2]
-    plan = [r for r in read_rows(store, "actions") if r["plan_id"] == incident["incident_id"]]
+    plan = [r for r in all_actions(store) if r.plan_id == incident["incident_id"]]
     timeline = _timeline(store, window, plan)
     gpus = _gpu_memory(store, incident["host"], window, series)
-    similar = [
-        i
-        for i in read_rows(store, "incidents", host=incident["host"])
-        if i["incident_id"] != incident["incident_id"]
-        and i["label"] == incident["label"]
-        and i["status"] != "superseded"
-    ]
-    evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
-    times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
     return {
-        "incident": {
-            k: incident[k]
-            for k in (
-                "incident_id",
-                "host",
-                "unit",
-                "label",
-                "confidence",
-                "phase",
-                "runs",
-                "status",
-            )
-        },
+        "incident": {k: incident[k] for k in _INCIDENT_KEYS},
         "opened": format_us(incident["opened_us"]),
         "config": orjson.loads(runs[first]["config"]),
         "facts": {
@@ -216,14 +205,7 @@ def build(
             for k, v in (orjson.loads(incident["facts"]) if incident["facts"] else {}).items()
             if v is not None
         },
-        "evidence": [
-            {
-                "time": format_us(times[e["seq"]]) if e["seq"] in times else None,
-                "seq": e["seq"],
-                "text": e["text"],
-            }
-            for e in evidence
-        ],
+        "evidence": _evidence(store, incident),
         "timeline": [
             {"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]} for e in timeline
         ],
@@ -232,17 +214,39 @@ def build(
             str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
             for g, v in sorted(gpus.items())
         },
-        "similar": [
-            {
-                "incident_id": i["incident_id"],
-                "unit": i["unit"],
-                "opened": format_us(i["opened_us"]),
-                "runs": i["runs"],
-                "status": i["status"],
-            }
-            for i in similar
-        ],
+        "similar": _similar(store, incident),
     }
+
+
+def _evidence(store: EventStore, incident: dict[str, Any]) -> list[dict[str, Any]]:
+    """The incident's evidence lines, each with the time of its event."""
+    evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
+    times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
+    return [
+        {
+            "time": format_us(times[e["seq"]]) if e["seq"] in times else None,
+            "seq": e["seq"],
+            "text": e["text"],
+        }
+        for e in evidence
+    ]
+
+
+def _similar(store: EventStore, incident: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host's other incidents with the same label, superseded ones left out."""
+    return [
+        {
+            "incident_id": i["incident_id"],
+            "unit": i["unit"],
+            "opened": format_us(i["opened_us"]),
+            "runs": i["runs"],
+            "status": i["status"],
+        }
+        for i in read_rows(store, "incidents", host=incident["host"])
+        if i["incident_id"] != incident["incident_id"]
+        and i["label"] == incident["label"]
+        and i["status"] != "superseded"
+    ]
 
 
 def render_text(report: dict[str, Any], markdown: bool = False) -> str:
@@ -251,6 +255,44 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     can close, and the summary's names in code spans, so no log line can bring raw HTML,
     links or Markdown structure into the page."""
     inc = report["incident"]
+    sections = _sections(report)
+    summary = (
+        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
+    )
+    if markdown:
+        return _render_markdown(report, summary, sections)
+    out = [
+        safe_text(
+            f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
+        ),
+        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}"),
+    ]
+    for title, lines in sections:
+        out.append(f"\n{title}\n" + "-" * len(title))
+        out += [safe_text(line) for line in lines]
+    return "\n".join(out) + "\n"
+
+
+def _render_markdown(
+    report: dict[str, Any], summary: str, sections: list[tuple[str, list[str]]]
+) -> str:
+    """The post-mortem as Markdown: names in code spans, each section in a code block."""
+    inc = report["incident"]
+    service = f"{inc['host']}/{inc['unit']}"
+    out = [
+        f"# {markdown_code(service)}: "
+        f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
+        "",
+        f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
+        f"{markdown_text(summary)}",
+    ]
+    for title, lines in sections:
+        out += ["", f"## {title}", "", markdown_code_block(lines) if lines else "none"]
+    return "\n".join(out) + "\n"
+
+
+def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The report's sections below the summary, as (title, lines)."""
     sections: list[tuple[str, list[str]]] = []
     sections.append(("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]))
     sections.append(("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]))
@@ -262,16 +304,7 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     )
     if report["facts"]:
         sections.append(("Facts", [f"{k}: {v}" for k, v in sorted(report["facts"].items())]))
-    plan: list[str] = []
-    for step in report["plan"]:
-        what = step["kind"] + (f" {step['flag']} {step['value']}" if step.get("flag") else "")
-        what += f" {step['option']}={step['value']}" if step.get("option") else ""
-        alt = " (alternative)" if step["alternative"] else ""
-        plan.append(f"[{step['status']}] {what}{alt}: {step.get('why', '')}")
-        plan += [f"    {line}" for line in step.get("arithmetic", ())]
-        if step.get("detail"):
-            plan.append(f"    → {step['detail']}")
-    sections.append(("Plan", plan))
+    sections.append(("Plan", _plan_lines(report["plan"])))
     if report["gpu_memory"]:
         sections.append(
             (
@@ -292,28 +325,18 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
             or ["none"],
         )
     )
-    summary = (
-        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
-    )
-    if markdown:
-        service = f"{inc['host']}/{inc['unit']}"
-        out = [
-            f"# {markdown_code(service)}: "
-            f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
-            "",
-            f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
-            f"{markdown_text(summary)}",
-        ]
-        for title, lines in sections:
-            out += ["", f"## {title}", "", markdown_code_block(lines) if lines else "none"]
-        return "\n".join(out) + "\n"
-    out = [
-        safe_text(
-            f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
-        ),
-        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}"),
-    ]
-    for title, lines in sections:
-        out.append(f"\n{title}\n" + "-" * len(title))
-        out += [safe_text(line) for line in lines]
-    return "\n".join(out) + "\n"
+    return sections
+
+
+def _plan_lines(steps: list[dict[str, Any]]) -> list[str]:
+    """The plan's steps, each with its arithmetic and outcome indented below it."""
+    plan: list[str] = []
+    for step in steps:
+        what = step["kind"] + (f" {step['flag']} {step['value']}" if step.get("flag") else "")
+        what += f" {step['option']}={step['value']}" if step.get("option") else ""
+        alt = " (alternative)" if step["alternative"] else ""
+        plan.append(f"[{step['status']}] {what}{alt}: {step.get('why', '')}")
+        plan += [f"    {line}" for line in step.get("arithmetic", ())]
+        if step.get("detail"):
+            plan.append(f"    → {step['detail']}")
+    return plan

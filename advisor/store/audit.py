@@ -8,21 +8,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
-from advisor.core.events import ChainAnchor, StoreRetained
 from advisor.core.timefmt import format_us
 from advisor.store import migrate
 from advisor.store.heads import HeadFinding, SignedHead, compare_heads
-from advisor.store.schema import events, sources
-from advisor.store.store import (
-    GENESIS_HASH,
-    SHIP_PREFIX,
-    EventStore,
-    event_hash,
-    latest_checkpoints,
+from advisor.store.hostchain import (
+    HostChainReport,
+    central_head_findings,
+    shipped_sources,
+    verify_host,
 )
-from advisor.store.types import EventFilter
+from advisor.store.retained import anchors, last_seq, retentions
+from advisor.store.schema import events
+from advisor.store.store import GENESIS_HASH, EventStore, latest_checkpoints
+
+# A central store's hosts' chains live in `hostchain`, the retention anchors in `retained`;
+# importers of this module find them here too.
+__all__ = [
+    "HeadsReport",
+    "HostChainReport",
+    "StoreStatus",
+    "VerifyReport",
+    "anchors",
+    "central_head_findings",
+    "check_heads",
+    "last_seq",
+    "retentions",
+    "shipped_sources",
+    "status",
+    "verify",
+    "verify_host",
+]
 
 
 @dataclass(frozen=True)
@@ -99,28 +116,7 @@ def check_heads(
         if store is not None:
             report.last_seq = report.not_covered = last_seq(store)
         return report
-    if trusted_key is None:
-        report.findings.append(
-            HeadFinding(
-                False,
-                None,
-                f"the host key {key_name} is missing, but {_were(len(heads))} "
-                "signed for this store: the key was removed or replaced",
-            )
-        )
-    else:
-        others = [h for h in heads if h.public_key != trusted_key]
-        if others:
-            report.findings.append(
-                HeadFinding(
-                    False,
-                    min(h.seq for h in others),
-                    f"{_heads(len(others))} for this store "
-                    f"{'is' if len(others) == 1 else 'are'} signed by another key than "
-                    f"{key_name}: heads were forged, or the key was replaced",
-                )
-            )
-            heads = [h for h in heads if h.public_key == trusted_key]
+    heads = _trusted_heads(report, heads, trusted_key, key_name)
     if store is None:
         top = max(heads, key=lambda h: h.seq, default=None)
         if top is not None:
@@ -136,6 +132,45 @@ def check_heads(
         return report
     report.last_seq = last_seq(store)
     report.not_covered = max(0, report.last_seq - (latest or 0))
+    _compare_with_chain(store, report, heads, trusted_key)
+    return report
+
+
+def _trusted_heads(
+    report: HeadsReport, heads: Sequence[SignedHead], trusted_key: bytes | None, key_name: str
+) -> Sequence[SignedHead]:
+    """The heads to check: those the host key signed (all of them when it is missing). A
+    missing key with heads there, and heads signed by another key, are findings."""
+    if trusted_key is None:
+        report.findings.append(
+            HeadFinding(
+                False,
+                None,
+                f"the host key {key_name} is missing, but {_were(len(heads))} "
+                "signed for this store: the key was removed or replaced",
+            )
+        )
+        return heads
+    others = [h for h in heads if h.public_key != trusted_key]
+    if not others:
+        return heads
+    report.findings.append(
+        HeadFinding(
+            False,
+            min(h.seq for h in others),
+            f"{_heads(len(others))} for this store "
+            f"{'is' if len(others) == 1 else 'are'} signed by another key than "
+            f"{key_name}: heads were forged, or the key was replaced",
+        )
+    )
+    return [h for h in heads if h.public_key == trusted_key]
+
+
+def _compare_with_chain(
+    store: EventStore, report: HeadsReport, heads: Sequence[SignedHead], trusted_key: bytes | None
+) -> None:
+    """Compare the heads with the chain's hashes (or its anchors, where events were
+    retained); heads below a retention's anchor are counted, not checked."""
     chain_anchors = anchors(store)[0]
     first = _first_seq(store)
     checkable: list[SignedHead] = []
@@ -153,7 +188,6 @@ def check_heads(
         return None if anchor is None else bytes.fromhex(anchor.hash)
 
     report.findings.extend(compare_heads(checkable, hash_at, report.last_seq, trusted_key))
-    return report
 
 
 def _heads(n: int) -> str:
@@ -179,202 +213,6 @@ def _hashes(store: EventStore, seqs: list[int], chunk: int = 500) -> dict[int, b
                 if isinstance(value, bytes | bytearray | memoryview):
                     found[int(seq)] = bytes(value)
     return found
-
-
-@dataclass(frozen=True)
-class HostChainReport:
-    """A host's own chain, recomputed in the central store from what it shipped."""
-
-    host: str
-    checked: int
-    last_seq: int
-    first_bad_seq: int | None = None
-    reason: str | None = None
-    # Shipped before events carried their origin (and the first after those, whose link to
-    # them cannot be recomputed): the chain is checked from there on.
-    unchecked: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.first_bad_seq is None
-
-
-def shipped_sources(store: EventStore) -> list[str]:
-    with store.connect() as conn:
-        return list(
-            conn.execute(
-                select(sources.c.name)
-                .where(sources.c.name.startswith(SHIP_PREFIX, autoescape=True))
-                .order_by(sources.c.name)
-            ).scalars()
-        )
-
-
-def verify_host(store: EventStore, source: str) -> HostChainReport:
-    """Walk one host's chain as shipped (key = the host's seq, `origin` = the rest of the
-    host's envelope) from its first event; name the first host seq that does not match.
-    Only a prefix of events without an origin (shipped before origins were kept) goes
-    unchecked: one after the chain started was not shipped by advisor."""
-    host = source.removeprefix(SHIP_PREFIX)
-    prev, expected, checked, unchecked = GENESIS_HASH, 1, 0, 0
-    anchor = anchors(store)[1].get(source)
-    started = anchor is not None
-    if anchor is not None:  # its older events were retained
-        prev, expected = bytes.fromhex(anchor.hash), anchor.seq + 1
-    for event in store.read_raw(source=source):
-        if event.origin is None:
-            if started:
-                return HostChainReport(
-                    host,
-                    checked,
-                    event.key,
-                    event.key,
-                    "no origin: this event was not shipped by the host "
-                    "(written into the central store directly)",
-                    unchecked,
-                )
-            unchecked += 1
-            continue
-        try:
-            origin = orjson.loads(event.origin)
-            claimed = bytes.fromhex(origin["hash"])
-            recorded, key, name = origin["recorded_us"], origin["key"], origin["source"]
-            if not (isinstance(recorded, int) and isinstance(key, int) and isinstance(name, str)):
-                raise TypeError("origin fields")
-        except (ValueError, KeyError, TypeError):
-            return HostChainReport(
-                host,
-                checked,
-                event.key,
-                event.key,
-                "the origin is not an advisor origin",
-                unchecked,
-            )
-        if not started and unchecked and event.key == expected + unchecked:
-            # the first with its origin after older ones without: the chain starts here
-            prev, expected, unchecked = claimed, event.key + 1, unchecked + 1
-            started = True
-            continue
-        started = True
-        if event.key != expected:
-            return HostChainReport(
-                host,
-                checked,
-                event.key,
-                expected,
-                f"host event {expected} was not shipped",
-                unchecked,
-            )
-        h = event_hash(
-            prev,
-            event.key,
-            event.stream,
-            event.type,
-            event.version,
-            event.time_us,
-            recorded,
-            name,
-            key,
-            event.payload.encode(),
-        )
-        if h != claimed:
-            return HostChainReport(
-                host,
-                checked,
-                event.key,
-                event.key,
-                "hash mismatch: the host's content or chain was altered",
-                unchecked,
-            )
-        prev, expected, checked = h, event.key + 1, checked + 1
-    return HostChainReport(host, checked, expected - 1, unchecked=unchecked)
-
-
-def central_head_findings(store: EventStore) -> dict[str, list[HeadFinding]]:
-    """A central store: each host's chain as shipped compared with the heads the host signed
-    and shipped (`advisor_host_heads`), keyed by host seq and checked against the public key
-    registered for the host (`advisor_shippers`), else the key the heads carry. Empty where
-    the store keeps no heads (SQLite, or before migration 0009)."""
-    if store.dialect != "postgresql":
-        return {}
-    with store.connect() as conn:
-        if conn.execute(text("SELECT to_regclass('advisor_host_heads')")).scalar() is None:
-            return {}
-        rows = conn.execute(
-            text(
-                "SELECT h.host, h.seq, h.hash, h.time_us, h.public_key, h.signature, h.store, "
-                "e.origin, k.public_key FROM advisor_host_heads h "
-                "LEFT JOIN sources s ON s.name = :prefix || h.host "
-                "LEFT JOIN events e ON e.source_id = s.id AND e.idem_key = h.seq "
-                "LEFT JOIN advisor_shippers k ON k.host = h.host "
-                "ORDER BY h.host, h.seq"
-            ),
-            {"prefix": SHIP_PREFIX},
-        ).all()
-    by_host: dict[str, list[tuple[SignedHead, bytes | None]]] = {}
-    trusted: dict[str, bytes | None] = {}
-    for host, seq, hash_, time_us, public_key, signature, label, origin, registered in rows:
-        stored: bytes | None = None
-        if origin is not None:
-            try:
-                stored = bytes.fromhex(orjson.loads(origin)["hash"])
-            except (ValueError, KeyError, TypeError):
-                stored = None
-        head = SignedHead(
-            host, int(seq), bytes(hash_), int(time_us), bytes(public_key), bytes(signature), label
-        )
-        by_host.setdefault(host, []).append((head, stored))
-        trusted[host] = None if registered is None else bytes(registered)
-    findings: dict[str, list[HeadFinding]] = {}
-    for host, pairs in by_host.items():
-        source = f"{SHIP_PREFIX}{host}"
-        anchor = anchors(store)[1].get(source)
-        stored_at = {head.seq: stored for head, stored in pairs}
-        if anchor is not None and stored_at.get(anchor.seq) is None:
-            stored_at[anchor.seq] = bytes.fromhex(anchor.hash)
-        # heads at seqs whose events were retained (below the anchor) cannot be compared
-        heads = [head for head, _ in pairs if anchor is None or head.seq >= anchor.seq]
-        findings[host] = compare_heads(
-            heads, stored_at.get, _host_last_seq(store, source, anchor), trusted[host]
-        )
-    return findings
-
-
-def _host_last_seq(store: EventStore, source: str, anchor: ChainAnchor | None) -> int:
-    with store.connect() as conn:
-        value = conn.execute(
-            select(func.max(events.c.idem_key))
-            .join(sources, sources.c.id == events.c.source_id)
-            .where(sources.c.name == source)
-        ).scalar()
-    return max(int(value or 0), anchor.seq if anchor is not None else 0)
-
-
-def retentions(store: EventStore) -> list[StoreRetained]:
-    """The store.retained events (`advisor retention`), oldest first."""
-    return [
-        e.payload
-        for e in store.read(EventFilter(type="store.retained"))
-        if isinstance(e.payload, StoreRetained)
-    ]
-
-
-def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainAnchor]]:
-    """From the store.retained events: the store chain's anchors by the seq they end at, and
-    each shipping host's latest anchor (by its source name)."""
-    chain: dict[int, ChainAnchor] = {}
-    hosts: dict[str, ChainAnchor] = {}
-    for retained in retentions(store):
-        chain[retained.anchor.seq] = retained.anchor
-        for source, anchor in retained.hosts.items():
-            if source not in hosts or anchor.seq > hosts[source].seq:
-                hosts[source] = anchor
-    return chain, hosts
-
-
-def last_seq(store: EventStore) -> int:
-    with store.connect() as conn:
-        return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
 
 
 @dataclass

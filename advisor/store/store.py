@@ -8,25 +8,38 @@ checkpoint is saved in the same transaction as the events it covers.
 
 from __future__ import annotations
 
-import hashlib
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, func, select, text
+from sqlalchemy import Connection, Engine, bindparam, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.core.errors import IntegrityError, InvalidEventError, StoreError
 from advisor.core.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
 from advisor.store import migrate
+from advisor.store.chain import GENESIS_HASH, RawEvent, chain_rows, event_hash, stored_hash
+from advisor.store.checkpointing import latest_checkpoint, latest_checkpoints, save_checkpoint
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
-from advisor.store.schema import checkpoints, events, sources
+from advisor.store.schema import events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
-GENESIS_HASH = bytes(32)
+# The hash chain lives in `chain`, readers' checkpoints in `checkpointing`; importers of this
+# module find them here too.
+__all__ = [
+    "APPEND_LOCK_ID",
+    "GENESIS_HASH",
+    "SHIP_PREFIX",
+    "EventStore",
+    "RawEvent",
+    "event_hash",
+    "latest_checkpoint",
+    "latest_checkpoints",
+    "open_store",
+    "read_payload",
+    "save_checkpoint",
+]
 # What `read` and `read_raw` give of each event before its payload, in this order.
 _ENVELOPE = (
     events.c.seq,
@@ -49,108 +62,6 @@ _PG_EXISTING_KEYS = text(
     "SELECT idem_key FROM events WHERE source_id = :sid "
     "AND idem_key = ANY(ARRAY(SELECT unnest(CAST(:keys AS bigint[]))))"
 )
-
-
-def event_hash(
-    prev: bytes,
-    seq: int,
-    stream: str,
-    type_: str,
-    version: int,
-    time_us: int,
-    recorded_us: int,
-    source: str,
-    key: int,
-    payload: bytes,
-    origin: bytes | None = None,
-) -> bytes:
-    """SHA-256 over the previous hash and the event's canonical content (with a shipped
-    event's origin envelope, so that it cannot be altered either)."""
-    header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
-    tail = b"" if origin is None else b"\n" + origin
-    return hashlib.sha256(prev + header + b"\n" + payload + tail).digest()
-
-
-@dataclass(frozen=True)
-class RawEvent:
-    """An event as stored: the envelope, the payload text and the hash, unparsed."""
-
-    seq: int
-    stream: str
-    type: str
-    version: int
-    time_us: int
-    recorded_us: int
-    source: str
-    key: int
-    payload: str
-    hash: bytes
-    origin: str | None
-
-    def recomputed_hash(self, prev: bytes) -> bytes:
-        return event_hash(
-            prev,
-            self.seq,
-            self.stream,
-            self.type,
-            self.version,
-            self.time_us,
-            self.recorded_us,
-            self.source,
-            self.key,
-            self.payload.encode(),
-            None if self.origin is None else self.origin.encode(),
-        )
-
-
-def save_checkpoint(conn: Connection, name: str, position: dict[str, Any]) -> None:
-    """Save a reader's new position in the caller's write transaction: checkpoints are
-    append-only (migration 0008), so a new row numbered one past the name's latest; nothing
-    when the position has not changed. Callers hold the lock that orders the name's writers
-    (SQLite's write lock, the append or projection advisory lock)."""
-    text_ = orjson.dumps(position, option=orjson.OPT_SORT_KEYS).decode()
-    latest = conn.execute(
-        select(checkpoints.c.n, checkpoints.c.position)
-        .where(checkpoints.c.name == name)
-        .order_by(checkpoints.c.n.desc())
-        .limit(1)
-    ).first()
-    if latest is not None and latest[1] == text_:
-        return
-    conn.execute(
-        checkpoints.insert().values(
-            name=name,
-            n=1 if latest is None else latest[0] + 1,
-            position=text_,
-            updated_time_us=time.time_ns() // 1000,
-        )
-    )
-
-
-def latest_checkpoint(conn: Connection, name: str) -> str | None:
-    """A reader's current position (its latest row's JSON text), None when it has none."""
-    value = conn.execute(
-        select(checkpoints.c.position)
-        .where(checkpoints.c.name == name)
-        .order_by(checkpoints.c.n.desc())
-        .limit(1)
-    ).scalar()
-    return None if value is None else str(value)
-
-
-def latest_checkpoints(conn: Connection) -> list[tuple[str, str, int]]:
-    """Every reader's current position: (name, position JSON, saved at µs), by name."""
-    latest = (
-        select(checkpoints.c.name, func.max(checkpoints.c.n).label("n"))
-        .group_by(checkpoints.c.name)
-        .subquery()
-    )
-    rows = conn.execute(
-        select(checkpoints.c.name, checkpoints.c.position, checkpoints.c.updated_time_us)
-        .join(latest, (latest.c.name == checkpoints.c.name) & (latest.c.n == checkpoints.c.n))
-        .order_by(checkpoints.c.name)
-    ).all()
-    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows]
 
 
 class EventStore:
@@ -247,46 +158,10 @@ class EventStore:
                 row = conn.execute(
                     select(events.c.seq, events.c.hash).order_by(events.c.seq.desc()).limit(1)
                 ).first()
-                last_seq, last_hash = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
-                recorded = time.time_ns() // 1000
-                rows = []
-                for i, (stream, type_, version, time_us, source, key, body) in enumerate(batch):
-                    sid = source_ids[source]
-                    if (sid, key) in seen:
-                        result.duplicates += 1
-                        continue
-                    seen.add((sid, key))
-                    seq = last_seq + 1
-                    origin = None if origins is None else origins[i]
-                    h = event_hash(
-                        last_hash,
-                        seq,
-                        stream,
-                        type_,
-                        version,
-                        time_us,
-                        recorded,
-                        source,
-                        key,
-                        body,
-                        origin,
-                    )
-                    rows.append(
-                        (
-                            seq,
-                            stream,
-                            type_,
-                            version,
-                            time_us,
-                            recorded,
-                            sid,
-                            key,
-                            body.decode(),
-                            h,
-                            None if origin is None else origin.decode(),
-                        )
-                    )
-                    last_seq, last_hash = seq, h
+                last = (0, GENESIS_HASH) if row is None else (row[0], bytes(row[1]))
+                rows, last_seq, result.duplicates = chain_rows(
+                    batch, source_ids, seen, last, origins
+                )
                 if rows and self.dialect == "postgresql" and last_seq >= partitioned_below:
                     partitioned_below = conn.execute(
                         text("SELECT advisor_ensure_partitions(:s)"), {"s": last_seq}
@@ -395,7 +270,7 @@ class EventStore:
                         r[6],
                         r[7],
                         r[8],
-                        _stored_hash(r[9]),
+                        stored_hash(r[9]),
                         r[10],
                     )
                 if len(rows) < chunk:
@@ -449,12 +324,6 @@ class EventStore:
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
-
-
-def _stored_hash(value: object) -> bytes:
-    """The hash column as bytes; a value of another type (the column altered) reads as no
-    hash, which `verify` reports as a mismatch at its seq."""
-    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else b""
 
 
 def read_payload(seq: int, type_: str, version: int, text: str, tolerant: bool = False) -> Any:

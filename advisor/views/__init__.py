@@ -12,6 +12,7 @@ __all__ = [
     "labels",
     "projector",
     "reading",
+    "rows",
     "runrow",
     "runs",
     "skipped",

@@ -21,6 +21,7 @@ from advisor.core.events import (
 from advisor.store import EventStore
 from advisor.store.schema import actions
 from advisor.views.foldbase import FoldBase
+from advisor.views.rows import ActionRow, fresh
 
 
 class ActionRows(FoldBase):
@@ -29,34 +30,8 @@ class ActionRows(FoldBase):
     def _action(self, event: StoredEvent) -> None:
         p = event.payload
         if isinstance(p, ActionProposed):
-            if self._load(self.actions, actions.c.action_id, p.action_id) is not None:
-                return
-            spec = p.model_dump(exclude={"type"}, exclude_none=True)
-            self.actions[p.action_id] = {
-                "action_id": p.action_id,
-                "plan_id": p.plan_id,
-                "step": p.step,
-                "incident_id": p.incident_id,
-                "host": p.host,
-                "unit": p.unit,
-                "kind": p.kind,
-                "alternative": p.alternative,
-                "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
-                "status": "proposed",
-                "proposed_seq": event.seq,
-                "proposed_us": event.time_us,
-                "updated_us": event.time_us,
-                "decided_by": None,
-                "decided_why": None,
-                "detail": None,
-                "dropin": None,
-                "previous": None,
-                "executor": None,
-                "state_after": None,
-                "written_text": None,
-                "previous_text": None,
-                "had_previous": None,
-            }
+            if self._load(self.actions, actions.c.action_id, p.action_id) is None:
+                self.actions[p.action_id] = _proposed_row(event, p)
             return
         action_id = getattr(p, "action_id", None)
         row = (
@@ -67,35 +42,70 @@ class ActionRows(FoldBase):
         if row is None:
             return
         row["updated_us"] = event.time_us
-        if isinstance(p, ActionApproved):
-            row.update(status="approved", decided_by=p.by)
-        elif isinstance(p, ActionRejected):
-            row.update(status="rejected", decided_by=p.by, decided_why=p.why)
-        elif isinstance(p, ActionStarted):
-            row.update(
-                status="started",
-                executor=p.executor,
-                dropin=p.dropin,
-                written_text=p.written_text,
-                previous_text=p.previous_text,
-                had_previous=p.had_previous,
-            )
-        elif isinstance(p, ActionSucceeded):
-            row.update(
-                status="succeeded",
-                detail=p.detail,
-                dropin=p.dropin or row["dropin"],
-                previous=p.previous,
-                state_after=_state(p.after),
-            )
-        elif isinstance(p, ActionFailed):
-            row.update(status="failed", detail=p.error, state_after=_state(p.after))
-        elif isinstance(p, ActionSkipped):
-            row.update(
-                status="stale" if p.stale else "skipped", detail=p.why, state_after=_state(p.after)
-            )
-        elif isinstance(p, ActionRolledBack):
-            row.update(status="rolled_back", detail=p.detail)
+        _advance(row, p)
+
+
+def _proposed_row(event: StoredEvent, p: ActionProposed) -> dict[str, Any]:
+    """A proposed step's new row: its spec kept, all that decides and carries it out empty."""
+    spec = p.model_dump(exclude={"type"}, exclude_none=True)
+    return {
+        "action_id": p.action_id,
+        "plan_id": p.plan_id,
+        "step": p.step,
+        "incident_id": p.incident_id,
+        "host": p.host,
+        "unit": p.unit,
+        "kind": p.kind,
+        "alternative": p.alternative,
+        "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
+        "status": "proposed",
+        "proposed_seq": event.seq,
+        "proposed_us": event.time_us,
+        "updated_us": event.time_us,
+        "decided_by": None,
+        "decided_why": None,
+        "detail": None,
+        "dropin": None,
+        "previous": None,
+        "executor": None,
+        "state_after": None,
+        "written_text": None,
+        "previous_text": None,
+        "had_previous": None,
+    }
+
+
+def _advance(row: dict[str, Any], p: object) -> None:
+    """Move a step's row on by the event that decides it or carries it out."""
+    if isinstance(p, ActionApproved):
+        row.update(status="approved", decided_by=p.by)
+    elif isinstance(p, ActionRejected):
+        row.update(status="rejected", decided_by=p.by, decided_why=p.why)
+    elif isinstance(p, ActionStarted):
+        row.update(
+            status="started",
+            executor=p.executor,
+            dropin=p.dropin,
+            written_text=p.written_text,
+            previous_text=p.previous_text,
+            had_previous=p.had_previous,
+        )
+    elif isinstance(p, ActionSucceeded):
+        row.update(
+            status="succeeded",
+            detail=p.detail,
+            dropin=p.dropin or row["dropin"],
+            previous=p.previous,
+            state_after=_state(p.after),
+        )
+    elif isinstance(p, ActionFailed):
+        row.update(status="failed", detail=p.error, state_after=_state(p.after))
+    elif isinstance(p, ActionSkipped):
+        row.update(
+            status="stale" if p.stale else "skipped", detail=p.why, state_after=_state(p.after)
+        )
+    elif isinstance(p, ActionRolledBack):
+        row.update(status="rolled_back", detail=p.detail)
 
 
 def _state(after: dict[str, Any] | None) -> str | None:
@@ -103,17 +113,35 @@ def _state(after: dict[str, Any] | None) -> str | None:
 
 
 # ------------------------------------------------------------------ reading
-def plan_actions(store: EventStore, plan_id: str) -> list[dict[str, Any]]:
-    """The `actions` rows of one plan, in step order."""
+def plan_actions(store: EventStore, plan_id: str) -> list[ActionRow]:
+    """The `actions` rows of one plan, in step order (what is new folded first)."""
+    fresh(store)
     with store.connect() as conn:
         rows = conn.execute(
             select(actions).where(actions.c.plan_id == plan_id).order_by(actions.c.step)
         ).all()
-    return [{str(k): v for k, v in r._mapping.items()} for r in rows]
+    return [ActionRow.from_row(r._mapping) for r in rows]
 
 
-def action_by_id(store: EventStore, action_id: str) -> dict[str, Any] | None:
-    """The `actions` row of one step (None: no such action)."""
+def action_by_id(store: EventStore, action_id: str) -> ActionRow | None:
+    """The `actions` row of one step (None: no such action; what is new folded first)."""
+    fresh(store)
     with store.connect() as conn:
         row = conn.execute(select(actions).where(actions.c.action_id == action_id)).first()
-    return None if row is None else {str(k): v for k, v in row._mapping.items()}
+    return None if row is None else ActionRow.from_row(row._mapping)
+
+
+def all_actions(
+    store: EventStore, *, unit: str | None = None, host: str | None = None
+) -> list[ActionRow]:
+    """Every `actions` row in the order the steps were proposed, optionally of one unit /
+    host (what is new folded first)."""
+    fresh(store)
+    query = select(actions)
+    if unit is not None:
+        query = query.where(actions.c.unit == unit)
+    if host is not None:
+        query = query.where(actions.c.host == host)
+    with store.connect() as conn:
+        rows = conn.execute(query.order_by(actions.c.proposed_seq, actions.c.action_id)).all()
+    return [ActionRow.from_row(r._mapping) for r in rows]

@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import Row, Select, select
 
 from advisor.core.events import LogRecorded, StoredEvent
 from advisor.parsing.lines import LogLine, line_from_payload
@@ -59,21 +59,7 @@ def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEven
     a page at a time)."""
     first, last = run["first_key"] or "", run["last_key"] or ""
     until = run["last_us"] or run["started_us"]
-    query = (
-        select(
-            events.c.seq,
-            events.c.event_time_us,
-            events.c.schema_version,
-            events.c.payload,
-            events.c.recorded_time_us,
-            sources.c.name,
-            events.c.idem_key,
-        )
-        .join(sources, sources.c.id == events.c.source_id)
-        .where(events.c.stream == run["stream"])
-        .where(events.c.type == "log.recorded")
-        .where(events.c.event_time_us <= until)
-    )
+    query = _log_query(run["stream"], until)
     found: list[StoredEvent] = []
     at, after_seq = run["started_us"], 0
     with store.connect() as conn:
@@ -97,23 +83,45 @@ def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEven
                     and not first <= order_key(row.event_time_us, p) <= last
                 ):
                     continue
-                found.append(
-                    StoredEvent.model_construct(
-                        seq=row.seq,
-                        stream=run["stream"],
-                        type="log.recorded",
-                        version=row.schema_version,
-                        time_us=row.event_time_us,
-                        recorded_us=row.recorded_time_us,
-                        source=row.name,
-                        key=row.idem_key,
-                        payload=p,
-                    )
-                )
+                found.append(_log_event(row, run["stream"], p))
             if len(rows) < PAGE:
                 break
             at, after_seq = rows[-1].event_time_us, rows[-1].seq
     return in_line_order(found)
+
+
+def _log_query(stream: str, until: int) -> Select[Any]:
+    """The `log.recorded` events of `stream` up to `until`, with their source's name."""
+    return (
+        select(
+            events.c.seq,
+            events.c.event_time_us,
+            events.c.schema_version,
+            events.c.payload,
+            events.c.recorded_time_us,
+            sources.c.name,
+            events.c.idem_key,
+        )
+        .join(sources, sources.c.id == events.c.source_id)
+        .where(events.c.stream == stream)
+        .where(events.c.type == "log.recorded")
+        .where(events.c.event_time_us <= until)
+    )
+
+
+def _log_event(row: Row[Any], stream: str, payload: LogRecorded) -> StoredEvent:
+    """A row of `_log_query` as the stored event it is."""
+    return StoredEvent.model_construct(
+        seq=row.seq,
+        stream=stream,
+        type="log.recorded",
+        version=row.schema_version,
+        time_us=row.event_time_us,
+        recorded_us=row.recorded_time_us,
+        source=row.name,
+        key=row.idem_key,
+        payload=payload,
+    )
 
 
 def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:

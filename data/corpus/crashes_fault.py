@@ -134,18 +134,20 @@ def other_value(ctx: Ctx) -> None:
             f"ValueError: Model architectures ['{arch}'] are not "
             "supported for now. Supported architectures: dict_keys(['AquilaModel', "
             "'AquilaForCausalLM', 'ArcticForCausalLM', 'BaiChuanForCausalLM', ...])",
-            f"ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
-            f"Your Tesla V100-SXM2-32GB GPU has compute capability {cap}. You can use float16 instead "
-            "by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.",
+            "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+            f"8.0. Your Tesla V100-SXM2-32GB GPU has compute capability {cap}. You can use float16 "
+            "instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.",
             f"ValueError: Total number of attention heads ({rng.choice((32, 40, 64))}) must be "
             f"divisible by tensor parallel size ({rng.choice((3, 6))}).",
             f"ValueError: User-specified max_model_len ({rng.choice((65536, 262144))}) is greater "
-            "than the derived max_model_len (max_position_embeddings=32768 or model_max_length=None "
-            "in model's config.json). This may lead to incorrect model outputs or CUDA errors. To "
-            "allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-            f"ValueError: The quantization method fp8 is not supported for the current GPU. Minimum "
-            f"capability: 80. Current capability: {cap.replace('.', '')}.",
-            "ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported.",
+            "than the derived max_model_len (max_position_embeddings=32768 or "
+            "model_max_length=None in model's config.json). This may lead to incorrect model "
+            "outputs or CUDA errors. To allow overriding this maximum, set the env var "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+            "ValueError: The quantization method fp8 is not supported for the current GPU. "
+            f"Minimum capability: 80. Current capability: {cap.replace('.', '')}.",
+            "ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently "
+            "imported.",
             f"KeyError: 'model.layers.{rng.randrange(0, 40)}.mlp.experts.0.gate_proj.weight'",
             "NotImplementedError: Speculative decoding is not supported with pipeline parallelism.",
         )
@@ -332,14 +334,14 @@ def other_driver(ctx: Ctx) -> None:
             "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
             "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
             f"RuntimeError: The NVIDIA driver on your system is too old (found version "
-            f"{rng.choice((11040, 12020, 11080))}). Please update your GPU driver by downloading and "
-            "installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+            f"{rng.choice((11040, 12020, 11080))}). Please update your GPU driver by downloading "
+            "and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
             "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been "
             "compiled with your version of the CUDA driver.",
             "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
             "multiprocessing, you must use the 'spawn' start method",
-            f"OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', {ctx.port}): "
-            "address already in use",
+            "OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', "
+            f"{ctx.port}): address already in use",
             "RuntimeError: CUDA error: no kernel image is available for execution on the device",
         )
     )

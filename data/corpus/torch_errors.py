@@ -75,8 +75,8 @@ def oom_message(ctx: Ctx, n: OomNums) -> str:
                 f"out of device memory while allocating {fsize(n.tried)} "
                 f"(GPU {n.dev}: {fsize(n.free)} free / {fsize(n.total)} total)",
                 f"Allocation of {fsize(n.tried)} failed on cuda:{n.dev}: device memory exhausted "
-                f"({fsize(n.free)} available). Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                "to reduce fragmentation.",
+                f"({fsize(n.free)} available). Set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
                 f"GPU {n.dev} ran out of memory trying to allocate {fsize(n.tried)}; "
                 f"{fsize(n.this)} in use by this process.",
             )

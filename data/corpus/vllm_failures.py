@@ -229,8 +229,8 @@ def vllm_api_init_failed(ctx: Ctx) -> None:
             ctx.api,
             [
                 f"{stdlib(ctx)}/multiprocessing/resource_tracker.py:279: UserWarning: "
-                "resource_tracker: There appear to be 1 leaked shared_memory objects to clean up at "
-                "shutdown",
+                "resource_tracker: There appear to be 1 leaked shared_memory objects to clean up "
+                "at shutdown",
                 "  warnings.warn('resource_tracker: There appear to be %d '",
             ],
         )
@@ -305,7 +305,8 @@ def vllm_v0_failure(
                 ctx,
                 v0_api_frames(ctx, True),
                 [
-                    "RuntimeError: Engine process failed to start. See stack trace for the root cause."
+                    "RuntimeError: Engine process failed to start. See stack trace for the root "
+                    "cause."
                 ],
             ),
         )

@@ -130,8 +130,8 @@ def vllm_runtime_death(
                     ctx,
                     ctx.api,
                     [
-                        "vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. "
-                        "Inspect the stacktrace to find the original error: "
+                        "vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not "
+                        "running. Inspect the stacktrace to find the original error: "
                         f"{exc[0].split(':', 1)[0]}('{exc[0].split(': ', 1)[-1][:80]}')"
                     ],
                     key_all=True,

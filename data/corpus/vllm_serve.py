@@ -158,8 +158,8 @@ def vllm_request_error(ctx: Ctx) -> None:
                         ),
                     ],
                     [
-                        f"ValueError: This model's maximum context length is {L} tokens. However, you "
-                        f"requested {asked} tokens ({asked - 512} in the messages, 512 in the "
+                        f"ValueError: This model's maximum context length is {L} tokens. However, "
+                        f"you requested {asked} tokens ({asked - 512} in the messages, 512 in the "
                         "completion). Please reduce the length of the messages or completion."
                     ],
                 )

@@ -133,14 +133,15 @@ def vllm_prelude(ctx: Ctx) -> None:
             "cuda.py" if g >= 8 else "config.py",
             ctx.rng.choice(
                 (
-                    "To see benefits of async output processing, enable CUDA graph. Since, enforce-eager "
-                    "is enabled, async output processor cannot be used",
-                    "Your GPU does not have native support for FP8 computation but FP8 quantization is "
-                    "being used. Weight-only FP8 compression will be used leveraging the Marlin kernel. "
-                    "This may degrade performance for compute-heavy workloads.",
+                    "To see benefits of async output processing, enable CUDA graph. Since, "
+                    "enforce-eager is enabled, async output processor cannot be used",
+                    "Your GPU does not have native support for FP8 computation but FP8 "
+                    "quantization is being used. Weight-only FP8 compression will be used "
+                    "leveraging the Marlin kernel. This may degrade performance for compute-heavy "
+                    "workloads.",
                     "Default sampling parameters have been overridden by the model's Hugging Face "
-                    "generation config recommended from the model creator. If this is not intended, "
-                    "please relaunch vLLM instance with `--generation-config vllm`.",
+                    "generation config recommended from the model creator. If this is not "
+                    "intended, please relaunch vLLM instance with `--generation-config vllm`.",
                     "Casting torch.bfloat16 to torch.float16.",
                 )
             ),
@@ -339,8 +340,9 @@ def vllm_profile(ctx: Ctx, kv_gib: float | None = None) -> None:
                 "\n".join(
                     [
                         f"Memory profiling takes {ctx.rng.uniform(0.3, 9):.2f} seconds",
-                        f"the current vLLM instance can use total_gpu_memory ({ctx.gpu.gib:.2f}GiB) x "
-                        f"gpu_memory_utilization ({ctx.util:.2f}) = {budget:.2f}GiB",
+                        "the current vLLM instance can use total_gpu_memory "
+                        f"({ctx.gpu.gib:.2f}GiB) x gpu_memory_utilization ({ctx.util:.2f}) = "
+                        f"{budget:.2f}GiB",
                         f"model weights take {mem['w']:.2f}GiB; non_torch_memory takes "
                         f"{mem['nontorch']:.2f}GiB; PyTorch activation peak memory takes "
                         f"{mem['act']:.2f}GiB; the rest of the memory reserved for KV Cache is "

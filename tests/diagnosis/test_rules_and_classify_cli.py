@@ -56,7 +56,8 @@ def test_shipped_rules_cover_every_failure_label_and_healthy() -> None:
             "rules.toml: rule #1: field id: Field required",
         ),
         (
-            '[[rule]]\nid = "w"\nlabel = "other_crash"\nconfidence = 0.5\nmatch = ["a"]\nwhen = 1\n',
+            '[[rule]]\nid = "w"\nlabel = "other_crash"\nconfidence = 0.5\nmatch = ["a"]\n'
+            "when = 1\n",
             "rules.toml: rule w: field when: Extra inputs are not permitted",
         ),
         ("[[rule]\n", "rules.toml: not valid TOML"),
@@ -208,11 +209,12 @@ def test_a_hung_task_after_a_stop_request_is_a_wedged_stop(tmp_path: Path) -> No
         "\n".join(
             [
                 "Mar 16 06:12:38 gpu01 systemd[1]: Stopping vllm.service - vLLM...",
-                "Mar 16 06:12:38 gpu01 vllm[42]: INFO 03-16 06:12:38 [launcher.py:99] Shutting down "
-                "FastAPI HTTP server.",
-                "Mar 16 06:14:41 gpu01 kernel: INFO: task VLLM::EngineCor:4711 blocked for more than "
-                "120 seconds.",
-                "Mar 16 06:14:41 gpu01 kernel:       Tainted: P           OE      6.1.0-18-amd64 #1",
+                "Mar 16 06:12:38 gpu01 vllm[42]: INFO 03-16 06:12:38 [launcher.py:99] Shutting "
+                "down FastAPI HTTP server.",
+                "Mar 16 06:14:41 gpu01 kernel: INFO: task VLLM::EngineCor:4711 blocked for more "
+                "than 120 seconds.",
+                "Mar 16 06:14:41 gpu01 kernel:       "
+                "Tainted: P           OE      6.1.0-18-amd64 #1",
             ]
         )
         + "\n",

@@ -80,7 +80,7 @@ def test_an_approved_plan_runs_in_order_and_every_step_is_events(diagnosed: Even
         "action.started",
         "action.succeeded",
     ]
-    assert [r["status"] for r in plan_rows(diagnosed, SAMPLER_PLAN)] == [
+    assert [r.status for r in plan_rows(diagnosed, SAMPLER_PLAN)] == [
         "succeeded",
         "succeeded",
         "proposed",
@@ -96,8 +96,8 @@ def test_an_approved_plan_runs_in_order_and_every_step_is_events(diagnosed: Even
 
 def test_choosing_an_alternative_rejects_the_step_it_stands_in_for(diagnosed: EventStore) -> None:
     approve(diagnosed, f"{SAMPLER_PLAN}#2", "human:test")  # --gpu-memory-utilization 0.87
-    rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
-    assert rows[1]["status"] == "rejected" and "alternative" in rows[1]["decided_why"]
+    rows = {r.step: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
+    assert rows[1].status == "rejected" and "alternative" in (rows[1].decided_why or "")
     approve(diagnosed, SAMPLER_PLAN, "human:test")
     backend = DryRunBackend()
     assert execute(diagnosed, backend, SAMPLER_PLAN).state == "done"
@@ -156,12 +156,12 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
     threading.Event().wait(0.6)
     report = execute(diagnosed, second, WEDGE_PLAN)
     assert report.state == "busy" and second.done == []
-    assert "started" in [r["status"] for r in plan_rows(diagnosed, WEDGE_PLAN)]
+    assert "started" in [r.status for r in plan_rows(diagnosed, WEDGE_PLAN)]
     release.set()
     worker.join(10)
     assert getattr(result[0], "state", None) == "done"
     assert first.done.count(f"kill {UNIT}") == 1 and second.done == []
-    assert all(r["status"] == "succeeded" for r in plan_rows(diagnosed, WEDGE_PLAN))
+    assert all(r.status == "succeeded" for r in plan_rows(diagnosed, WEDGE_PLAN))
 
 
 def test_a_lease_is_exclusive_until_it_expires_or_is_given_back(
@@ -386,8 +386,8 @@ def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
     report = execute(diagnosed, backend, SAMPLER_PLAN)
     assert report.state == "stale" and "started again after step 0" in report.why
     assert backend.done == [f"hold restarts of {UNIT}"]
-    rows = {r["step"]: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
-    assert rows[1]["status"] == "stale" and rows[3]["status"] == "approved"
+    rows = {r.step: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
+    assert rows[1].status == "stale" and rows[3].status == "approved"
 
 
 def _forge(store: EventStore, sql: str) -> None:
@@ -412,18 +412,18 @@ def test_an_altered_actions_row_never_reaches_the_unit(diagnosed: EventStore) ->
     assert backend.done == []
     assert report.state == "stopped" and "no action.approved event" in report.why
     row = plan_rows(diagnosed, SAMPLER_PLAN)[0]
-    assert row["status"] == "failed" and f"seq {row['proposed_seq']}" in row["detail"]
+    assert row.status == "failed" and f"seq {row.proposed_seq}" in (row.detail or "")
 
 
 def test_a_forged_flag_value_in_an_approved_row_is_refused(diagnosed: EventStore) -> None:
     approve(diagnosed, SAMPLER_PLAN, "human:test")
     rows = plan_rows(diagnosed, SAMPLER_PLAN)
-    spec = json.loads(rows[1]["spec"])
+    spec = dict(rows[1].spec)
     assert spec["kind"] == "set_flag" and spec["value"] == 256
     forged = json.dumps({**spec, "value": 1}, sort_keys=True).replace("'", "''")
     _forge(
         diagnosed,
-        f"UPDATE actions SET spec = '{forged}' WHERE action_id = '{rows[1]['action_id']}'",
+        f"UPDATE actions SET spec = '{forged}' WHERE action_id = '{rows[1].action_id}'",
     )
     backend = DryRunBackend()
     report = execute(diagnosed, backend, SAMPLER_PLAN)

@@ -15,15 +15,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
 from advisor.store import EventFilter, EventStore, open_store
-from advisor.views.projector import Projector
+from advisor.views.actions import all_actions
 from advisor.views.reading import read_rows
+from advisor.views.rows import ActionRow
 from tests.boxproc import advisor_in, wait, watching
 from tests.conftest import ROOT
 
@@ -114,13 +114,12 @@ def show(host: GpuHost, *props: str) -> dict[str, str]:
     return host.box.show(UNIT, *props)
 
 
-def actions(store: EventStore) -> list[dict[str, Any]]:
-    Projector(store).catch_up()  # what the advisor processes appended meanwhile
-    return read_rows(store, "actions")
+def actions(store: EventStore) -> list[ActionRow]:
+    return all_actions(store)  # with what the advisor processes appended meanwhile
 
 
 def statuses(store: EventStore) -> list[tuple[str, str]]:
-    return [(r["kind"], r["status"]) for r in actions(store)]
+    return [(r.kind, r.status) for r in actions(store)]
 
 
 def check_fixed(host: GpuHost, seqs: str = "256") -> None:
@@ -170,8 +169,8 @@ def test_the_seed_crash_loop_is_fixed_with_manual_approval(host: GpuHost, sqlite
         ("reset_failed", "succeeded"),
         ("restart", "succeeded"),
     ]
-    restart = next(r for r in actions(store) if r["kind"] == "restart")
-    assert "Application startup complete" in restart["detail"]
+    restart = next(r for r in actions(store) if r.kind == "restart")
+    assert "Application startup complete" in (restart.detail or "")
     store.close()
 
 
@@ -231,10 +230,9 @@ def test_watch_auto_fixes_the_loop_and_never_kills_the_fixed_instance(
     kinds = statuses(store)
     assert ("restart", "succeeded") in kinds
     assert ("kill", "succeeded") not in kinds or all(
-        r["status"] != "succeeded"
-        or json.loads(r["state_after"] or "{}").get("main_pid") != int(pid)
+        r.status != "succeeded" or (r.state_after or {}).get("main_pid") != int(pid)
         for r in actions(store)
-        if r["kind"] == "kill"
+        if r.kind == "kill"
     )
     store.close()
 
@@ -325,8 +323,8 @@ def test_memory_held_by_another_unit_is_freed_by_stopping_that_unit(
     assert done.returncode == 0, done.stdout + done.stderr
     assert host.box.show(other, "ActiveState")["ActiveState"] in ("inactive", "failed")
     assert show(host, "ActiveState")["ActiveState"] == "active"
-    stop = next(r for r in actions(store) if r["kind"] == "stop")
-    assert (stop["unit"], stop["status"]) == (other, "succeeded")
+    stop = next(r for r in actions(store) if r.kind == "stop")
+    assert (stop.unit, stop.status) == (other, "succeeded")
     store.close()
 
 
@@ -468,9 +466,9 @@ def test_an_executor_killed_at_any_step_leaves_the_unit_recoverable(
     assert again.returncode == 0, again.stdout + again.stderr
     check_fixed(host)
     rows = actions(store)
-    interrupted = [r for r in rows if r["status"] == "failed"]
-    assert len(interrupted) == 1 and interrupted[0]["action_id"] == f"{plan}#{step}"
-    assert "interrupted" in interrupted[0]["detail"]
+    interrupted = [r for r in rows if r.status == "failed"]
+    assert len(interrupted) == 1 and interrupted[0].action_id == f"{plan}#{step}"
+    assert "interrupted" in (interrupted[0].detail or "")
     started = [
         getattr(e.payload, "action_id", "") for e in store.read(EventFilter(type="action.started"))
     ]

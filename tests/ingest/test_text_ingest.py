@@ -177,7 +177,8 @@ TIMED = [
         "2026-02-21T00:33:06+00:00",
     ),
     (
-        b"\x1b[0;36m(APIServer pid=227612)\x1b[0;0m INFO 02-21 00:33:07 [api_server.py:1885] colour",
+        b"\x1b[0;36m(APIServer pid=227612)\x1b[0;0m INFO 02-21 00:33:07 [api_server.py:1885] "
+        b"colour",
         "2026-02-21T00:33:07+00:00",
     ),
     (

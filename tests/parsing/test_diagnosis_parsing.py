@@ -62,8 +62,8 @@ SPLIT_CASES = [
         "APIServer",
     ),
     (
-        "[2024-12-26 10:00:00 DP0 TP1] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16,"
-        " avail mem=60.91 GB",
+        "[2024-12-26 10:00:00 DP0 TP1] Load weight end. type=LlamaForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=60.91 GB",
         "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=60.91 GB",
         "sglang",
         None,
@@ -108,9 +108,9 @@ def test_wrappers_are_peeled_and_kept_as_attributes(
 FACT_CASES: list[tuple[str, str | None, dict[str, Any]]] = [
     (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 782.00 MiB. GPU 0 has a "
-        "total capacity of 94.97 GiB of which 411.62 MiB is free. Including non-PyTorch memory, this "
-        "process has 94.55 GiB memory in use. Of the allocated memory 92.10 GiB is allocated by "
-        "PyTorch",
+        "total capacity of 94.97 GiB of which 411.62 MiB is free. Including non-PyTorch memory, "
+        "this process has 94.55 GiB memory in use. Of the allocated memory 92.10 GiB is allocated "
+        "by PyTorch",
         "vllm",
         {
             "tried_to_allocate_gib": 0.763671875,
@@ -157,9 +157,9 @@ FACT_CASES: list[tuple[str, str | None, dict[str, Any]]] = [
         {"max_model_len": 32768, "kv_cache_tokens": 21648},
     ),
     (
-        "ValueError: To serve at least one request with the models's max seq len (32768), (4.00 GiB "
-        "KV cache is needed, which is larger than the available KV cache memory (1.02 GiB). Based on "
-        "the available memory, the estimated maximum model length is 8336. Try increasing",
+        "ValueError: To serve at least one request with the models's max seq len (32768), (4.00 "
+        "GiB KV cache is needed, which is larger than the available KV cache memory (1.02 GiB). "
+        "Based on the available memory, the estimated maximum model length is 8336. Try increasing",
         "vllm",
         {
             "max_model_len": 32768,
@@ -169,8 +169,8 @@ FACT_CASES: list[tuple[str, str | None, dict[str, Any]]] = [
         },
     ),
     (
-        "ValueError: Free memory on device cuda:0 (30.12/79.19 GiB) on startup is less than desired "
-        "GPU memory utilization (0.9, 71.28 GiB). Decrease GPU memory utilization",
+        "ValueError: Free memory on device cuda:0 (30.12/79.19 GiB) on startup is less than "
+        "desired GPU memory utilization (0.9, 71.28 GiB). Decrease GPU memory utilization",
         "vllm",
         {
             "free_gib": 30.12,
@@ -181,9 +181,9 @@ FACT_CASES: list[tuple[str, str | None, dict[str, Any]]] = [
     ),
     ("Available KV cache memory: 28.44 GiB", "vllm", {"available_kv_cache_gib": 28.44}),
     (
-        "non-default args: {'model_tag': 'MiniMaxAI/MiniMax-M2.5', 'model': 'MiniMaxAI/MiniMax-M2.5',"
-        " 'max_model_len': 131072, 'tensor_parallel_size': 4, 'gpu_memory_utilization': 0.9, "
-        "'max_num_seqs': 1024}",
+        "non-default args: {'model_tag': 'MiniMaxAI/MiniMax-M2.5', 'model': "
+        "'MiniMaxAI/MiniMax-M2.5', 'max_model_len': 131072, 'tensor_parallel_size': 4, "
+        "'gpu_memory_utilization': 0.9, 'max_num_seqs': 1024}",
         "vllm",
         {
             "model": "MiniMaxAI/MiniMax-M2.5",

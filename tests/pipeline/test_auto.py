@@ -45,7 +45,7 @@ def test_a_policy_applies_what_it_allows(diagnosed: EventStore, tmp_path: Path) 
         f"restart {UNIT}",
     ]
     rows = plan_rows(diagnosed, SAMPLER_PLAN)
-    assert {r["decided_by"] for r in rows if not r["alternative"]} == {"policy:policy.toml"}
+    assert {r.decided_by for r in rows if not r.alternative} == {"policy:policy.toml"}
     assert (
         auto_once(diagnosed, DryRunBackend(), load_policy(_policy(tmp_path)), "policy.toml").applied
         == []
@@ -143,4 +143,4 @@ def test_auto_cli_once(sqlite_url: str, seed_journal: Path, tmp_path: Path) -> N
     )
     # A dry run records nothing: every step is still proposed.
     rows = plan_rows(open_store(sqlite_url), SAMPLER_PLAN)
-    assert {r["status"] for r in rows} == {"proposed"}
+    assert {r.status for r in rows} == {"proposed"}

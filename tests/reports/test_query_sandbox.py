@@ -94,7 +94,8 @@ def attacks(url: str, tmp_path: Path) -> list[tuple[str, str]]:
         (f"SELECT * FROM '{secret}'", refused_read),
         (f"SELECT * FROM glob('{tmp_path}/*')", refused_read),
         (
-            f"DETACH store; ATTACH {other}; INSERT INTO s2.checkpoints SELECT * FROM s2.checkpoints",
+            f"DETACH store; ATTACH {other}; INSERT INTO s2.checkpoints SELECT * FROM "
+            "s2.checkpoints",
             "DETACH is refused",
         ),
         (f"ATTACH {other}", "ATTACH is refused"),

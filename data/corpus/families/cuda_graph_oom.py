@@ -38,12 +38,13 @@ def vllm_graph_oom(ctx: Ctx) -> None:
         exc = [
             rng.choice(
                 (
-                    f"RuntimeError: CUDA graph capture ran out of memory (batch size {bs}). Consider "
-                    "--enforce-eager or a lower gpu_memory_utilization.",
-                    f"RuntimeError: CUDA out of memory occurred while capturing CUDA graphs for batch size "
-                    f"{bs}. Please try lowering `gpu_memory_utilization` or using `--enforce-eager`.",
-                    f"vllm.exceptions.CudaGraphCaptureError: failed to capture graph for num_tokens={bs}: "
-                    "out of memory",
+                    f"RuntimeError: CUDA graph capture ran out of memory (batch size {bs}). "
+                    "Consider --enforce-eager or a lower gpu_memory_utilization.",
+                    "RuntimeError: CUDA out of memory occurred while capturing CUDA graphs for "
+                    f"batch size {bs}. Please try lowering `gpu_memory_utilization` or using "
+                    "`--enforce-eager`.",
+                    "vllm.exceptions.CudaGraphCaptureError: failed to capture graph for "
+                    f"num_tokens={bs}: out of memory",
                 )
             )
         ]

@@ -73,15 +73,16 @@ def vllm_gpu_held(ctx: Ctx) -> None:
             ctx.pick(
                 canon,
                 (
-                    f"ValueError: Insufficient free GPU memory at startup: {free:.2f}/{total:.2f} GiB "
-                    f"free, but gpu_memory_utilization={ctx.util} requires {req:.2f} GiB. Other processes "
-                    "are using the device.",
-                    f"RuntimeError: GPU 0 already has {total - free:.2f} GiB in use by other processes; "
-                    f"requested utilization {ctx.util} ({req:.2f} GiB) cannot be satisfied.",
+                    f"ValueError: Insufficient free GPU memory at startup: {free:.2f}/{total:.2f} "
+                    f"GiB free, but gpu_memory_utilization={ctx.util} requires {req:.2f} GiB. "
+                    "Other processes are using the device.",
+                    f"RuntimeError: GPU 0 already has {total - free:.2f} GiB in use by other "
+                    f"processes; requested utilization {ctx.util} ({req:.2f} GiB) cannot be "
+                    "satisfied.",
                     f"ValueError: Startup memory check failed on cuda:0: only {free:.2f} GiB of "
                     f"{total:.2f} GiB free (need {req:.2f} GiB for utilization {ctx.util}).",
-                    f"vllm.exceptions.GPUMemoryInUseError: {total - free:.2f} GiB of device memory is "
-                    "held by another process; free it or lower --gpu-memory-utilization.",
+                    f"vllm.exceptions.GPUMemoryInUseError: {total - free:.2f} GiB of device memory "
+                    "is held by another process; free it or lower --gpu-memory-utilization.",
                 ),
             )
         ]

@@ -79,8 +79,8 @@ def vllm_stop_noise(ctx: Ctx) -> None:
             ctx.api,
             [
                 f"{stdlib(ctx)}/multiprocessing/resource_tracker.py:279: UserWarning: "
-                f"resource_tracker: There appear to be {rng.randrange(1, 4)} leaked semaphore objects "
-                "to clean up at shutdown",
+                f"resource_tracker: There appear to be {rng.randrange(1, 4)} leaked semaphore "
+                "objects to clean up at shutdown",
                 "  warnings.warn('resource_tracker: There appear to be %d '",
             ],
         )
@@ -166,7 +166,8 @@ def tg_healthy(ctx: Ctx) -> None:
             ctx,
             "INFO",
             "text_generation_router::server",
-            f"router/src/server.rs:{ctx.lineno('sig')}: signal received, starting graceful shutdown",
+            f"router/src/server.rs:{ctx.lineno('sig')}: signal received, starting graceful "
+            "shutdown",
         )
         tg(ctx, "INFO", "text_generation_launcher", "webserver terminated")
         tg(ctx, "INFO", "text_generation_launcher", "Shutting down shards")

@@ -74,14 +74,14 @@ def kv_sentences(ctx: Ctx, need: float, avail: float, est: int) -> str:
             "ValueError: insufficient memory for KV cache blocks; increase gpu_memory_utilization",
             f"ValueError: KV cache cannot hold a single request of max_model_len={L}: needs "
             f"{need:.2f} GiB, only {max(avail, 0):.2f} GiB available",
-            f"ValueError: Not enough GPU memory for the KV cache: {max(avail, 0):.2f} GiB left after "
-            f"weights and activations, {need:.2f} GiB required for max_model_len {L}.",
+            f"ValueError: Not enough GPU memory for the KV cache: {max(avail, 0):.2f} GiB left "
+            f"after weights and activations, {need:.2f} GiB required for max_model_len {L}.",
             "RuntimeError: num_gpu_blocks is 0 - no memory left for the KV cache after loading the "
             "model.",
             f"ValueError: max_model_len ({L}) exceeds the KV cache capacity ({est} tokens). Lower "
             "--max-model-len or raise --gpu-memory-utilization.",
-            f"vllm.exceptions.InsufficientKVCacheError: the KV cache pool ({max(avail, 0):.2f} GiB) "
-            f"is smaller than one max-length sequence ({need:.2f} GiB).",
+            f"vllm.exceptions.InsufficientKVCacheError: the KV cache pool ({max(avail, 0):.2f} "
+            f"GiB) is smaller than one max-length sequence ({need:.2f} GiB).",
         ),
     )
 

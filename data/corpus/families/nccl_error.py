@@ -94,22 +94,23 @@ def nccl_warn_lines(ctx: Ctx, p: Proc) -> list[str]:
     return [
         rng.choice(
             (
-                f"{t} NCCL INFO Bootstrap : Using eth0:10.0.{rng.randrange(255)}.{rng.randrange(255)}<0>",
+                f"{t} NCCL INFO Bootstrap : Using "
+                f"eth0:10.0.{rng.randrange(255)}.{rng.randrange(255)}<0>",
                 f"{t} NCCL INFO NET/Plugin: Could not find: libnccl-net.so.",
                 f"{t} NCCL INFO cudaDriverVersion {rng.choice((12020, 12040, 12060, 12080))}",
             )
         ),
         rng.choice(
             (
-                f"{t} transport/p2p.cc:{rng.randrange(200, 400)} NCCL WARN Cuda failure 'peer access is "
-                "not supported between these two devices'",
-                f"{t} misc/socket.cc:{rng.randrange(400, 600)} NCCL WARN socketStartConnect: Connect to "
-                f"10.0.0.{rng.randrange(2, 200)}<{rng.randrange(30000, 60000)}> failed : Connection "
-                "refused",
-                f"{t} include/shm.h:{rng.randrange(20, 60)} NCCL WARN Error while creating shared memory "
-                f"segment /dev/shm/nccl-{hexs(rng, 6)} (size 9637888)",
-                f"{t} proxy.cc:{rng.randrange(1000, 1600)} NCCL WARN [Proxy Service {p.rank}] Failed to "
-                "execute operation Connect from rank 1, retcode 3",
+                f"{t} transport/p2p.cc:{rng.randrange(200, 400)} NCCL WARN Cuda failure 'peer "
+                "access is not supported between these two devices'",
+                f"{t} misc/socket.cc:{rng.randrange(400, 600)} NCCL WARN socketStartConnect: "
+                f"Connect to 10.0.0.{rng.randrange(2, 200)}<{rng.randrange(30000, 60000)}> "
+                "failed : Connection refused",
+                f"{t} include/shm.h:{rng.randrange(20, 60)} NCCL WARN Error while creating shared "
+                f"memory segment /dev/shm/nccl-{hexs(rng, 6)} (size 9637888)",
+                f"{t} proxy.cc:{rng.randrange(1000, 1600)} NCCL WARN [Proxy Service {p.rank}] "
+                "Failed to execute operation Connect from rank 1, retcode 3",
             )
         ),
     ]

@@ -32,14 +32,15 @@ def vllm_sampler_oom(ctx: Ctx) -> None:
     final = ctx.pick(
         canon,
         (
-            f"RuntimeError: ran out of GPU memory while warming up the {what.split()[0]} ({n} dummy "
-            "requests)",
+            f"RuntimeError: ran out of GPU memory while warming up the {what.split()[0]} ({n} "
+            "dummy requests)",
             f"RuntimeError: Sampler warm-up with {n} dummy requests failed: CUDA out of memory. "
             "Reduce max_num_seqs.",
             f"vllm.exceptions.SamplerWarmupError: not enough device memory to warm up the "
             f"{what.split()[0]} for {n} concurrent sequences; lower --max-num-seqs or "
             "--gpu-memory-utilization",
-            f"MemoryError: warmup of {what.split()[0]} (num_reqs={n}) exceeded available GPU memory",
+            f"MemoryError: warmup of {what.split()[0]} (num_reqs={n}) exceeded available GPU "
+            "memory",
             f"RuntimeError: OOM during {what.split()[0]} warmup with batch of {n} dummy requests. "
             "Try a smaller max_num_seqs.",
         ),

@@ -1,0 +1,140 @@
+"""Startup phases and readiness: which phase of a server's start a line says the run has
+reached, and which engine a line comes from."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["PHASES", "PHASE_CUES", "PHASE_ORDER", "READY_CUES", "engine_hint", "phase_of"]
+
+PHASES: Final = (
+    "starting",
+    "weights_loading",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cuda_graph_capture",
+    "sampler_warmup",
+    "ready",
+    "shutdown",
+)
+PHASE_ORDER: Final = {name: i for i, name in enumerate(PHASES)}
+
+
+# (phase, cues): the first cue found in a line says the run has reached that phase.
+# What a server prints once it is ready to serve (vLLM and SGLang through uvicorn, SGLang's own
+# line, TGI's router): readiness of a run here, and of a restart in the executor.
+READY_CUES: Final = (
+    "Application startup complete",
+    "The server is fired up and ready to roll",
+    "Uvicorn running on",
+    "text_generation_router: Connected",
+)
+PHASE_CUES: Final = (
+    (
+        "weights_loading",
+        (
+            "Starting to load model",
+            "Loading safetensors checkpoint shards",
+            "Loading pt checkpoint shards",
+            "checkpoint shards",
+            "Load weight begin",
+            "Loading weights",
+            "Loading model weights",
+            "Init torch distributed",
+            "Starting shard",
+            "Downloading model",
+        ),
+    ),
+    (
+        "memory_profiling",
+        (
+            "Model loading took",
+            "Loading model weights took",
+            "Load weight end",
+            "Memory profiling",
+            "Loading weights took",
+        ),
+    ),
+    (
+        "kv_cache_allocation",
+        (
+            "Available KV cache memory",
+            "KV cache size:",
+            "# GPU blocks",
+            "# cuda blocks",
+            "Memory pool end",
+            "max_total_num_tokens=",
+            "KV cache is needed",
+            "Maximum concurrency for",
+        ),
+    ),
+    (
+        "cuda_graph_capture",
+        (
+            "Capturing CUDA graph",
+            "Capturing cudagraphs",
+            "Capture cuda graph",
+            "Capturing the model for CUDA graphs",
+            "Capture CUDA graph",
+        ),
+    ),
+    (
+        "sampler_warmup",
+        (
+            "Graph capturing finished",
+            "Capture cuda graph end",
+            "warming up sampler",
+            "Cudagraph is disabled",
+        ),
+    ),
+    (
+        "ready",
+        (
+            *READY_CUES,
+            # Only a serving engine dies this way (a starting one "failed to start").
+            "EngineCore encountered a fatal error",
+            "died unexpectedly",
+        ),
+    ),
+    (
+        "shutdown",
+        (
+            "Shutting down FastAPI HTTP server",
+            "[shutdown] API server",
+            "Application shutdown complete",
+            "Waiting for application shutdown",
+            "Engine is gracefully shutting down",
+            "Gracefully stopping",
+            "Finished server process",
+            "Received sigterm",
+            "Shutting down shards",
+            "Terminating shard",
+            "Received SIGTERM",
+        ),
+    ),
+)
+READY_ENGINE_LINE: Final = ("Connected",)  # TGI router's readiness line, whole body
+
+
+def phase_of(body: str, engine: str | None) -> str | None:
+    for phase, cues in PHASE_CUES:
+        for cue in cues:
+            if cue in body:
+                return phase
+    if engine == "tgi" and body in READY_ENGINE_LINE:
+        return "ready"
+    return None
+
+
+ENGINE_CUES: Final = (
+    ("vllm", ("vLLM", "vllm")),
+    ("sglang", ("sglang", "SGLang")),
+    ("tgi", ("text_generation", "text-generation")),
+)
+
+
+def engine_hint(body: str) -> str | None:
+    for engine, cues in ENGINE_CUES:
+        if any(cue in body for cue in cues):
+            return engine
+    return None
