@@ -39,7 +39,13 @@ class Planner:
 
     def position(self) -> int:
         cp = self.store.checkpoint(CHECKPOINT)
-        return int(cp["seq"]) if cp else 0
+        if cp:
+            return int(cp["seq"])
+        # A store from before planning was a stage of its own: there the diagnoser appended
+        # each plan in the batch that classified its incident, so everything before the last
+        # proposal is planned already (re-planning it now would use today's history).
+        last = list(self.store.read(EventFilter(type="action.proposed", limit=1)))
+        return last[-1].seq if last else 0
 
     def pending(self) -> list[StoredEvent]:
         """The diagnoser's `incident.classified` events not planned yet, oldest first."""

@@ -92,3 +92,46 @@ def test_the_plans_are_made_again_from_the_events_alone_and_only_once(
     assert Planner(other).catch_up() == 0
     again = [(e.key, e.payload) for e in other.read(EventFilter(type="action.proposed"))]
     assert again == proposals  # the same steps, keys and payloads from the events alone
+
+
+def test_a_store_planned_by_the_diagnoser_itself_is_not_planned_again(
+    store_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
+    """A store from before planning was a stage: its proposals came in the batch of their
+    classification, and it has no planning checkpoint. What came before its last proposal is
+    planned; a classification after it is not."""
+    store = opener(store_url)
+    ingest_json_file(store, seed_journal)
+    Projector(store).catch_up()
+    diagnoser = Diagnoser(store, load_rules(), load_model(None))
+    planner = Planner(store)
+    classified = []
+    for run in diagnoser.pending(final=True):
+        events = diagnoser.step(run)
+        store.append(events)
+        Projector(store).catch_up()
+        classified += [e for e in planner.pending() if e.seq not in {c.seq for c in classified}]
+    assert len(classified) >= 2, "the seed journal has two incidents"
+    first, later = classified[0], classified[1:]
+    # What the earlier release wrote: the first incident's plan, right after it, by hand.
+    proposal = planner.plan_for(first)
+    assert proposal
+    store.append(proposal[:1])
+    assert store.checkpoint(CHECKPOINT) is None
+    assert later and all(e.seq < _last_proposal(store) for e in later)
+    assert planner.pending() == []  # all of it planned by the diagnoser of the time
+    again = NewEvent.model_validate(
+        {
+            "stream": first.stream,
+            "time_us": first.time_us,
+            "source": "diagnosis",
+            "key": stable_key(b"classified again, after the upgrade"),
+            "payload": first.payload.model_dump(),  # type: ignore[union-attr]
+        }
+    )
+    store.append([again])
+    assert [e.payload for e in planner.pending()] == [first.payload]
+
+
+def _last_proposal(store: EventStore) -> int:
+    return max(e.seq for e in store.read(EventFilter(type="action.proposed")))
