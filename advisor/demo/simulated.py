@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Final
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore
-from advisor.views.reading import read_rows
+from advisor.views.incidents import incident_rows
+from advisor.views.rows import IncidentView
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
@@ -214,14 +215,14 @@ def run_demo(
     return result
 
 
-def _open(store: EventStore, unit: str) -> list[dict[str, object]]:
-    return [i for i in read_rows(store, "incidents", unit=unit) if i["status"] == "open"]
+def _open(store: EventStore, unit: str) -> list[IncidentView]:
+    return [i for i in incident_rows(store, unit=unit) if i.status == "open"]
 
 
 def _next_plan(store: EventStore, unit: str) -> str | None:
     """The newest open incident whose plan has a step still to run."""
     for incident in reversed(_open(store, unit)):
-        plan_id = str(incident["incident_id"])
+        plan_id = incident.incident_id
         rows = plan_rows(store, plan_id)
         if any(r.status in ("proposed", "approved") and not r.alternative for r in rows):
             return plan_id
@@ -230,29 +231,23 @@ def _next_plan(store: EventStore, unit: str) -> str | None:
 
 def _runs(store: EventStore, unit: str, plan_id: str) -> int:
     return max(
-        (
-            int(str(i["runs"]))
-            for i in read_rows(store, "incidents", unit=unit)
-            if i["incident_id"] == plan_id
-        ),
+        (i.runs for i in incident_rows(store, unit=unit) if i.incident_id == plan_id),
         default=0,
     )
 
 
 def _is_wedge(store: EventStore, unit: str, plan_id: str) -> bool:
     return any(
-        i["incident_id"] == plan_id and i["label"] == "wedged_stop"
-        for i in read_rows(store, "incidents", unit=unit)
+        i.incident_id == plan_id and i.label == "wedged_stop"
+        for i in incident_rows(store, unit=unit)
     )
 
 
 def _describe(store: EventStore, unit: str, plan_id: str) -> str:
-    incident = next(
-        i for i in read_rows(store, "incidents", unit=unit) if i["incident_id"] == plan_id
-    )
+    incident = next(i for i in incident_rows(store, unit=unit) if i.incident_id == plan_id)
     lines = [
-        f"{incident['label']} (confidence {incident['confidence']:.2f}, "
-        f"{incident['runs']} failed run(s)); the plan:"
+        f"{incident.label} (confidence {incident.confidence:.2f}, "
+        f"{incident.runs} failed run(s)); the plan:"
     ]
     for row in plan_rows(store, plan_id):
         spec = row.spec

@@ -28,8 +28,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
 from advisor.core.events import NewEvent
 from advisor.core.records import stable_key
 from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
@@ -41,6 +39,7 @@ from advisor.store import EventStore
 from advisor.views.incidents import would_open_incident
 from advisor.views.keys import config_key
 from advisor.views.reading import run_lines
+from advisor.views.rows import RunView
 from advisor.views.runs import runs_to_diagnose
 
 SOURCE: Final = "diagnosis"
@@ -54,7 +53,7 @@ class Diagnoser:
     model: LinearModel | None
     model_name: str | None = None
 
-    def pending(self, *, final: bool = False) -> Iterator[dict[str, Any]]:
+    def pending(self, *, final: bool = False) -> Iterator[RunView]:
         """Runs to look at now, in time order: ended ones not classified for their lines;
         runs that died but have not ended only when the input is complete (`final`), so a
         traceback still arriving is whole; then the first runs of incidents the diagnoser
@@ -62,29 +61,27 @@ class Diagnoser:
         and folds it), what is left to do then, each run (and its lines) once."""
         done: set[tuple[str, str]] = set()
         for _ in range(MAX_ROUNDS):
-            todo = [
-                run for run in self._todo(final) if (run["run_id"], self._task(run)) not in done
-            ]
+            todo = [run for run in self._todo(final) if (run.run_id, self._task(run)) not in done]
             if not todo:
                 return
             for run in todo:
-                done.add((run["run_id"], self._task(run)))
+                done.add((run.run_id, self._task(run)))
                 yield run
 
     @staticmethod
-    def _task(run: dict[str, Any]) -> str:
-        judged = run["label"] is None or run["label_stale"]
-        return f"run:{run['content']}" if judged else "incident"
+    def _task(run: RunView) -> str:
+        judged = run.label is None or run.label_stale
+        return f"run:{run.content}" if judged else "incident"
 
-    def _todo(self, final: bool) -> list[dict[str, Any]]:
+    def _todo(self, final: bool) -> list[RunView]:
         return runs_to_diagnose(self.store, final=final)
 
-    def step(self, run: dict[str, Any]) -> list[NewEvent]:
+    def step(self, run: RunView) -> list[NewEvent]:
         """The events that diagnosing one run adds (empty when there is nothing to say)."""
         verdict, lines, facts = self._judge(run)
-        if run["label"] is not None and not run["label_stale"]:
+        if run.label is not None and not run.label_stale:
             # The first run of an incident nothing was said of yet (late lines made it so).
-            label, confidence = run["label"], run["confidence"]
+            label, confidence = run.label, run.confidence or 0.0
             return self._incident(run, verdict, label, confidence, lines, facts)
         events = [self.classified(run, verdict.label, verdict.confidence, verdict.phase)]
         if verdict.failed and would_open_incident(self.store, run, verdict.label):
@@ -94,61 +91,61 @@ class Diagnoser:
         return events
 
     def classified(
-        self, run: dict[str, Any], label: str, confidence: float, phase: str | None
+        self, run: RunView, label: str, confidence: float, phase: str | None
     ) -> NewEvent:
         """The `run.classified` for `run`'s lines as the row has them."""
         return self._event(
             run,
             {
                 "type": "run.classified",
-                "run_id": run["run_id"],
-                "host": run["host"],
-                "unit": run["unit"],
+                "run_id": run.run_id,
+                "host": run.host,
+                "unit": run.unit,
                 "label": label,
                 "confidence": confidence,
                 "phase": phase,
-                "through_seq": run["last_seq"],
+                "through_seq": run.last_seq,
             },
             "run.classified",
         )
 
     # -- helpers ---------------------------------------------------------------------
-    def _judge(self, run: dict[str, Any]) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
+    def _judge(self, run: RunView) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
         ordered = run_lines(self.store, run)
         parsed = parse(ordered)
-        whole = single_run(parsed, run["unit"], run["invocation_id"])
+        whole = single_run(parsed, run.unit, run.invocation_id)
         peak = None
-        if run["peak_gpu_used_bytes"] is not None and run["peak_gpu_total_bytes"]:
-            peak = run["peak_gpu_used_bytes"] / run["peak_gpu_total_bytes"]
+        if run.peak_gpu_used_bytes is not None and run.peak_gpu_total_bytes:
+            peak = run.peak_gpu_used_bytes / run.peak_gpu_total_bytes
         verdict = judge_run(whole, parsed, self.rules, self.model, peak)
         facts = verdict_facts(verdict, parsed)
         verdict.evidence = [parsed[i].line.number for i in verdict.evidence]
         return verdict, ordered, facts
 
     def _event(
-        self, run: dict[str, Any], payload: dict[str, Any], kind: str, ident: str | None = None
+        self, run: RunView, payload: dict[str, Any], kind: str, ident: str | None = None
     ) -> NewEvent:
         """A diagnosis event about `run`; a `run.classified` (and `incident.classified`) names
         the run's lines (`content`), in its payload and its key: judged again for other
         lines, it is a new event, not a duplicate."""
-        if kind in ("run.classified", "incident.classified") and run.get("content"):
+        if kind in ("run.classified", "incident.classified") and run.content:
             if kind == "run.classified":
-                payload = {**payload, "content": run["content"]}
-            ident = f"{ident or run['run_id']}:{run['content']}"
-        time_us = run["ended_us"] or run["started_us"]
+                payload = {**payload, "content": run.content}
+            ident = f"{ident or run.run_id}:{run.content}"
+        time_us = run.ended_us or run.started_us
         return NewEvent.model_validate(
             {
-                "stream": run["stream"],
+                "stream": run.stream,
                 "time_us": time_us,
                 "source": SOURCE,
-                "key": stable_key(f"{kind}:{ident or run['run_id']}".encode()),
+                "key": stable_key(f"{kind}:{ident or run.run_id}".encode()),
                 "payload": payload,
             }
         )
 
     def _incident(
         self,
-        run: dict[str, Any],
+        run: RunView,
         verdict: RunVerdict,
         label: str,
         confidence: float,
@@ -156,18 +153,18 @@ class Diagnoser:
         facts: dict[str, Any],
     ) -> list[NewEvent]:
         """A new incident's events: opened, classified (facts, evidence)."""
-        key = config_key(orjson.loads(run["config"]))
+        key = config_key(dict(run.config))
         by_seq = {line.number: line for line in lines}
-        incident_id = run["run_id"]
+        incident_id = run.run_id
         return [
             self._event(
                 run,
                 {
                     "type": "incident.opened",
                     "incident_id": incident_id,
-                    "host": run["host"],
-                    "unit": run["unit"],
-                    "run_id": run["run_id"],
+                    "host": run.host,
+                    "unit": run.unit,
+                    "run_id": run.run_id,
                     "config_key": key,
                 },
                 "incident.opened",
@@ -177,7 +174,7 @@ class Diagnoser:
                 {
                     "type": "incident.classified",
                     "incident_id": incident_id,
-                    "run_id": run["run_id"],
+                    "run_id": run.run_id,
                     "label": label,
                     "confidence": confidence,
                     "phase": verdict.phase,
@@ -196,7 +193,7 @@ class Diagnoser:
                         }
                         for c in verdict.candidates
                     ],
-                    "through_seq": run["last_seq"],
+                    "through_seq": run.last_seq,
                     "model": self.model_name,
                 },
                 "incident.classified",

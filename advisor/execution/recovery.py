@@ -16,16 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from advisor.core.errors import AdvisorError, InputError
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor
 from advisor.store import EventStore
 from advisor.views.actions import all_actions
+from advisor.views.incidents import incident_rows
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
+from advisor.views.rows import IncidentView
+from advisor.views.runs import run_row
 
 
 @dataclass
@@ -43,9 +44,18 @@ def current_plan(store: EventStore, incident_id: str) -> str | None:
 
 
 def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, Any]:
+    """The unit's open incident as the table holds it (JSON columns as text)."""
     open_ = [
         i for i in read_rows(store, "incidents", unit=unit, host=host) if i["status"] == "open"
     ]
+    if not open_:
+        raise InputError(f"{unit}: no open incident")
+    return open_[-1]
+
+
+def open_incident_view(store: EventStore, host: str | None, unit: str) -> IncidentView:
+    """The unit's open incident (its latest, should there be more)."""
+    open_ = [i for i in incident_rows(store, unit=unit, host=host) if i.status == "open"]
     if not open_:
         raise InputError(f"{unit}: no open incident")
     return open_[-1]
@@ -55,8 +65,8 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     from advisor.planning.planner import propose
 
     Projector(store).catch_up()
-    incident = open_incident(store, host, unit)
-    incident_id = incident["incident_id"]
+    incident = open_incident_view(store, host, unit)
+    incident_id = incident.incident_id
     old = current_plan(store, incident_id)
     plans = {r.plan_id for r in all_actions(store) if r.incident_id == incident_id}
     new_plan = f"{incident_id}~{len(plans)}"
@@ -68,27 +78,19 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
     if lifted:
         result.notes.append(lifted)
     now = backend.observe(unit)
-    run = next(
-        (
-            r
-            for r in read_rows(store, "runs", unit=unit, host=incident["host"])
-            if r["run_id"] == incident["last_run_id"]
-        ),
-        None,
-    )
-    if run is None:
+    run = run_row(store, incident.last_run_id)
+    if run is None or run.unit != unit or run.host != incident.host:
         raise InputError(f"{unit}: the incident's last run is not in the store")
-    facts = orjson.loads(incident["facts"] or "{}")
     events = propose(
         store,
         run,
         new_plan,
         incident_id,
-        incident["label"] or "unknown",
-        incident["confidence"] or 0.0,
-        facts,
+        incident.label or "unknown",
+        incident.confidence or 0.0,
+        dict(incident.facts or {}),
         set(),
-        now.invocation_id if now is not None else run["invocation_id"],
+        now.invocation_id if now is not None else run.invocation_id,
     )
     store.append(events)
     Projector(store).catch_up()

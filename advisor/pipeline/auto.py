@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
@@ -24,9 +23,9 @@ from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import CHANGES, History, Policy, decide
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
+from advisor.views.incidents import incident_rows
 from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
-from advisor.views.rows import ActionRow
+from advisor.views.rows import ActionRow, IncidentView
 
 
 @dataclass
@@ -50,8 +49,8 @@ def _history(store: EventStore, unit: str | None, host: str, label: str, now_us:
     ]
     incidents = [
         i
-        for i in read_rows(store, "incidents", unit=unit, host=host)
-        if i["label"] == label and i["status"] != "superseded"
+        for i in incident_rows(store, unit=unit, host=host)
+        if i.label == label and i.status != "superseded"
     ]
     return History(now_us, approvals, max(changes) if changes else None, len(incidents))
 
@@ -61,7 +60,7 @@ def auto_once(
 ) -> AutoReport:
     report = AutoReport()
     Projector(store).catch_up()
-    incidents = {i["incident_id"]: i for i in read_rows(store, "incidents")}
+    incidents = {i.incident_id: i for i in incident_rows(store)}
     rows_by_plan: dict[str, list[ActionRow]] = {}
     for row in all_actions(store):
         rows_by_plan.setdefault(row.plan_id, []).append(row)
@@ -73,7 +72,7 @@ def auto_once(
     for plan_id in plans:
         rows = plan_rows(store, plan_id)
         incident = incidents.get(rows[0].incident_id or "")
-        if incident is None or incident["status"] != "open":
+        if incident is None or incident.status != "open":
             continue
         now = now_us if now_us is not None else time.time_ns() // 1000
         steps = [r for r in rows if r.status == "proposed" and not r.alternative]
@@ -102,10 +101,11 @@ def _refusal(
     store: EventStore,
     policy: Policy,
     steps: list[ActionRow],
-    incident: dict[str, Any],
+    incident: IncidentView,
     now: int,
 ) -> str | None:
-    history = _history(store, incident["unit"], incident["host"], incident["label"], now)
+    label = incident.label or ""  # an open incident has its first run's label
+    history = _history(store, incident.unit, incident.host, label, now)
     hour_ago = now - 3_600_000_000
     recent = sum(1 for t in history.approved_by_policy_us if t >= hour_ago)
     if steps and recent + len(steps) > policy.max_actions_per_hour:
@@ -115,7 +115,7 @@ def _refusal(
         )
     for row in steps:
         spec = dict(row.spec) | {"unit": row.unit}
-        decision = decide(policy, spec, incident["label"], incident["confidence"] or 0.0, history)
+        decision = decide(policy, spec, label, incident.confidence or 0.0, history)
         if not decision.allowed:
             return f"step {row.step} ({row.kind}): {decision.why}"
     return None

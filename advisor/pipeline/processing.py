@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from advisor.core.events import NewEvent
 from advisor.diagnosis.live import Diagnoser
@@ -21,6 +20,7 @@ from advisor.planning.planner import Planner
 from advisor.store import EventStore
 from advisor.store.types import AppendResult
 from advisor.views.projector import Projector
+from advisor.views.rows import RunView
 from advisor.views.skipped import environmental, reason_of, skipped_event
 
 
@@ -101,7 +101,7 @@ class Processor:
             report.diagnosis_events += added
             report.folded += self.projector.catch_up()
 
-    def _diagnose(self, run: dict[str, Any]) -> list[NewEvent]:
+    def _diagnose(self, run: RunView) -> list[NewEvent]:
         """The events diagnosing one run adds. A run whose diagnosis raises is recorded as
         skipped (`pipeline.skipped`, once) and classified `unknown`, which is never acted on
         and takes it off the pending list: the next runs are still diagnosed. The store's
@@ -113,7 +113,7 @@ class Processor:
                 raise
             return self._undiagnosable(run, reason_of(e))
 
-    def _append(self, run: dict[str, Any], events: list[NewEvent]) -> int:
+    def _append(self, run: RunView, events: list[NewEvent]) -> int:
         """Append a run's diagnosis; one the store refuses (a value it cannot write) is
         recorded as skipped instead."""
         try:
@@ -123,19 +123,19 @@ class Processor:
                 raise
             return self.store.append(self._undiagnosable(run, reason_of(e))).appended
 
-    def _undiagnosable(self, run: dict[str, Any], reason: str) -> list[NewEvent]:
+    def _undiagnosable(self, run: RunView, reason: str) -> list[NewEvent]:
         """The skip, and for a run that was to be judged its classification as `unknown`
         for its lines (what a verdict would have said, with the verdict's key). A run that
         has its label already (the first of an incident) keeps it."""
         skipped = skipped_event(
-            run["stream"],
-            run["ended_us"] or run["started_us"],
+            run.stream,
+            run.ended_us or run.started_us,
             "diagnosis",
-            run["last_seq"],
+            run.last_seq,
             reason,
-            run["run_id"],
+            run.run_id,
         )
-        if run["label"] is not None and not run.get("label_stale"):
+        if run.label is not None and not run.label_stale:
             return [skipped]
         return [skipped, self.diagnoser.classified(run, "unknown", 0.0, None)]
 

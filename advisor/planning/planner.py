@@ -23,6 +23,7 @@ from advisor.store import EventFilter, EventStore
 from advisor.store.types import Checkpoint
 from advisor.views.history import ready_bound_s, release_p95_s, unit_gpus
 from advisor.views.reading import run_lines
+from advisor.views.rows import RunView
 from advisor.views.runs import run_row
 from advisor.views.skipped import environmental, reason_of, skipped_event
 
@@ -93,13 +94,13 @@ class Planner:
             p.confidence,
             dict(p.facts),
             pids,
-            run["invocation_id"],
+            run.invocation_id,
         )
 
 
 def propose(
     store: EventStore,
-    run: Mapping[str, Any],
+    run: RunView,
     plan_id: str,
     incident_id: str,
     label: str,
@@ -111,18 +112,18 @@ def propose(
     """`action.proposed` events for a plan for `run`'s failure (a `runs` row): a new
     incident's, or a new plan for an open incident (`advisor replan`), made for
     `invocation_id`."""
-    end = run["ended_us"] or run["started_us"]
+    end = run.ended_us or run.started_us
     holders, held_on = _holders(store, run, own) if label == HELD else ((), ())
-    gpus = unit_gpus(store, run["host"], run["unit"], run["started_us"], end)
+    gpus = unit_gpus(store, run.host, run.unit, run.started_us, end)
     if held_on:
         gpus = tuple(sorted(set(gpus or ()) | set(held_on)))
     context = PlanContext(
-        unit=run["unit"],
-        release_p95_s=release_p95_s(store, run["host"]),
+        unit=run.unit,
+        release_p95_s=release_p95_s(store, run.host),
         holders=holders,
         invocation_id=invocation_id,
         gpus=gpus,
-        ready_bound_s=ready_bound_s(store, run["host"], run["unit"]),
+        ready_bound_s=ready_bound_s(store, run.host, run.unit),
     )
     events = []
     for step, action in enumerate(plan(label, confidence, facts, context)):
@@ -130,7 +131,7 @@ def propose(
         events.append(
             NewEvent.model_validate(
                 {
-                    "stream": run["stream"],
+                    "stream": run.stream,
                     "time_us": end,
                     "source": SOURCE,
                     "key": stable_key(f"action.proposed:{action_id}".encode()),
@@ -140,7 +141,7 @@ def propose(
                         "plan_id": plan_id,
                         "step": step,
                         "incident_id": incident_id,
-                        "host": run["host"],
+                        "host": run.host,
                         **action.model_dump(exclude_none=True),
                     },
                 }
@@ -150,19 +151,19 @@ def propose(
 
 
 def _holders(
-    store: EventStore, run: Mapping[str, Any], own: set[int]
+    store: EventStore, run: RunView, own: set[int]
 ) -> tuple[tuple[Holder, ...], tuple[int, ...]]:
     """Processes NVML saw on the host's GPUs around the failure that are not the run's own
     (the latest sample of each GPU before the run ended), and the GPUs they hold."""
-    end = run["ended_us"] or run["started_us"]
+    end = run.ended_us or run.started_us
     latest: dict[int, GpuSampled] = {}
     for event in store.read(
         EventFilter(
-            type="gpu.sampled", since_us=run["started_us"] - 10_000_000, until_us=end + 2_000_000
+            type="gpu.sampled", since_us=run.started_us - 10_000_000, until_us=end + 2_000_000
         )
     ):
         p = event.payload
-        if isinstance(p, GpuSampled) and p.host == run["host"] and p.processes is not None:
+        if isinstance(p, GpuSampled) and p.host == run.host and p.processes is not None:
             latest[p.index] = p
     found: dict[int, Holder] = {}
     on: set[int] = set()

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-import orjson
-
 from advisor.core.errors import InputError
 from advisor.core.events import LogRecorded
 from advisor.core.render import markdown_code, markdown_code_block, markdown_text, safe_text
@@ -20,9 +18,11 @@ from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
+from advisor.views.incidents import incident_rows
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows, run_log_events
-from advisor.views.rows import ActionRow
+from advisor.views.rows import ActionRow, IncidentView, RunView
+from advisor.views.runs import unit_runs
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
@@ -56,7 +56,7 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v * len(SPARK)))] for v in buckets)
 
 
-def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str]]:
+def _run_timeline(store: EventStore, run: RunView) -> list[tuple[int, str]]:
     """(time, what) for the run's start, phases, failure line and lifecycle steps."""
     lines = [
         line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
@@ -66,7 +66,7 @@ def _run_timeline(store: EventStore, run: dict[str, Any]) -> list[tuple[int, str
     out: list[tuple[int, str]] = []
     seen: set[str] = set()
     for p in parse(lines):
-        t = p.line.time_us or run["started_us"]
+        t = p.line.time_us or run.started_us
         if p.facts.phase and p.facts.phase not in seen:
             seen.add(p.facts.phase)
             out.append((t, f"phase {p.facts.phase}"))
@@ -91,36 +91,36 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
     return times
 
 
-def _incident(store: EventStore, service: str, incident_id: str | None) -> dict[str, Any]:
+def _incident(store: EventStore, service: str, incident_id: str | None) -> IncidentView:
     """The `incidents` row the post-mortem is about: SERVICE's latest that is not superseded,
     or `incident_id` (an error if that one is superseded). The projections are caught up
     first."""
     host, unit = parse_service(service)
     Projector(store).catch_up()
-    incidents = read_rows(store, "incidents", unit=unit, host=host)
+    incidents = incident_rows(store, unit=unit, host=host)
     if incident_id is not None:
-        incidents = [i for i in incidents if i["incident_id"] == incident_id]
-        if incidents and incidents[0]["status"] == "superseded":  # no incident (docs/fold.md)
-            by = incidents[0]["superseded_by"]
+        incidents = [i for i in incidents if i.incident_id == incident_id]
+        if incidents and incidents[0].status == "superseded":  # no incident (docs/fold.md)
+            by = incidents[0].superseded_by
             raise InputError(
                 f"{service}: incident {incident_id} is superseded"
                 + (f" by {by}" if by else ": its run is cut differently now")
             )
     else:
-        incidents = [i for i in incidents if i["status"] != "superseded"]
+        incidents = [i for i in incidents if i.status != "superseded"]
     if not incidents:
         raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
     return incidents[-1]
 
 
 def _timeline(
-    store: EventStore, window: list[dict[str, Any]], plan: list[ActionRow]
+    store: EventStore, window: list[RunView], plan: list[ActionRow]
 ) -> list[dict[str, Any]]:
     """The runs' timelines and the plan's decided steps, in time order."""
     timeline: list[dict[str, Any]] = []
     for run in window:
         for t, what in _run_timeline(store, run):
-            timeline.append({"time_us": t, "run": run["run_id"], "what": what})
+            timeline.append({"time_us": t, "run": run.run_id, "what": what})
     for row in plan:
         if row.status != "proposed":
             timeline.append(
@@ -133,13 +133,13 @@ def _timeline(
 def _gpu_memory(
     store: EventStore,
     host: str,
-    window: list[dict[str, Any]],
+    window: list[RunView],
     series: dict[str, list[tuple[int, float]]] | None,
 ) -> dict[int, list[float]]:
     """Per GPU, the used fractions of the samples from the window's start to 30 s after its
     end; with `series`, (time µs, fraction) go there too."""
-    start = window[0]["started_us"]
-    end = max((r["ended_us"] or r["started_us"]) for r in window) + 30_000_000
+    start = window[0].started_us
+    end = max((r.ended_us or r.started_us) for r in window) + 30_000_000
     samples = [
         s for s in read_rows(store, "gpu_samples", host=host) if start <= s["time_us"] <= end
     ]
@@ -189,22 +189,18 @@ def build(
     `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
     GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
     incident = _incident(store, service, incident_id)
-    runs = read_rows(store, "runs", unit=incident["unit"], host=incident["host"])
-    first = next(i for i, r in enumerate(runs) if r["run_id"] == incident["first_run_id"])
-    last = next(i for i, r in enumerate(runs) if r["run_id"] == incident["last_run_id"])
+    runs = unit_runs(store, incident.unit, incident.host)
+    first = next(i for i, r in enumerate(runs) if r.run_id == incident.first_run_id)
+    last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
-    plan = [r for r in all_actions(store) if r.plan_id == incident["incident_id"]]
+    plan = [r for r in all_actions(store) if r.plan_id == incident.incident_id]
     timeline = _timeline(store, window, plan)
-    gpus = _gpu_memory(store, incident["host"], window, series)
+    gpus = _gpu_memory(store, incident.host, window, series)
     return {
-        "incident": {k: incident[k] for k in _INCIDENT_KEYS},
-        "opened": format_us(incident["opened_us"]),
-        "config": orjson.loads(runs[first]["config"]),
-        "facts": {
-            k: v
-            for k, v in (orjson.loads(incident["facts"]) if incident["facts"] else {}).items()
-            if v is not None
-        },
+        "incident": {k: getattr(incident, k) for k in _INCIDENT_KEYS},
+        "opened": format_us(incident.opened_us),
+        "config": dict(runs[first].config),
+        "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
         "evidence": _evidence(store, incident),
         "timeline": [
             {"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]} for e in timeline
@@ -218,10 +214,10 @@ def build(
     }
 
 
-def _evidence(store: EventStore, incident: dict[str, Any]) -> list[dict[str, Any]]:
+def _evidence(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     """The incident's evidence lines, each with the time of its event."""
-    evidence = orjson.loads(incident["evidence"]) if incident["evidence"] else []
-    times = _times_of(store, incident["stream"], {e["seq"] for e in evidence})
+    evidence = incident.evidence or []
+    times = _times_of(store, incident.stream, {e["seq"] for e in evidence})
     return [
         {
             "time": format_us(times[e["seq"]]) if e["seq"] in times else None,
@@ -232,20 +228,20 @@ def _evidence(store: EventStore, incident: dict[str, Any]) -> list[dict[str, Any
     ]
 
 
-def _similar(store: EventStore, incident: dict[str, Any]) -> list[dict[str, Any]]:
+def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     """The host's other incidents with the same label, superseded ones left out."""
     return [
         {
-            "incident_id": i["incident_id"],
-            "unit": i["unit"],
-            "opened": format_us(i["opened_us"]),
-            "runs": i["runs"],
-            "status": i["status"],
+            "incident_id": i.incident_id,
+            "unit": i.unit,
+            "opened": format_us(i.opened_us),
+            "runs": i.runs,
+            "status": i.status,
         }
-        for i in read_rows(store, "incidents", host=incident["host"])
-        if i["incident_id"] != incident["incident_id"]
-        and i["label"] == incident["label"]
-        and i["status"] != "superseded"
+        for i in incident_rows(store, host=incident.host)
+        if i.incident_id != incident.incident_id
+        and i.label == incident.label
+        and i.status != "superseded"
     ]
 
 

@@ -16,6 +16,7 @@ from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.foldbase import FoldBase, incidence
 from advisor.views.keys import CURRENT, NOT_FAILURES, config_key, id_time
+from advisor.views.rows import IncidentView, RunView
 
 _DIAGNOSIS: Final = ("phase", "facts", "evidence", "candidates", "classified_seq")
 Open = dict[tuple[str, str], dict[str, Any]]  # (label, config key) → the incident open
@@ -294,32 +295,47 @@ def _superseded(old: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ reading
-def would_open_incident(store: EventStore, run: Mapping[str, Any], label: str) -> bool:
+def would_open_incident(store: EventStore, run: RunView, label: str) -> bool:
     """Would `run` (a `runs` row), failed as `label`, open an incident (not add to one open
     before it), as the fold works incidents out: it does unless an incident of the unit with
     the same label and config key opened since the last run before it that came up ready —
     or it came up ready itself (which ended what was open)."""
-    if run["ready_us"] is not None:
+    if run.ready_us is not None:
         return True
     r = runs.c
-    key = config_key(orjson.loads(run["config"]))
+    key = config_key(dict(run.config))
     with store.connect() as conn:
         ready = conn.execute(
             select(r.started_us)
-            .where(r.stream == run["stream"])
+            .where(r.stream == run.stream)
             .where(r.ready_us.isnot(None))
-            .where(r.started_us < run["started_us"])
+            .where(r.started_us < run.started_us)
             .order_by(r.started_us.desc())
             .limit(1)
         ).scalar()
         firsts = (
             select(r.config)
-            .where(r.stream == run["stream"])
+            .where(r.stream == run.stream)
             .where(r.incident_id == r.run_id)
             .where(r.label == label)
-            .where(r.started_us < run["started_us"])
+            .where(r.started_us < run.started_us)
         )
         if ready is not None:
             firsts = firsts.where(r.started_us >= ready)
         configs = conn.execute(firsts).scalars().all()
     return all(config_key(orjson.loads(config)) != key for config in configs)
+
+
+def incident_rows(
+    store: EventStore, *, unit: str | None = None, host: str | None = None
+) -> list[IncidentView]:
+    """The `incidents` rows (of `unit`, on `host`) in time order, `superseded` ones too."""
+    i = incidents.c
+    query = select(incidents)
+    if unit is not None:
+        query = query.where(i.unit == unit)
+    if host is not None:
+        query = query.where(i.host == host)
+    with store.connect() as conn:
+        rows = conn.execute(query.order_by(i.started_us, i.incident_id)).all()
+    return [IncidentView.from_row(row._mapping) for row in rows]

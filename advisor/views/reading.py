@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 from sqlalchemy import Row, Select, select
@@ -25,6 +25,7 @@ from advisor.store.schema import (
 from advisor.store.store import read_payload
 from advisor.views.foldbase import PAGE
 from advisor.views.keys import order_key
+from advisor.views.rows import RunView
 
 KERNEL_MARGIN_US: Final = 5_000_000  # the host's kernel lines this far around a run count
 
@@ -53,15 +54,15 @@ def read_rows(
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
 
 
-def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEvent]:
+def run_log_events(store: EventStore, run: RunView) -> list[StoredEvent]:
     """A run's own log lines (a `runs` row), in the fold's order: the stream's lines from its
     first line's place to its last's (read in (time, seq) order on the stream's time index,
     a page at a time)."""
-    first, last = run["first_key"] or "", run["last_key"] or ""
-    until = run["last_us"] or run["started_us"]
-    query = _log_query(run["stream"], until)
+    first, last = run.first_key or "", run.last_key or ""
+    until = run.last_us or run.started_us
+    query = _log_query(run.stream, until)
     found: list[StoredEvent] = []
-    at, after_seq = run["started_us"], 0
+    at, after_seq = run.started_us, 0
     with store.connect() as conn:
         while True:
             rows = conn.execute(
@@ -79,11 +80,11 @@ def run_log_events(store: EventStore, run: Mapping[str, Any]) -> list[StoredEven
                     continue
                 # Only the first and last lines' microseconds can hold other runs' lines.
                 if (
-                    row.event_time_us in (run["started_us"], until)
+                    row.event_time_us in (run.started_us, until)
                     and not first <= order_key(row.event_time_us, p) <= last
                 ):
                     continue
-                found.append(_log_event(row, run["stream"], p))
+                found.append(_log_event(row, run.stream, p))
             if len(rows) < PAGE:
                 break
             at, after_seq = rows[-1].event_time_us, rows[-1].seq
@@ -149,17 +150,17 @@ def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:
     return ordered
 
 
-def run_lines(store: EventStore, run: Mapping[str, Any]) -> list[LogLine]:
+def run_lines(store: EventStore, run: RunView) -> list[LogLine]:
     """What a diagnosis of `run` (a `runs` row) reads: its own lines and the host's kernel
     lines around it, in the fold's order."""
-    until = run["ended_us"] or run["last_us"] or run["started_us"]
+    until = run.ended_us or run.last_us or run.started_us
     kernel = sorted(
         (
             event
             for event in store.read(
                 EventFilter(
-                    stream=f"{run['host']}/kernel",
-                    since_us=run["started_us"] - KERNEL_MARGIN_US,
+                    stream=f"{run.host}/kernel",
+                    since_us=run.started_us - KERNEL_MARGIN_US,
                     until_us=until + KERNEL_MARGIN_US,
                 )
             )

@@ -12,7 +12,6 @@ from advisor.core.actions import ActionStep, step_from_spec
 from advisor.store import EventStore
 
 
-# The `actions` columns kept as JSON text in the table, decoded in an `ActionRow`.
 def fresh(store: EventStore) -> int:
     """Fold what is new into the projections before they are read; the events folded."""
     # Imported here: the projector's fold is built from the views' own modules.
@@ -88,3 +87,100 @@ class ActionRow:
         """The row's columns by name, JSON columns decoded (what `advisor actions --json`
         shows)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "action"}
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None or text == "" else orjson.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One `runs` row as the later stages read it: `phases`, `config` and `lifecycle` (the
+    lifecycle events seen; None: not kept) decoded from their JSON."""
+
+    run_id: str
+    stream: str
+    host: str
+    unit: str
+    invocation_id: str | None
+    first_seq: int
+    last_seq: int
+    started_us: int
+    ended_us: int | None
+    lines: int
+    engine: str | None
+    phases: Any
+    last_phase: str | None
+    ready_us: int | None
+    stop_us: int | None
+    config: Mapping[str, Any]
+    exit_code: int | None
+    exit_signal: str | None
+    unit_result: str | None
+    restart_count: int | None
+    stop_timed_out: bool
+    ended: bool
+    died: bool
+    outcome: str
+    peak_gpu_used_bytes: int | None
+    peak_gpu_total_bytes: int | None
+    label: str | None
+    confidence: float | None
+    incident_id: str | None
+    peak_gpu_from_unit: bool | None
+    first_key: str | None
+    last_key: str | None
+    last_us: int | None
+    content: str | None
+    lifecycle: tuple[str, ...] | None
+    label_stale: bool | None
+    label_seq: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> RunView:
+        """The row as the table holds it (`{column: value}`, JSON columns as text)."""
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values["phases"] = _json(row["phases"])
+        values["config"] = _json(row["config"]) or {}
+        lifecycle = _json(row["lifecycle"])
+        values["lifecycle"] = None if lifecycle is None else tuple(lifecycle)
+        for name in ("stop_timed_out", "ended", "died"):
+            values[name] = bool(row[name])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    """One `incidents` row: `facts`, `evidence` and `candidates` (what the diagnoser said;
+    None: nothing yet) decoded from their JSON."""
+
+    incident_id: str
+    stream: str
+    host: str
+    unit: str
+    opened_seq: int
+    opened_us: int
+    config_key: str
+    first_run_id: str
+    last_run_id: str
+    runs: int
+    status: str
+    label: str | None
+    confidence: float | None
+    phase: str | None
+    facts: Mapping[str, Any] | None
+    evidence: list[dict[str, Any]] | None
+    candidates: list[dict[str, Any]] | None
+    classified_seq: int | None
+    resolved_us: int | None
+    resolved_run_id: str | None
+    started_us: int | None
+    superseded_by: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> IncidentView:
+        """The row as the table holds it (`{column: value}`, JSON columns as text)."""
+        values = {f.name: row[f.name] for f in fields(cls)}
+        for name in ("facts", "evidence", "candidates"):
+            values[name] = _json(row[name])
+        return cls(**values)

@@ -1,17 +1,17 @@
-"""The `runs` rows the later stages read: what is left to diagnose, one run by id."""
+"""The `runs` rows the later stages read: what is left to diagnose, one run by id, a unit's
+runs in time order."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy import or_, select
 
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.keys import CURRENT
+from advisor.views.rows import RunView
 
 
-def runs_to_diagnose(store: EventStore, *, final: bool) -> list[dict[str, Any]]:
+def runs_to_diagnose(store: EventStore, *, final: bool) -> list[RunView]:
     """`runs` rows to diagnose now, in time order: ended ones not classified for their lines
     (with `final`, also those that died without ending); then the first runs of current
     incidents whose diagnosis is older than their label (or missing)."""
@@ -32,13 +32,23 @@ def runs_to_diagnose(store: EventStore, *, final: bool) -> list[dict[str, Any]]:
             .where(or_(i.classified_seq.is_(None), i.classified_seq < r.label_seq))
             .order_by(r.started_us, r.run_id)
         ).all()
-    return [dict(row._mapping) for row in rows if row.ended or final] + [
-        dict(row._mapping) for row in unsaid
+    return [RunView.from_row(row._mapping) for row in rows if row.ended or final] + [
+        RunView.from_row(row._mapping) for row in unsaid
     ]
 
 
-def run_row(store: EventStore, run_id: str) -> dict[str, Any] | None:
+def run_row(store: EventStore, run_id: str) -> RunView | None:
     """The `runs` row of `run_id` (None: no such run now)."""
     with store.connect() as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
-    return None if row is None else dict(row._mapping)
+    return None if row is None else RunView.from_row(row._mapping)
+
+
+def unit_runs(store: EventStore, unit: str, host: str | None = None) -> list[RunView]:
+    """The `runs` rows of `unit` (on `host`, or any), in time order."""
+    query = select(runs).where(runs.c.unit == unit)
+    if host is not None:
+        query = query.where(runs.c.host == host)
+    with store.connect() as conn:
+        rows = conn.execute(query.order_by(runs.c.started_us, runs.c.run_id)).all()
+    return [RunView.from_row(row._mapping) for row in rows]

@@ -40,6 +40,7 @@ from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
+from advisor.views.rows import RunView
 from advisor.views.skipped import count_skipped, skipped_events
 from ingest.journal_sources import ingest_json_file
 from tests.journal_fixtures import BOOT, json_line
@@ -447,8 +448,8 @@ def test_a_run_whose_diagnosis_raises_is_skipped_once_and_the_next_runs_are_diag
     ingest_json_file(store, hostile_journal(tmp_path / "hostile.jsonl", seed_journal))
     step = Diagnoser.step
 
-    def flaky(self: Diagnoser, run: dict[str, Any]) -> list[NewEvent]:
-        if run["unit"] == UNIT:
+    def flaky(self: Diagnoser, run: RunView) -> list[NewEvent]:
+        if run.unit == UNIT:
             raise OverflowError("cannot convert float infinity to integer\nsecond line")
         return step(self, run)
 
