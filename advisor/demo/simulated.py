@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
+from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventStore
 from advisor.views.incidents import incident_rows
 from advisor.views.rows import IncidentView
@@ -40,16 +41,7 @@ ARGS: Final = (
     "0.0.0.0",
     "--port",
     "8000",
-    "--trust-remote-code",
-    "--max-model-len",
-    "131072",
-    "--tensor-parallel-size",
-    "4",
-    "--gpu-memory-utilization",
-    "0.9",
-    "--max-num-seqs",
-    "1024",
-    "--enable-expert-parallel",
+    *MINIMAX_M25_FLAGS,
     "--vocab-size",
     "200064",
     "--weights-gib",

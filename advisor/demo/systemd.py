@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from advisor.demo.simulated import DemoResult, _is_wedge, _open, _runs, remediate
 from advisor.pipeline.processing import Processor
+from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventStore
 
 if TYPE_CHECKING:
@@ -36,16 +37,7 @@ ARGS: Final = (
     "0.0.0.0",
     "--port",
     "8000",
-    "--trust-remote-code",
-    "--max-model-len",
-    "131072",
-    "--tensor-parallel-size",
-    "4",
-    "--gpu-memory-utilization",
-    "0.9",
-    "--max-num-seqs",
-    "1024",
-    "--enable-expert-parallel",
+    *MINIMAX_M25_FLAGS,
 )
 ENVIRONMENT: Final = {
     "MODEL": "MiniMaxAI/MiniMax-M2.5",

@@ -27,6 +27,21 @@ BLOCK_TOKENS: Final = 16  # vLLM's default KV block size
 CONTEXT_GIB: Final = 0.5  # CUDA context + cuBLAS workspace, per GPU
 SAMPLER_CHUNKS: Final = 5  # N × V × 4 B each: logits fp32, scaled copy, sorted values,
 SAMPLER_BYTES_PER_ELEMENT: Final = 4 * SAMPLER_CHUNKS  # int64 indices (two chunks) = 20 B
+# The seed service's serving flags (MiniMax-M2.5 on 4 GPUs), shared by the demos and tests:
+# its 1024 sequences do not fit the sampler's warm-up, so it fails the way the seed journal
+# records.
+MINIMAX_M25_FLAGS: Final = (
+    "--trust-remote-code",
+    "--max-model-len",
+    "131072",
+    "--tensor-parallel-size",
+    "4",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--max-num-seqs",
+    "1024",
+    "--enable-expert-parallel",
+)
 
 
 @dataclass(frozen=True, slots=True)

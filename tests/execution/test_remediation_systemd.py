@@ -20,6 +20,7 @@ import pytest
 
 from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
+from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventFilter, EventStore, open_store
 from advisor.views.actions import all_actions
 from advisor.views.reading import read_rows
@@ -47,16 +48,7 @@ SEED = [
     "${API_KEY}",
     "--chat-template",
     "/etc/vllm/it's.jinja",
-    "--trust-remote-code",
-    "--max-model-len",
-    "131072",
-    "--tensor-parallel-size",
-    "4",
-    "--gpu-memory-utilization",
-    "0.9",
-    "--max-num-seqs",
-    "1024",
-    "--enable-expert-parallel",
+    *MINIMAX_M25_FLAGS,
 ]
 FITS = [a if a != "1024" else "256" for a in SEED]  # the seed with a max_num_seqs that fits
 POLICY = (

@@ -19,7 +19,7 @@ from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.inputs import read_log
 from advisor.reports.contract import to_contract
 from advisor.sim import SimNode, UnitSpec
-from advisor.sim.models import GIB, card_for, plan
+from advisor.sim.models import GIB, MINIMAX_M25_FLAGS, card_for, plan
 from advisor.sim.process import Exit
 from advisor.sim.units import (
     exit_status,
@@ -40,16 +40,7 @@ SEED_UNIT = "vllm-minimax-m25.service"
 SEED_ARGS = [
     "--model",
     "MiniMaxAI/MiniMax-M2.5",
-    "--trust-remote-code",
-    "--max-model-len",
-    "131072",
-    "--tensor-parallel-size",
-    "4",
-    "--gpu-memory-utilization",
-    "0.9",
-    "--max-num-seqs",
-    "1024",
-    "--enable-expert-parallel",
+    *MINIMAX_M25_FLAGS,
     "--speed",
     SPEED,
 ]
