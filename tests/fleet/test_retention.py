@@ -230,7 +230,7 @@ def test_the_shipping_role_of_the_docs_appends_and_can_change_nothing(
 ) -> None:
     """docs/fleet.md's role, run as it stands: it ships (the owner's function numbers the
     events and makes the partitions) and is refused every change to events."""
-    from tests.test_central_roles import shipper_role
+    from tests.fleet.test_central_roles import shipper_role
 
     central = opener(pg_url)  # created by the owner
     with central.begin() as conn:
