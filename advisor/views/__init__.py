@@ -10,6 +10,7 @@ __all__ = [
     "incidents",
     "keys",
     "labels",
+    "logpages",
     "projector",
     "reading",
     "rows",

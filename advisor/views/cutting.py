@@ -12,9 +12,10 @@ from sqlalchemy import select
 
 from advisor.core.events import LogRecorded, StoredEvent, load_payload
 from advisor.parsing.runfold import starts_new_run
-from advisor.store.schema import events, fold_pending, runs, sources
+from advisor.store.schema import events, fold_pending, runs
 from advisor.views.foldbase import IN, PAGE, FoldBase, Line, parsed_line
 from advisor.views.keys import order_key, run_id_of
+from advisor.views.logpages import log_event, log_query, log_rows
 from advisor.views.runrow import RunRow
 from advisor.views.skipped import environmental, reason_of, unusable
 
@@ -193,61 +194,23 @@ class RunCutting(FoldBase):
     def _stream_lines(self, stream: str, since: int) -> Iterator[Line]:
         """The stream's log lines from `since` on, folded by the end of this chunk, in the
         stream's order: a range read on (stream, time), each microsecond's lines put in order."""
-        query = (
-            select(
-                events.c.seq,
-                events.c.event_time_us,
-                events.c.schema_version,
-                events.c.payload,
-                events.c.recorded_time_us,
-                sources.c.name,
-                events.c.idem_key,
-            )
-            .join(sources, sources.c.id == events.c.source_id)
-            .where(events.c.stream == stream)
-            .where(events.c.type == "log.recorded")
-            .where(events.c.seq <= self.upto)
-        )
-        at, after_seq = since, 0
+        query = log_query(stream).where(events.c.seq <= self.upto)
         group: list[Line] = []
-        while True:
-            rows = self.conn.execute(
-                query.where(events.c.event_time_us >= at)  # the index range's start
-                .where(
-                    (events.c.event_time_us > at)
-                    | ((events.c.event_time_us == at) & (events.c.seq > after_seq))
-                )
-                .order_by(events.c.event_time_us, events.c.seq)
-                .limit(PAGE)
-            ).all()
-            for row in rows:
-                if group and row.event_time_us != group[0].time_us:
-                    yield from sorted(group, key=lambda line: (line.key, line.seq))
-                    group = []
-                line = self._stored_line(stream, row)
-                if line is not None:
-                    group.append(line)
-            if len(rows) < PAGE:
+        for row in log_rows(self.conn, query, since):
+            if group and row.event_time_us != group[0].time_us:
                 yield from sorted(group, key=lambda line: (line.key, line.seq))
-                return
-            at, after_seq = rows[-1].event_time_us, rows[-1].seq
+                group = []
+            line = self._stored_line(stream, row)
+            if line is not None:
+                group.append(line)
+        yield from sorted(group, key=lambda line: (line.key, line.seq))
 
     def _stored_line(self, stream: str, row: Any) -> Line | None:
         """A stored log line as the fold first took it; None for one it left out then."""
         try:
             p = load_payload("log.recorded", row.schema_version, row.payload)
             assert isinstance(p, LogRecorded)
-            event = StoredEvent.model_construct(
-                seq=row.seq,
-                stream=stream,
-                type="log.recorded",
-                version=row.schema_version,
-                time_us=row.event_time_us,
-                recorded_us=row.recorded_time_us,
-                source=row.name,
-                key=row.idem_key,
-                payload=p,
-            )
+            event = log_event(row, stream, p)
             if unusable(event) is not None:
                 return None
             return Line(

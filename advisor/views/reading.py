@@ -6,7 +6,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sqlalchemy import Row, Select, select
+from sqlalchemy import select
 
 from advisor.core.events import LogRecorded, StoredEvent
 from advisor.parsing.lines import LogLine, line_from_payload
@@ -20,11 +20,10 @@ from advisor.store.schema import (
     incidents,
     run_labels,
     runs,
-    sources,
 )
 from advisor.store.store import read_payload
-from advisor.views.foldbase import PAGE
 from advisor.views.keys import order_key
+from advisor.views.logpages import log_event, log_query, log_rows
 from advisor.views.rows import RunView
 
 KERNEL_MARGIN_US: Final = 5_000_000  # the host's kernel lines this far around a run count
@@ -60,69 +59,21 @@ def run_log_events(store: EventStore, run: RunView) -> list[StoredEvent]:
     a page at a time)."""
     first, last = run.first_key or "", run.last_key or ""
     until = run.last_us or run.started_us
-    query = _log_query(run.stream, until)
+    query = log_query(run.stream).where(events.c.event_time_us <= until)
     found: list[StoredEvent] = []
-    at, after_seq = run.started_us, 0
     with store.connect() as conn:
-        while True:
-            rows = conn.execute(
-                query.where(events.c.event_time_us >= at)  # the index range's start
-                .where(
-                    (events.c.event_time_us > at)
-                    | ((events.c.event_time_us == at) & (events.c.seq > after_seq))
-                )
-                .order_by(events.c.event_time_us, events.c.seq)
-                .limit(PAGE)
-            ).all()
-            for row in rows:
-                p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload)
-                if not isinstance(p, LogRecorded):
-                    continue
-                # Only the first and last lines' microseconds can hold other runs' lines.
-                if (
-                    row.event_time_us in (run.started_us, until)
-                    and not first <= order_key(row.event_time_us, p) <= last
-                ):
-                    continue
-                found.append(_log_event(row, run.stream, p))
-            if len(rows) < PAGE:
-                break
-            at, after_seq = rows[-1].event_time_us, rows[-1].seq
+        for row in log_rows(conn, query, run.started_us):
+            p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload)
+            if not isinstance(p, LogRecorded):
+                continue
+            # Only the first and last lines' microseconds can hold other runs' lines.
+            if (
+                row.event_time_us in (run.started_us, until)
+                and not first <= order_key(row.event_time_us, p) <= last
+            ):
+                continue
+            found.append(log_event(row, run.stream, p))
     return in_line_order(found)
-
-
-def _log_query(stream: str, until: int) -> Select[Any]:
-    """The `log.recorded` events of `stream` up to `until`, with their source's name."""
-    return (
-        select(
-            events.c.seq,
-            events.c.event_time_us,
-            events.c.schema_version,
-            events.c.payload,
-            events.c.recorded_time_us,
-            sources.c.name,
-            events.c.idem_key,
-        )
-        .join(sources, sources.c.id == events.c.source_id)
-        .where(events.c.stream == stream)
-        .where(events.c.type == "log.recorded")
-        .where(events.c.event_time_us <= until)
-    )
-
-
-def _log_event(row: Row[Any], stream: str, payload: LogRecorded) -> StoredEvent:
-    """A row of `_log_query` as the stored event it is."""
-    return StoredEvent.model_construct(
-        seq=row.seq,
-        stream=stream,
-        type="log.recorded",
-        version=row.schema_version,
-        time_us=row.event_time_us,
-        recorded_us=row.recorded_time_us,
-        source=row.name,
-        key=row.idem_key,
-        payload=payload,
-    )
 
 
 def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:
