@@ -19,16 +19,18 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from re._constants import LITERAL as _LITERAL
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.core.errors import InputError
 from advisor.core.toml import load_toml
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES, convert
+from advisor.parsing.phases import Phase
 from advisor.parsing.sequence import Parsed, Run
 
-LABELS: Final = (
+# The labels a rule may give: the taxonomy's failures, then `healthy`; `unknown` is no rule's.
+FailureLabel = Literal[
     "sampler_warmup_oom",
     "kv_cache_oom",
     "weights_load_oom",
@@ -39,36 +41,13 @@ LABELS: Final = (
     "nccl_error",
     "gpu_hardware_fault",
     "other_crash",
-    "unknown",
-    "healthy",
-)
-FAILURE_LABELS: Final = tuple(label for label in LABELS if label not in ("unknown", "healthy"))
+]
+Label = Literal[FailureLabel, "healthy"]
+FAILURE_LABELS: Final = get_args(FailureLabel)
+LABELS: Final = (*FAILURE_LABELS, "unknown", "healthy")
 TIERS: Final = ("failure", "fallback", "healthy")
 MORE_EVIDENCE: Final = 2  # further lines the winning rule matched, cited as evidence too
 
-Label = Literal[
-    "sampler_warmup_oom",
-    "kv_cache_oom",
-    "weights_load_oom",
-    "cuda_graph_oom",
-    "runtime_oom",
-    "gpu_memory_held",
-    "wedged_stop",
-    "nccl_error",
-    "gpu_hardware_fault",
-    "other_crash",
-    "healthy",
-]
-Phase = Literal[
-    "starting",
-    "weights_loading",
-    "memory_profiling",
-    "kv_cache_allocation",
-    "cuda_graph_capture",
-    "sampler_warmup",
-    "ready",
-    "shutdown",
-]
 _NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
 
 

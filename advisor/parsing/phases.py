@@ -3,11 +3,11 @@ reached, and which engine a line comes from."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
-__all__ = ["PHASES", "PHASE_CUES", "PHASE_ORDER", "READY_CUES", "engine_hint", "phase_of"]
+__all__ = ["PHASES", "PHASE_CUES", "PHASE_ORDER", "READY_CUES", "Phase", "engine_hint", "phase_of"]
 
-PHASES: Final = (
+Phase = Literal[
     "starting",
     "weights_loading",
     "memory_profiling",
@@ -16,7 +16,8 @@ PHASES: Final = (
     "sampler_warmup",
     "ready",
     "shutdown",
-)
+]
+PHASES: Final = get_args(Phase)
 PHASE_ORDER: Final = {name: i for i, name in enumerate(PHASES)}
 
 
