@@ -67,18 +67,23 @@ def release_bound(ctx: PlanContext) -> tuple[float, str]:
     return DEFAULT_RELEASE_S, "no history on this host yet: the documented default"
 
 
-def wait_then_restart(
-    p: Draft, ctx: PlanContext, expected: str, why: str = "start the service with the new setting"
-) -> None:
+def wait_released(p: Draft, ctx: PlanContext, why: str) -> None:
+    """A `wait_gpu_free` step bounded by this host's release history (`release_bound`)."""
     seconds, source = release_bound(ctx)
     p.add(
         "wait_gpu_free",
-        "the stopped run's GPU memory must be back before the next start",
+        why,
         seconds=seconds,
         gpus=ctx.gpus,
         arithmetic=(f"bound {seconds:.0f} s: {source}",),
         expected="the unit's GPUs back to their idle memory, stable for a few samples",
     )
+
+
+def wait_then_restart(
+    p: Draft, ctx: PlanContext, expected: str, why: str = "start the service with the new setting"
+) -> None:
+    wait_released(p, ctx, "the stopped run's GPU memory must be back before the next start")
     restart(p, ctx, why, expected)
 
 
@@ -111,15 +116,7 @@ def wedged(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
         "the stop timed out: SIGKILL the unit's whole control group",
         expected="no process of the unit left",
     )
-    seconds, source = release_bound(ctx)
-    p.add(
-        "wait_gpu_free",
-        "the driver frees GPU memory some seconds after the processes go",
-        seconds=seconds,
-        gpus=ctx.gpus,
-        arithmetic=(f"bound {seconds:.0f} s: {source}",),
-        expected="the unit's GPUs back to their idle memory, stable for a few samples",
-    )
+    wait_released(p, ctx, "the driver frees GPU memory some seconds after the processes go")
     p.add(
         "set_unit_option",
         "a shorter stop timeout, if the unit's is longer: SIGKILL "
