@@ -41,6 +41,10 @@ FACT_TYPES: Final[dict[str, type]] = {
     "restart_count": int,
     "stop_timed_out": bool,
     "xid": int,
+    "max_total_tokens": int,
+    "profiled_max_total_tokens": int,
+    "required_gib": float,
+    "hung_task_seconds": int,
     "facts_dropped": int,
 }
 FACT_KEYS: Final = tuple(FACT_TYPES)
@@ -83,7 +87,8 @@ NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
     "gpu_index": (0, (1 << 16) - 1),
     "kv_cache_tokens": (0, 1 << 48),
     "kv_cache_needed_gib": (0.0, _GIB_MAX),
-    "available_kv_cache_gib": (0.0, _GIB_MAX),
+    # What is left for the KV cache after profiling: negative is a shortfall.
+    "available_kv_cache_gib": (-_GIB_MAX, _GIB_MAX),
     "estimated_max_model_len": (0, 1 << 48),
     "requested_gib": (0.0, _GIB_MAX),
     "mem_fraction_static": (0.0, 1.0),
@@ -91,6 +96,11 @@ NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
     "exit_code": (0, 255),
     "restart_count": (0, (1 << 31) - 1),
     "xid": (0, (1 << 16) - 1),
+    "max_total_tokens": (1, 1 << 48),
+    # SGLang's profiled token budget: negative when the weights leave no room.
+    "profiled_max_total_tokens": (-(1 << 48), 1 << 48),
+    "required_gib": (0.0, _GIB_MAX),
+    "hung_task_seconds": (1, 1 << 31),
     "facts_dropped": (0, (1 << 31) - 1),
 }
 _MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (and costly)
