@@ -49,6 +49,20 @@ class RunVerdict:
     def failed(self) -> bool:
         return self.label not in _NOT_FAILURES
 
+    @property
+    def corroborated(self) -> bool:
+        """Does a rule's evidence agree with the label? (A label the model gave alone is
+        reported with its evidence, but a plan for it only notifies.)"""
+        return corroborated(self.label, self.candidates)
+
+
+def corroborated(label: str, candidates: Sequence[Candidate]) -> bool:
+    """A rule among the candidates gives `label` (healthy and unknown need no corroboration:
+    nothing is done for them either way)."""
+    if label in _NOT_FAILURES:
+        return True
+    return any(c.source == "rules" and c.label == label for c in candidates)
+
 
 @dataclass(frozen=True)
 class RuleVote:

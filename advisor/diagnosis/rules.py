@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from advisor.core.errors import InputError
 from advisor.core.toml import load_toml
+from advisor.parsing.catalog import Catalog, Condition, parse_condition, shipped_catalog
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES, convert
 from advisor.parsing.phases import Phase
 from advisor.parsing.sequence import Parsed, Run
@@ -70,6 +71,15 @@ class RuleSpec(BaseModel):
     after_stop: bool | None = None
     died: bool | None = None
     facts: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    # `FACT OP NUMBER`: on the evidence line's facts and the run's (`kv_budget_gib < 0`).
+    when: tuple[str, ...] = ()
+
+    @field_validator("when")
+    @classmethod
+    def _conditions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            parse_condition(text)
+        return value
 
     @field_validator("match", "also", "absent")
     @classmethod
@@ -100,6 +110,9 @@ class _RuleFile(BaseModel):
     rule: list[dict[str, Any]] = Field(default_factory=list)
 
 
+Reader = Callable[[re.Match[str]], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Rule:
     spec: RuleSpec
@@ -107,6 +120,11 @@ class Rule:
     match: tuple[re.Pattern[str], ...]
     also: tuple[re.Pattern[str], ...]
     absent: tuple[re.Pattern[str], ...]
+    when: tuple[Condition, ...] = ()
+    # A rule made from a catalogue message: it looks only at lines parsing tagged with that
+    # message, and reads its facts the message's way (units, signs).
+    message: str | None = None
+    reader: Reader | None = None
 
     @property
     def id(self) -> str:
@@ -120,6 +138,7 @@ def _compile(spec: RuleSpec, origin: str) -> Rule:
         tuple(re.compile(p) for p in spec.match),
         tuple(re.compile(p) for p in spec.also),
         tuple(re.compile(p) for p in spec.absent),
+        tuple(parse_condition(t) for t in spec.when),
     )
 
 
@@ -158,14 +177,73 @@ def shipped_rule_files() -> list[tuple[str, str]]:
     )
 
 
+# An out-of-memory message means what the phase it happened in makes of it.
+_OOM_BY_PHASE: Final = (
+    ("weights", "weights_load_oom", {"phases": ["weights_loading"]}),
+    ("graph", "cuda_graph_oom", {"phases": ["cuda_graph_capture"]}),
+    ("sampler", "sampler_warmup_oom", {"phases": ["sampler_warmup"]}),
+    ("kv", "kv_cache_oom", {"phases": ["kv_cache_allocation"]}),
+    ("runtime", "runtime_oom", {"after_ready": True, "after_stop": False}),
+    ("serving", "runtime_oom", {"phases": ["ready"]}),
+)
+_OOM_CONFIDENCE: Final = 0.92
+
+
+def catalog_rules(catalog: Catalog) -> list[Rule]:
+    """A rule for each catalogue message with a label (`oom`: one per phase it may hit)."""
+    out = []
+    for message in catalog.messages:
+        spec = message.spec
+        if spec.label is None:
+            continue
+        origin = f"{message.origin} (catalogue)"
+        base = {
+            "description": spec.meaning,
+            "match": (message.template.regex.pattern,),
+            "when": spec.when,
+        }
+        if spec.label == "oom":
+            variants = [
+                (
+                    f"catalog.{spec.id}.{suffix}",
+                    label,
+                    min(message.confidence, _OOM_CONFIDENCE),
+                    extra,
+                )
+                for suffix, label, extra in _OOM_BY_PHASE
+            ]
+        else:
+            variants = [(f"catalog.{spec.id}", spec.label, message.confidence, {})]
+        for rule_id, label, confidence, extra in variants:
+            rule_spec = RuleSpec.model_validate(
+                {**base, **extra, "id": rule_id, "label": label, "confidence": confidence}
+            )
+            compiled = _compile(rule_spec, origin)
+            out.append(
+                Rule(
+                    rule_spec,
+                    origin,
+                    (message.template.regex,),
+                    (),
+                    (),
+                    compiled.when,
+                    message.id,
+                    message.template.read,
+                )
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class RuleSet:
     """The rules in force, with a cheap test of whether a line can match any of them: every
-    pattern's longest mandatory literal (a substring test), else the pattern itself."""
+    pattern's longest mandatory literal (a substring test), else the pattern itself; a
+    catalogue rule's line is one parsing tagged with its message."""
 
     rules: tuple[Rule, ...]
     cues: tuple[str, ...]
     uncued: tuple[re.Pattern[str], ...]
+    messages: frozenset[str] = frozenset()
 
     def by_id(self, rule_id: str) -> Rule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
@@ -202,6 +280,8 @@ def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:
     for name, text in shipped_rule_files():
         for rule in load_file(Path("rules") / name, text):
             _add(ordered, seen_in, rule, "(shipped)")
+    for rule in catalog_rules(shipped_catalog()):
+        _add(ordered, seen_in, rule, "(catalogue)")
     for folder in extra_dirs:
         if not folder.is_dir():
             raise InputError(f"{folder}: --rules expects a folder of .toml rule files")
@@ -227,14 +307,18 @@ def _add(
 def build_ruleset(rules: Sequence[Rule]) -> RuleSet:
     cues: set[str] = set()
     uncued: list[re.Pattern[str]] = []
+    messages: set[str] = set()
     for rule in rules:
+        if rule.message is not None:
+            messages.add(rule.message)
+            continue
         for text, compiled in zip(rule.spec.match, rule.match, strict=True):
             cue = literal_cue(text)
             if cue is None:
                 uncued.append(compiled)
             else:
                 cues.add(cue)
-    return RuleSet(tuple(rules), tuple(sorted(cues)), tuple(uncued))
+    return RuleSet(tuple(rules), tuple(sorted(cues)), tuple(uncued), frozenset(messages))
 
 
 # ------------------------------------------------------------------ matching
@@ -293,6 +377,13 @@ def phase_at(run: Run, position: int, parsed: Sequence[Parsed] | None = None) ->
     return run.phase_before(position)
 
 
+def _stated(rule: Rule, m: re.Match[str]) -> dict[str, Any]:
+    """The facts a match states, read the rule's way."""
+    if rule.reader is not None:
+        return rule.reader(m)
+    return {k: convert(k, v) for k, v in m.groupdict().items() if v is not None}
+
+
 def run_facts(run: Run) -> dict[str, Any]:
     """The facts a run's condition checks see: config plus lifecycle."""
     return {**run.config, **run.event_facts}
@@ -301,7 +392,13 @@ def run_facts(run: Run) -> dict[str, Any]:
 def match_run(ruleset: RuleSet, run: Run, parsed: Sequence[Parsed]) -> list[Hit]:
     """Every rule that fires on the run (best first within tier order)."""
     candidates = [
-        i for i in run.indexes if not parsed[i].facts.noise and ruleset.may_match(parsed[i].body)
+        i
+        for i in run.indexes
+        if not parsed[i].facts.noise
+        and (
+            ruleset.may_match(parsed[i].body)
+            or any(m in ruleset.messages for m in parsed[i].messages)
+        )
     ]
     if not candidates:
         return []
@@ -343,6 +440,8 @@ def _try(
             return None
     for i in candidates:
         body = parsed[i].body
+        if rule.message is not None and rule.message not in parsed[i].messages:
+            continue
         for pattern in rule.match:
             m = pattern.search(body)
             if m is None:
@@ -358,7 +457,9 @@ def _try(
                 (run.stop_at is not None and run.stop_at < i) != spec.after_stop
             ):
                 continue
-            stated = {k: convert(k, v) for k, v in m.groupdict().items() if v is not None}
+            stated = _stated(rule, m)
+            if rule.when and not all(c.holds({**facts, **stated}) for c in rule.when):
+                continue
             more = [
                 j for j in candidates if j > i and any(p.search(parsed[j].body) for p in rule.match)
             ][:MORE_EVIDENCE]

@@ -91,6 +91,11 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
         dict(incident.facts or {}),
         set(),
         now.invocation_id if now is not None else run.invocation_id,
+        corroborated=incident.label in ("healthy", "unknown", None)
+        or any(
+            c.get("source") == "rules" and c.get("label") == incident.label
+            for c in incident.candidates or []
+        ),
     )
     store.append(events)
     Projector(store).catch_up()

@@ -342,6 +342,30 @@ class Message:
     def conditions_hold(self, facts: Mapping[str, Any]) -> bool:
         return all(c.holds(facts) for c in self.when)
 
+    def render(self, values: Mapping[str, str]) -> str:
+        """The template with its placeholders filled: `values` by fact name (or `_N` for
+        the N-th anonymous placeholder, counted from 0). ValueError for one left empty."""
+        anonymous = iter(range(1_000))
+
+        def fill(m: re.Match[str]) -> str:
+            name = m.group(1)
+            key = f"_{next(anonymous)}" if name == "_" else name
+            if key not in values:
+                raise ValueError(f"message {self.id}: no value for placeholder {key}")
+            return values[key]
+
+        return _PLACEHOLDER.sub(fill, self.spec.template)
+
+    def placeholders(self) -> list[tuple[str, str]]:
+        """(name, kind) of each placeholder in order; anonymous ones named `_0`, `_1`, …"""
+        out, n = [], 0
+        for m in _PLACEHOLDER.finditer(self.spec.template):
+            name, kind = m.group(1), m.group(2) or "text"
+            if name == "_":
+                name, n = f"_{n}", n + 1
+            out.append((name, kind))
+        return out
+
 
 def _build(spec: MessageSpec, producer: ProducerSpec, origin: str) -> Message:
     try:

@@ -107,7 +107,7 @@ def _numbers(body: str, result: LineFacts) -> None:
 
 
 # ------------------------------------------------------------------ systemd lifecycle
-_EXIT = re.compile(r"(?:Main|Control) process exited, code=(\w+), status=(\d+)/([\w/-]+)")
+_EXIT = re.compile(r"(?:[Mm]ain|[Cc]ontrol) process exited, code=(\w+), status=(\d+)/([\w/-]+)")
 _RESULT = re.compile(r"Failed with result '([\w-]+)'")
 _RESTART = re.compile(r"restart counter is at (\d+)")
 _SIGNALS: Final = {
@@ -134,6 +134,9 @@ def _systemd(body: str, result: LineFacts) -> str | None:
         return "stopped"
     if "Failed to start" in body:
         return "start_failed"
+    if "stopping timed out. Terminating" in body or "stopping timed out. Killing" in body:
+        out["stop_timed_out"] = True  # systemd before v230: `UNIT stopping timed out.`
+        return "stop_timeout"
     if (
         "timed out. Killing" in body
         or "timed out. Skipping SIGKILL" in body
@@ -150,7 +153,7 @@ def _systemd(body: str, result: LineFacts) -> str | None:
     m = _EXIT.search(body)
     if m:
         code, status, name = m.groups()
-        if "Control process" in body:
+        if "ontrol process" in body:
             return "control_exit"
         if code == "exited":
             _state(result, "exit_code", status)
@@ -161,6 +164,8 @@ def _systemd(body: str, result: LineFacts) -> str | None:
     if m:
         out["unit_result"] = m.group(1)
         return "failed"
+    if body.startswith("Unit ") and body.endswith(" entered failed state."):
+        return "failed"  # systemd before v236
     if body.endswith(": Deactivated successfully.") or body.endswith(": Succeeded."):
         return "deactivated"
     m = _RESTART.search(body)
@@ -179,8 +184,10 @@ def _systemd(body: str, result: LineFacts) -> str | None:
 Reader = Callable[[str, LineFacts], None]
 
 
-_ACTIVE = re.compile(r"^Active: (\w+) \(([\w-]+)\)(?: \(Result: ([\w-]+)\))?")
-_MAIN_PID = re.compile(r"^Main PID: \d+ \(code=(\w+), status=(\d+)/([\w/-]+)\)")
+_ACTIVE = re.compile(r"^Active: (\w+)(?: \(([\w-]+)\))?(?: \(Result: ([\w-]+)\))?")
+_MAIN_PID = re.compile(
+    r"^Main PID: \d+ \(code=(\w+), (?:status=(\d+)/([\w/-]+)|signal=([A-Z0-9]+))\)"
+)
 
 
 def _status_header(body: str, line: LineFacts) -> str | None:
@@ -201,7 +208,10 @@ def _status_header(body: str, line: LineFacts) -> str | None:
         return None
     m = _MAIN_PID.match(body)
     if m:
-        code, status, name = m.groups()
+        code, status, name, signal = m.groups()
+        if signal is not None:  # `(code=killed, signal=KILL)`
+            out["exit_signal"] = signal
+            return "exit"
         if code == "exited":
             _state(line, "exit_code", status)
         else:

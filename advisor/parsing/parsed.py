@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
-from advisor.parsing.facts import LineFacts, engine_hint, read_facts
+from advisor.parsing.catalog import Catalog, shipped_catalog
+from advisor.parsing.facts import CONFIG_FACTS, LineFacts, engine_hint, read_facts
 from advisor.parsing.lines import LogLine, Split, clean_text, split_line
 
 
@@ -15,6 +17,8 @@ class Parsed:
     split: Split
     facts: LineFacts
     engine: str | None
+    # The catalogue messages the line is (ids), most specific first.
+    messages: tuple[str, ...] = ()
 
     @property
     def body(self) -> str:
@@ -31,7 +35,9 @@ class Parsed:
         return self.line.pid
 
 
-def parse(lines: Iterable[LogLine]) -> list[Parsed]:
+def parse(lines: Iterable[LogLine], catalog: Catalog | None = None) -> list[Parsed]:
+    """Each line read: prefix, facts (the catalogue's messages add theirs), writer."""
+    catalog = catalog if catalog is not None else shipped_catalog()
     out = []
     for line in lines:
         split = split_line(
@@ -51,8 +57,34 @@ def parse(lines: Iterable[LogLine]) -> list[Parsed]:
                 )
                 else None
             )
-        out.append(Parsed(line, split, facts, engine))
+        messages = _tag(catalog, split.body, facts) if not facts.noise else ()
+        out.append(Parsed(line, split, facts, engine, messages))
     return out
+
+
+_ENGINE_WRITERS: Final = frozenset(
+    {"vllm", "sglang", "tgi", "candle-vllm", "llamacpp", "transformers"}
+)
+
+
+def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[str, ...]:
+    """The catalogue messages `body` is. A message that supports a label adds the facts it
+    states to the line's (what the engine-specific readers found first stands); any message
+    adds config facts; an engine's message marks the start-up phase it belongs to."""
+    found = catalog.match(body)
+    for message, stated in found:
+        spec = message.spec
+        for key, value in stated.items():
+            if spec.label is not None or key in CONFIG_FACTS:
+                facts.facts.setdefault(key, value)
+        if (
+            facts.phase is None
+            and spec.phase is not None
+            and spec.label is None
+            and message.producer.writes in _ENGINE_WRITERS
+        ):
+            facts.phase = spec.phase
+    return tuple(message.id for message, _ in found)
 
 
 def own_pids(parsed: Iterable[Parsed]) -> set[int]:

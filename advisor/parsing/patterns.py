@@ -134,7 +134,7 @@ NUMBERS: Final = (
     ),
     _p(
         "Available KV cache memory",
-        r"Available KV cache memory: (?P<available_kv_cache_gib>"
+        r"Available KV cache memory: (?P<available_kv_cache_gib>-?"
         r"[\d.]+) GiB",
     ),
     _p(

@@ -95,6 +95,8 @@ class Planner:
             dict(p.facts),
             pids,
             run.invocation_id,
+            corroborated=any(c.source == "rules" and c.label == p.label for c in p.candidates)
+            or p.label in ("healthy", "unknown"),
         )
 
 
@@ -108,6 +110,8 @@ def propose(
     facts: Mapping[str, Any],
     own: set[int],
     invocation_id: str | None,
+    *,
+    corroborated: bool = True,
 ) -> list[NewEvent]:
     """`action.proposed` events for a plan for `run`'s failure (a `runs` row): a new
     incident's, or a new plan for an open incident (`advisor replan`), made for
@@ -126,7 +130,8 @@ def propose(
         ready_bound_s=ready_bound_s(store, run.host, run.unit),
     )
     events = []
-    for step, action in enumerate(plan(label, confidence, facts, context)):
+    steps = plan(label, confidence, facts, context, corroborated=corroborated)
+    for step, action in enumerate(steps):
         action_id = f"{plan_id}#{step}"
         events.append(
             NewEvent.model_validate(

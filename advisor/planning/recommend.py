@@ -52,9 +52,15 @@ ACT_BELOW: Final = 0.7  # less sure than this: tell a person, change nothing
 
 
 def plan(
-    label: str, confidence: float, facts: Mapping[str, Any], context: PlanContext | None = None
+    label: str,
+    confidence: float,
+    facts: Mapping[str, Any],
+    context: PlanContext | None = None,
+    *,
+    corroborated: bool = True,
 ) -> list[ActionStep]:
-    """The plan for one diagnosis."""
+    """The plan for one diagnosis. A label no rule's evidence agrees with (the learned model's
+    alone, `corroborated` false) is reported, never acted on: `notify` only."""
     ctx = context or PlanContext()
     unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
     facts = checked_facts(facts)
@@ -66,6 +72,14 @@ def plan(
             "notify",
             f"{label} at confidence {confidence:.2f}: not enough to act on; "
             "a person should look at the evidence",
+        )
+        return p.actions
+    if not corroborated:
+        p.add(
+            "notify",
+            f"{label} at confidence {confidence:.2f} is the learned model's judgement alone: "
+            "no rule's evidence agrees, so nothing is changed; a person should confirm it "
+            "from the evidence",
         )
         return p.actions
     if ctx.unit is not None and unit is None:

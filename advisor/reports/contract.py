@@ -30,10 +30,17 @@ def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
         for i in verdict.evidence
     ]
     facts = facts_of(diagnosis)
-    actions = plan(verdict.label, verdict.confidence, facts, PlanContext(unit=verdict.run.unit))
+    actions = plan(
+        verdict.label,
+        verdict.confidence,
+        facts,
+        PlanContext(unit=verdict.run.unit),
+        corroborated=verdict.corroborated,
+    )
     return {
         "label": verdict.label,
         "confidence": verdict.confidence,
+        "corroborated": verdict.corroborated,
         "evidence": evidence,
         "facts": facts,
         "actions": summary(actions),

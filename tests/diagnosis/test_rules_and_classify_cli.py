@@ -57,8 +57,14 @@ def test_shipped_rules_cover_every_failure_label_and_healthy() -> None:
         ),
         (
             '[[rule]]\nid = "w"\nlabel = "other_crash"\nconfidence = 0.5\nmatch = ["a"]\n'
-            "when = 1\n",
-            "rules.toml: rule w: field when: Extra inputs are not permitted",
+            "unless = 1\n",
+            "rules.toml: rule w: field unless: Extra inputs are not permitted",
+        ),
+        (
+            '[[rule]]\nid = "c"\nlabel = "kv_cache_oom"\nconfidence = 0.5\nmatch = ["a"]\n'
+            'when = ["available_kv_cache_gib is negative"]\n',
+            "rules.toml: rule c: field when: Value error, condition "
+            "'available_kv_cache_gib is negative' is not `FACT OP NUMBER`",
         ),
         ("[[rule]\n", "rules.toml: not valid TOML"),
     ],
