@@ -98,7 +98,8 @@ def test_every_shipped_rule_is_named_under_its_label() -> None:
     missing = [
         f"{rule.id} ({rule.spec.label})"
         for rule in load_rules().rules
-        if f"`{rule.id}`" not in sections.get(rule.spec.label, "")
+        if rule.message is None  # a catalogue message's rule: its entry describes it
+        and f"`{rule.id}`" not in sections.get(rule.spec.label, "")
     ]
     assert not missing, f"rules not described under their label in docs/taxonomy.md: {missing}"
 
