@@ -187,6 +187,12 @@ _OOM_BY_PHASE: Final = (
     ("serving", "runtime_oom", {"phases": ["ready"]}),
 )
 _OOM_CONFIDENCE: Final = 0.92
+# A catalogued readiness line means health only for a run that did not die; a catalogued
+# crash message (most are relays: "Scheduler hit an exception") only when nothing says more.
+_TIER_OF: Final[dict[str, dict[str, Any]]] = {
+    "healthy": {"tier": "healthy", "died": False},
+    "other_crash": {"tier": "fallback"},
+}
 
 
 def catalog_rules(catalog: Catalog) -> list[Rule]:
@@ -213,7 +219,9 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
                 for suffix, label, extra in _OOM_BY_PHASE
             ]
         else:
-            variants = [(f"catalog.{spec.id}", spec.label, message.confidence, {})]
+            variants = [
+                (f"catalog.{spec.id}", spec.label, message.confidence, _TIER_OF.get(spec.label, {}))
+            ]
         for rule_id, label, confidence, extra in variants:
             rule_spec = RuleSpec.model_validate(
                 {**base, **extra, "id": rule_id, "label": label, "confidence": confidence}

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from advisor.core.errors import InputError
 from advisor.core.toml import load_toml
 from advisor.parsing.phases import Phase
-from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain
+from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain, read_value
 
 CatalogLabel = Literal[
     "sampler_warmup_oom",
@@ -211,7 +211,8 @@ def read_placeholder(name: str, kind: str, raw: str) -> Any:
     elif kind_type is float:
         value = _decimal(raw)
     else:
-        return raw.strip() or None
+        text = read_value(name, raw)  # `None`, `auto`, `torch.` prefixes: as everywhere
+        return text if isinstance(text, str) and text else None
     if value is None:
         return None
     if name in NUMBER_DOMAINS and not in_domain(name, value):
