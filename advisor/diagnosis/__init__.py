@@ -2,4 +2,15 @@
 diagnoser that labels the runs the views hold.
 """
 
-__all__ = ["classify", "features", "live", "model", "rules", "ruletest", "training"]
+__all__ = [
+    "classify",
+    "features",
+    "holdout",
+    "live",
+    "model",
+    "rulefile",
+    "rules",
+    "ruletest",
+    "stream",
+    "training",
+]

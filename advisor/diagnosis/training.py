@@ -347,6 +347,8 @@ def evaluate_golden(
 def format_report(name: str, report: dict[str, Any]) -> str:
     lines = [f"{name}: {report.get('examples')} examples, accuracy {report['accuracy']:.3f}"]
     for key in (
+        "macro_f1",
+        "macro_f1_model_only",
         "accuracy_rules_only",
         "accuracy_model_only",
         "accuracy_combined",

@@ -1,6 +1,7 @@
 """Log lines read: their facts, and the runs they make."""
 
 __all__ = [
+    "catalog",
     "facts",
     "lines",
     "parsed",
@@ -8,6 +9,7 @@ __all__ = [
     "phases",
     "runfold",
     "sequence",
+    "templates",
     "tracebacks",
     "values",
 ]

@@ -62,6 +62,9 @@ def parse(lines: Iterable[LogLine], catalog: Catalog | None = None) -> list[Pars
     return out
 
 
+# `starting` is every run's first phase and `shutdown` is the stop's own bookkeeping: a message
+# of either says nothing the lifecycle lines do not.
+_UNMARKED: Final = frozenset({None, "starting", "shutdown"})
 _ENGINE_WRITERS: Final = frozenset(
     {"vllm", "sglang", "tgi", "candle-vllm", "llamacpp", "transformers"}
 )
@@ -79,7 +82,7 @@ def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[str, ...]:
                 facts.facts.setdefault(key, value)
         if (
             facts.phase is None
-            and spec.phase is not None
+            and spec.phase not in _UNMARKED
             and spec.label is None
             and message.producer.writes in _ENGINE_WRITERS
         ):

@@ -11,6 +11,7 @@ exception line; chained exceptions (`The above exception was the direct cause…
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -30,6 +31,17 @@ FRAME_PHASES: Final = {
     "_capture_cudagraphs": "cuda_graph_capture",
     "capture_one_batch_size": "cuda_graph_capture",
     "capture_graph": "cuda_graph_capture",
+    # PyTorch's own graph capture, whoever calls it (a foreign server's too).
+    "capture_begin": "cuda_graph_capture",
+    "capture_end": "cuda_graph_capture",
+    "make_graphed_callables": "cuda_graph_capture",
+    # transformers: loading a checkpoint, and generating for a request.
+    "from_pretrained": "weights_loading",
+    "_load_pretrained_model": "weights_loading",
+    "_load_state_dict_into_meta_model": "weights_loading",
+    "_sample": "ready",
+    "greedy_search": "ready",
+    "beam_search": "ready",
     "load_model": "weights_loading",
     "load_weights": "weights_loading",
     "initialize_model": "weights_loading",
@@ -86,37 +98,57 @@ class _Open:
     chained: bool = False
 
 
-def stitch(
-    bodies: Sequence[str], writers: Sequence[object], records: Sequence[str | None] | None = None
-) -> list[Traceback]:
-    """Group line positions into tracebacks; `writers[i]` says who wrote line i, and
-    `records[i]` the logger header (file:line) of a vLLM log record, whose lines all belong
-    to the record. A frame line with no traceback open starts one (a paste cut above it)."""
-    open_: dict[object, _Open] = {}
-    done: list[Traceback] = []
-    heads: dict[object, str | None] = {}
-    for i, (body, writer) in enumerate(zip(bodies, writers, strict=True)):
-        record = records[i] if records is not None else None
+class Stitcher:
+    """`stitch`, one line at a time: feed each line of a run in order, then `finish`. With
+    `limit`, only the first and the latest `limit` closed tracebacks are kept (a server that
+    logs a traceback per failed request for hours has no use for all of them)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._open: dict[object, _Open] = {}
+        self._heads: dict[object, str | None] = {}
+        self._done: list[Traceback] = []
+        self._recent: deque[Traceback] = deque(maxlen=limit)
+        self._limit = limit
+
+    def _close(self, tb: Traceback) -> None:
+        if self._limit is None or len(self._done) < self._limit:
+            self._done.append(tb)
+        else:
+            self._recent.append(tb)
+
+    def feed(self, i: int, body: str, writer: object, record: str | None = None) -> bool:
+        """Add the line at position `i`; True when it is a traceback's exception line."""
         text = body.strip()
-        state = open_.get(writer)
+        state = self._open.get(writer)
         if "Traceback (most recent call last)" in text:
             if state is not None and (not state.after_exception or state.chained):
                 state.tb.indexes.append(i)
                 state.after_frame = state.after_exception = state.chained = False
-                continue
+                return False
             if state is not None:
-                done.append(state.tb)
-            open_[writer] = _Open(Traceback(writer, [i]))
-            heads[writer] = record
-            continue
+                self._close(state.tb)
+            self._open[writer] = _Open(Traceback(writer, [i]))
+            self._heads[writer] = record
+            return False
         frame = _FRAME.match(body)
         if state is None:
             if frame is None:
-                continue
-            state = open_[writer] = _Open(Traceback(writer, []))
-            heads[writer] = record
+                return False
+            state = self._open[writer] = _Open(Traceback(writer, []))
+            self._heads[writer] = record
+        return self._continue(state, i, body, text, frame, record)
+
+    def _continue(
+        self,
+        state: _Open,
+        i: int,
+        body: str,
+        text: str,
+        frame: re.Match[str] | None,
+        record: str | None,
+    ) -> bool:
         tb = state.tb
-        same_record = record is not None and record == heads.get(writer)
+        same_record = record is not None and record == self._heads.get(tb.writer)
         if frame:
             tb.indexes.append(i)
             tb.functions.append(frame.group(2))
@@ -128,6 +160,7 @@ def stitch(
             tb.indexes.append(i)
             tb.exceptions.append(i)
             state.after_frame, state.after_exception = False, True
+            return True
         elif (
             not text
             or set(text) <= set("^~ ")
@@ -138,9 +171,25 @@ def stitch(
             tb.indexes.append(i)  # code lines, carets, blank lines of a logger record
             state.after_frame = False
         else:
-            done.append(tb)
-            del open_[writer]
-    done.extend(state.tb for state in open_.values())
-    done = [tb for tb in done if tb.indexes]
-    done.sort(key=lambda tb: tb.indexes[0])
-    return done
+            self._close(tb)
+            del self._open[tb.writer]
+        return False
+
+    def finish(self) -> list[Traceback]:
+        """The tracebacks, in order of their first line."""
+        done = [*self._done, *self._recent, *(state.tb for state in self._open.values())]
+        done = [tb for tb in done if tb.indexes]
+        done.sort(key=lambda tb: tb.indexes[0])
+        return done
+
+
+def stitch(
+    bodies: Sequence[str], writers: Sequence[object], records: Sequence[str | None] | None = None
+) -> list[Traceback]:
+    """Group line positions into tracebacks; `writers[i]` says who wrote line i, and
+    `records[i]` the logger header (file:line) of a vLLM log record, whose lines all belong
+    to the record. A frame line with no traceback open starts one (a paste cut above it)."""
+    stitcher = Stitcher()
+    for i, (body, writer) in enumerate(zip(bodies, writers, strict=True)):
+        stitcher.feed(i, body, writer, records[i] if records is not None else None)
+    return stitcher.finish()

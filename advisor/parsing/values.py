@@ -43,7 +43,6 @@ FACT_TYPES: Final[dict[str, type]] = {
     "xid": int,
     "max_total_tokens": int,
     "profiled_max_total_tokens": int,
-    "required_gib": float,
     "hung_task_seconds": int,
     "facts_dropped": int,
 }
@@ -99,7 +98,6 @@ NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
     "max_total_tokens": (1, 1 << 48),
     # SGLang's profiled token budget: negative when the weights leave no room.
     "profiled_max_total_tokens": (-(1 << 48), 1 << 48),
-    "required_gib": (0.0, _GIB_MAX),
     "hung_task_seconds": (1, 1 << 31),
     "facts_dropped": (0, (1 << 31) - 1),
 }

@@ -1,11 +1,17 @@
 """Logs as `LogLine`s: from a file (journald JSON or plain text, told apart by content) or
 from stored `log.recorded` events. `advisor classify` reads files without a store; it uses
-the journald decoder of `ingest` so that a line means the same here as once stored."""
+the journald decoder of `ingest` so that a line means the same here as once stored.
+
+`open_log` reads lazily, a line at a time (a journal of millions of lines is never held in
+memory); `read_log` is the same reader, all at once."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
+from typing import BinaryIO
 
 from advisor.core.errors import InputError
 from advisor.parsing.lines import LogLine, line_from_payload
@@ -13,12 +19,12 @@ from ingest.kinds import JOURNAL_JSON, line_kind
 
 JOURNALD = "journald-json"
 TEXT = "text"
+_SNIFF = 4096  # bytes looked at for binary data
 
 
-def _journal_lines(raw_lines: list[bytes], name: str) -> list[LogLine]:
+def _journal_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[LogLine]:
     from ingest.journal import json_line_record
 
-    out = []
     for number, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
@@ -26,39 +32,80 @@ def _journal_lines(raw_lines: list[bytes], name: str) -> list[LogLine]:
         if record.event is None:
             raise InputError(f"{name}: line {number}: {record.error}")
         event = record.event
-        out.append(line_from_payload(number, event["payload"], event["time_us"]))
-    return out
+        yield line_from_payload(number, event["payload"], event["time_us"])
 
 
-def _text_lines(raw_lines: list[bytes]) -> list[LogLine]:
-    out = []
+def _text_lines(raw_lines: Iterable[bytes]) -> Iterator[LogLine]:
     for number, raw in enumerate(raw_lines, start=1):
         text = raw.decode("utf-8", "replace").rstrip("\r\n")
         if text.strip():
-            out.append(LogLine(number=number, text=text))
-    return out
+            yield LogLine(number=number, text=text)
 
 
-def read_log(path: str) -> tuple[str, list[LogLine]]:
-    """(format, lines) of a log file, or of stdin for `-`. InputError when unreadable."""
+def _cannot_read(name: str, e: OSError) -> InputError:
+    if isinstance(e, FileNotFoundError):
+        return InputError(f"{name}: no such file")
+    if isinstance(e, IsADirectoryError):
+        return InputError(f"{name}: is a folder, not a log file")
+    return InputError(f"{name}: cannot read: {e.strerror or e}")
+
+
+def _raw_lines(stream: BinaryIO, head: bytes, name: str) -> Iterator[bytes]:
+    """The input split at b"\\n" (without it), `head` (already read) first."""
+    try:
+        first = head + stream.readline() if head else b""  # head's last line completed
+        parts = first.split(b"\n")
+        if first.endswith(b"\n"):
+            parts.pop()
+        yield from parts
+        for raw in stream:
+            yield raw[:-1] if raw.endswith(b"\n") else raw
+    except OSError as e:
+        raise _cannot_read(name, e) from e
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _first_line(raw_lines: Iterator[bytes]) -> tuple[list[bytes], bytes]:
+    """The lines up to and including the first non-empty one, and that one (b"" if none)."""
+    seen = []
+    for raw in raw_lines:
+        seen.append(raw)
+        if raw.strip():
+            return seen, raw
+    return seen, b""
+
+
+def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
+    """(format, lines read as they are consumed) of a log file, or of stdin for `-`.
+    InputError when unreadable, binary or empty (at once), or for a bad journal line (when
+    it is reached)."""
     name = "<stdin>" if path == "-" else path
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except FileNotFoundError as e:
-        raise InputError(f"{name}: no such file") from e
-    except IsADirectoryError as e:
-        raise InputError(f"{name}: is a folder, not a log file") from e
+        # Closed by the line reader when it is done (or by the checks below).
+        stream: BinaryIO = sys.stdin.buffer if path == "-" else Path(path).open("rb")  # noqa: SIM115
+        head = stream.read(_SNIFF)
     except OSError as e:
-        raise InputError(f"{name}: cannot read: {e.strerror or e}") from e
-    if b"\x00" in data[:4096] and not data.lstrip().startswith(b"{"):
+        raise _cannot_read(name, e) from e
+    if b"\x00" in head and not head.lstrip().startswith(b"{"):
+        if stream is not sys.stdin.buffer:
+            stream.close()
         raise InputError(
             f"{name}: binary data, not a log (a .journal file? use "
             "`journalctl --file F -o json` first)"
         )
-    raw_lines = data.split(b"\n")
-    first = next((line for line in raw_lines if line.strip()), b"")
+    raw_lines = _raw_lines(stream, head, name)
+    seen, first = _first_line(raw_lines)
     if not first:
         raise InputError(f"{name}: empty log")
+    everything = chain(seen, raw_lines)
     if line_kind(first) == JOURNAL_JSON:
-        return JOURNALD, _journal_lines(raw_lines, name)
-    return TEXT, _text_lines(raw_lines)
+        return JOURNALD, _journal_lines(everything, name)
+    return TEXT, _text_lines(everything)
+
+
+def read_log(path: str) -> tuple[str, list[LogLine]]:
+    """(format, lines) of a log file, or of stdin for `-`. InputError when unreadable."""
+    fmt, lines = open_log(path)
+    return fmt, list(lines)

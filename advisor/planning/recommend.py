@@ -67,26 +67,9 @@ def plan(
     p = Draft(unit, invocation_id=ctx.invocation_id)
     if label == "healthy":
         return []
-    if label == "unknown" or confidence < ACT_BELOW:
-        p.add(
-            "notify",
-            f"{label} at confidence {confidence:.2f}: not enough to act on; "
-            "a person should look at the evidence",
-        )
-        return p.actions
-    if not corroborated:
-        p.add(
-            "notify",
-            f"{label} at confidence {confidence:.2f} is the learned model's judgement alone: "
-            "no rule's evidence agrees, so nothing is changed; a person should confirm it "
-            "from the evidence",
-        )
-        return p.actions
-    if ctx.unit is not None and unit is None:
-        p.add(
-            "notify",
-            f"the unit name {ctx.unit[:80]!r} is not a systemd unit name; nothing is changed",
-        )
+    refusal = _notify_only(label, confidence, corroborated, ctx.unit, unit)
+    if refusal is not None:
+        p.add("notify", refusal)
         return p.actions
     builder = _BUILDERS.get(label)
     if builder is None:
@@ -115,6 +98,26 @@ def plan(
             ),
         )
     return p.actions
+
+
+def _notify_only(
+    label: str, confidence: float, corroborated: bool, given: str | None, unit: str | None
+) -> str | None:
+    """Why nothing may be changed for this diagnosis (the notify text), or None."""
+    if label == "unknown" or confidence < ACT_BELOW:
+        return (
+            f"{label} at confidence {confidence:.2f}: not enough to act on; "
+            "a person should look at the evidence"
+        )
+    if not corroborated:
+        return (
+            f"{label} at confidence {confidence:.2f} is the learned model's judgement alone: "
+            "no rule's evidence agrees, so nothing is changed; a person should confirm it "
+            "from the evidence"
+        )
+    if given is not None and unit is None:
+        return f"the unit name {given[:80]!r} is not a systemd unit name; nothing is changed"
+    return None
 
 
 _FLAG_FACTS: Final = {

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from advisor.diagnosis.classify import Diagnosis, facts_of
+from advisor.diagnosis.classify import RunVerdict, verdict_facts
 from advisor.parsing.facts import FACT_KEYS
 from advisor.parsing.lines import clean_text
+from advisor.parsing.parsed import Parsed
 from advisor.planning.recommend import PlanContext, plan, summary
 
 
-def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
+class Judged(Protocol):
+    """A diagnosis of a whole input: `classify.Diagnosis`, or `stream.StreamDiagnosis` (whose
+    `parsed` holds only the lines a report may cite, by position, and counts them all)."""
+
+    @property
+    def parsed(self) -> Sequence[Parsed]: ...
+    @property
+    def verdicts(self) -> list[RunVerdict]: ...
+    @property
+    def primary(self) -> RunVerdict | None: ...
+
+
+def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
     """The `classify --json` object (plus candidates and the runs seen)."""
     verdict = diagnosis.primary
     parsed = diagnosis.parsed
@@ -18,6 +32,7 @@ def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
         return {
             "label": "unknown",
             "confidence": 0.0,
+            "corroborated": True,
             "evidence": [],
             "facts": dict.fromkeys(FACT_KEYS),
             "actions": [],
@@ -26,10 +41,14 @@ def to_contract(diagnosis: Diagnosis, input_format: str) -> dict[str, Any]:
             "input": {"format": input_format, "lines": 0},
         }
     evidence = [
-        {"line": parsed[i].line.number, "text": clean_text(parsed[i].line.text)}
+        {
+            "line": parsed[i].line.number,
+            "text": clean_text(parsed[i].line.text),
+            "message": parsed[i].messages[0] if parsed[i].messages else None,
+        }
         for i in verdict.evidence
     ]
-    facts = facts_of(diagnosis)
+    facts = verdict_facts(verdict, parsed, diagnosis.verdicts)
     actions = plan(
         verdict.label,
         verdict.confidence,

@@ -72,6 +72,9 @@ class Ctx:
     mem: dict[str, float] = field(default_factory=dict)
     kbase: float = 0.0  # kernel uptime at t=0, for dmesg timestamps
     run_start: float = 0.0
+    rec_engine: str = ""  # the engine recorded for the example when not ``engine``
+    rec_version: str = ""
+    block: list[tuple[str, bool]] = field(default_factory=list)  # a status block shown alone
 
     # ---- clock
     def adv(self, lo: float, hi: float | None = None) -> float:

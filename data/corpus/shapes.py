@@ -34,6 +34,10 @@ JOURNAL_SHAPES = SHAPES[:3]
 
 
 def pick_shape(ctx: Ctx) -> str:
+    if ctx.block:
+        return "systemctl-status"
+    if "kernel_only" in ctx.flags and ctx.rng.random() < 0.6:
+        return "dmesg"
     allowed = []
     has_app = any(e.src == "app" for e in ctx.evs)
     has_kern = any(e.src == "kern" for e in ctx.evs)
@@ -243,7 +247,7 @@ def render_status(ctx: Ctx, evs: list[Ev], now_extra: float, state_evs: list[Ev]
                     "sglang": f"/opt/venv/bin/python3 -m sglang.launch_server --model-path "
                     f"{ctx.model.name} --tp {ctx.tp}",
                     "tgi": f"/usr/local/bin/text-generation-launcher --model-id {ctx.model.name}",
-                }[ctx.engine]
+                }.get(ctx.engine, ctx.ident)
                 if p.role == "api"
                 else comm(ctx, p)
             )
@@ -270,6 +274,10 @@ def render_status(ctx: Ctx, evs: list[Ev], now_extra: float, state_evs: list[Ev]
 
 
 def assemble(ctx: Ctx, shape: str) -> tuple[list[str], list[str]]:
+    if ctx.block:
+        return [t for t, _ in ctx.block], []
+    if shape == "dmesg":
+        return [o.text for o in dmesg_block(ctx, ctx.evs)], []
     rng = ctx.rng
     journal = shape in JOURNAL_SHAPES
     evs = ctx.evs

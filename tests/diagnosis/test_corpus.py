@@ -75,4 +75,35 @@ def test_each_familys_examples_carry_its_label(families: ModuleType, tmp_path: P
     for ex in small:
         lines = ex["lines"]
         assert isinstance(lines, list) and len(lines) >= 1
-        assert ex["engine"] in {"vllm", "sglang", "tgi"}
+        assert isinstance(ex["engine"], str) and ex["engine"]
+        assert isinstance(ex["version"], str) and ex["version"]
+
+
+ENGINES = {"vllm", "sglang", "tgi", "llamacpp", "candle-vllm", "transformers", "docker"}
+ENGINES |= {"kernel", "systemd"}
+
+
+def test_the_shipped_corpus_fits_its_bounds_and_names_its_engines() -> None:
+    examples = _examples(CORPUS.read_bytes())
+    assert len(examples) <= 3200
+    assert CORPUS.stat().st_size <= 6_500_000
+    assert {str(ex["engine"]) for ex in examples} <= ENGINES
+    labels = {str(ex["label"]) for ex in examples}
+    assert labels == {*FAILURE_LABELS, "healthy"}
+
+
+def test_every_labelled_catalogue_message_is_in_the_corpus() -> None:
+    """Each catalogued message with a label matches at least one line of the shipped corpus
+    (regenerate with `python data/make_corpus.py` after adding catalogue messages)."""
+    from advisor.parsing.catalog import shipped_catalog
+
+    lines = [line for ex in _examples(CORPUS.read_bytes()) for line in ex["lines"]]
+    missing = []
+    for message in shipped_catalog().messages:
+        if message.spec.label is None:
+            continue
+        words = message.template.words or ()
+        pool = [ln for ln in lines if all(w in ln for w in words[:2])] if words else lines
+        if not any(message.read(ln) is not None for ln in pool):
+            missing.append(message.id)
+    assert missing == []

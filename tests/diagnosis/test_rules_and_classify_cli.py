@@ -119,7 +119,10 @@ def test_classify_json_contract_and_rules_option(tmp_path: Path) -> None:
     out = json.loads(result.output)
     assert out["label"] == "sampler_warmup_oom"
     assert out["facts"]["dummy_requests"] == 512 and out["facts"]["max_num_seqs"] is None
-    assert out["evidence"] == [{"line": 1, "text": SAMPLER_LINE}]
+    assert out["evidence"] == [
+        {"line": 1, "text": SAMPLER_LINE, "message": "vllm.v1.sampler-warmup.oom"}
+    ]
+    assert out["corroborated"] is True
     assert [(a["kind"], a.get("flag"), a.get("value")) for a in out["actions"]] == [
         ("hold_restarts", None, None),
         ("set_flag", "--max-num-seqs", 256),

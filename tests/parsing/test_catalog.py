@@ -119,20 +119,44 @@ KINDS = {
     "systemd before v230": "vllm.service stopping timed out. Terminating.",
     "systemd before v236": "Unit vllm.service entered failed state.",
     "systemd stop timeout": "vllm.service: State 'stop-sigterm' timed out. Killing.",
-    "systemctl status": "Active: failed (Result: timeout) since Mon 2025-02-10 18:22:05 UTC; 41s ago",
+    "systemctl status": (
+        "Active: failed (Result: timeout) since Mon 2025-02-10 18:22:05 UTC; 41s ago"
+    ),
     "kernel hung task": "INFO: task python3:51422 blocked for more than 120 seconds.",
-    "NVRM Xid": "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    "NVRM Xid": (
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU "
+        "has fallen off the bus."
+    ),
     "vLLM KV budget": "Available KV cache memory: -1.87 GiB",
     "vLLM engine core": "EngineCore failed to start.",
-    "SGLang profiled": "max_total_tokens=200000 is larger than the profiled value -11264. Use the profiled value instead.",
+    "SGLang profiled": (
+        "max_total_tokens=200000 is larger than the profiled value -11264. Use "
+        "the profiled value instead."
+    ),
     "vllm.rs KV": "Available: 812.40 MB, Required: 4096.00 MB, Reserved: 512.00 MB.",
-    "TGI request": "Request failed during generation: Server error: CUDA out of memory. Tried to allocate 1.50 GiB.",
-    "llama.cpp alloc": "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 42310.51 MiB on device 0: cudaMalloc failed: out of memory",
+    "TGI request": (
+        "Request failed during generation: Server error: CUDA out of memory. "
+        "Tried to allocate 1.50 GiB."
+    ),
+    "llama.cpp alloc": (
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 42310.51 MiB on "
+        "device 0: cudaMalloc failed: out of memory"
+    ),
     "NCCL socket": "node1:3311:3390 [1] NCCL INFO misc/socket.cc:565 -> 2",
-    "gloo pair": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.1.0.6]:62041",
-    "torch OOM": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.25 GiB. GPU 0 has a total capacity of 23.55 GiB of which 2.91 GiB is free.",
+    "gloo pair": (
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+        "by peer [10.1.0.6]:62041"
+    ),
+    "torch OOM": (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.25 "
+        "GiB. GPU 0 has a total capacity of 23.55 GiB of which 2.91 GiB is "
+        "free."
+    ),
     "CUDA capture": "RuntimeError: CUDA error: operation not permitted when stream is capturing",
-    "TGI sharding": "ValueError: `num_heads` must be divisible by `num_shards` (got `num_heads`: 32 and `num_shards`: 3",
+    "TGI sharding": (
+        "ValueError: `num_heads` must be divisible by `num_shards` (got "
+        "`num_heads`: 32 and `num_shards`: 3"
+    ),
     "SGLang ready": "The server is fired up and ready to roll!",
 }
 
@@ -167,9 +191,10 @@ def test_a_bad_template_is_refused(template: str, error: str) -> None:
 
 
 _HEAD = '[producer]\nname = "x"\nrepository = "o/x"\nwrites = "vllm"\n\n[[message]]\n'
+_SEEN = 'examples = ["Seen here 3 times"]\n'
 _GOOD = (
-    'id = "x.a"\nsource = "x.py"\nformat = "f %d"\ntemplate = "Seen here {max_num_seqs:int} times"\n'
-    'meaning = "m"\n'
+    'id = "x.a"\nsource = "x.py"\nformat = "f %d"\n'
+    'template = "Seen here {max_num_seqs:int} times"\nmeaning = "m"\n'
 )
 
 
@@ -177,9 +202,9 @@ _GOOD = (
     ("body", "error"),
     [
         (_GOOD + 'examples = ["Seen here twice"]\n', "message x.a: example 1 does not match"),
-        (_GOOD + 'examples = ["Seen here 3 times"]\nversions = "around 0.6"\n', "field versions"),
-        (_GOOD + 'examples = ["Seen here 3 times"]\nwhen = ["max_num_seqs > 2"]\n', "needs a label"),
-        (_GOOD + 'examples = ["Seen here 3 times"]\nlabel = "bad_label"\n', "field label"),
+        (_GOOD + _SEEN + 'versions = "around 0.6"\n', "field versions"),
+        (_GOOD + _SEEN + 'when = ["max_num_seqs > 2"]\n', "needs a label"),
+        (_GOOD + _SEEN + 'label = "bad_label"\n', "field label"),
         (_GOOD + "examples = []\n", "field examples"),
     ],
 )
@@ -204,3 +229,43 @@ def test_the_checker_runs_as_a_program(tmp_path: Path) -> None:
     assert ok.returncode == 0 and ok.stdout.startswith("ok: 1 messages"), ok.stderr
     failed = subprocess.run([*run, str(bad)], capture_output=True, text=True, check=False)
     assert failed.returncode == 1 and "example 1 does not match" in failed.stderr
+
+
+HOSTILE = (
+    "99999999999999999999999999999",
+    "1" + "0" * 400,
+    "-5",
+    "inf",
+    "nan",
+    "1e309",
+    "١٢٣",
+    "0x10",
+    "1,,,,",
+    "9223372036854775808",
+    "-99999999999999999999 GiB",
+)
+
+
+def test_hostile_numbers_in_every_placeholder_are_dropped_not_stored(catalog: Catalog) -> None:
+    """Each catalogued message, each of its placeholders filled with hostile text: reading the
+    line never raises, and every fact it yields is of its type and inside its domain."""
+    from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain
+
+    checked = 0
+    for message in catalog.messages:
+        slots = message.placeholders()
+        for name, _kind in slots:
+            if name.startswith("_") or name not in NUMBER_DOMAINS:
+                continue
+            for bad in HOSTILE:
+                values = {n: ("7" if k != "size" else "7 GiB") for n, k in slots}
+                values[name] = bad
+                for _, facts in catalog.match(message.render(values)):
+                    for key, value in facts.items():
+                        assert isinstance(value, FACT_TYPES[key]) or (
+                            FACT_TYPES[key] is float and isinstance(value, int)
+                        ), (message.id, key, value)
+                        if key in NUMBER_DOMAINS:
+                            assert in_domain(key, value), (message.id, key, bad, value)
+                checked += 1
+    assert checked > 500

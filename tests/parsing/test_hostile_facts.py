@@ -25,6 +25,7 @@ from advisor.core.events import GpuSampled, NewEvent
 from advisor.diagnosis.live import Diagnoser
 from advisor.fleet.ship import ship
 from advisor.parsing import facts as facts_module
+from advisor.parsing.catalog import shipped_catalog
 from advisor.parsing.facts import (
     _ALIAS,
     _FLAG_ALIAS,
@@ -120,7 +121,14 @@ def test_the_templates_reach_every_number_a_parser_reads() -> None:
                 pattern.cue in t and pattern.regex.search(t.replace("{n}", "1"))
                 for _, t in TEMPLATES
             ), pattern.regex.pattern
-    assert seen == set(NUMBER_DOMAINS) - {"facts_dropped"}, set(NUMBER_DOMAINS) - seen
+    # Numbers only the message catalogue reads (its placeholders) are covered there
+    # (tests/parsing/test_catalog.py reads every one with hostile values).
+    catalogued = {name for m in shipped_catalog().messages for name, _ in m.placeholders()} & set(
+        NUMBER_DOMAINS
+    )
+    assert seen | catalogued == set(NUMBER_DOMAINS) - {"facts_dropped"}, (
+        set(NUMBER_DOMAINS) - seen - catalogued
+    )
 
 
 # ------------------------------------------------------------------ the parse functions

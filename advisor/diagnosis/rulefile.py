@@ -1,0 +1,227 @@
+"""Rule files: the `[[rule]]` tables of `rules/*.toml` (and `--rules DIR`) validated into
+`Rule`s, and the rules the message catalogue adds (`catalog.<message id>`). Matching them
+against a run is `advisor.diagnosis.rules`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from advisor.core.errors import InputError
+from advisor.core.toml import load_toml
+from advisor.parsing.catalog import Catalog, Condition, parse_condition
+from advisor.parsing.facts import FACT_KEYS, FACT_TYPES
+from advisor.parsing.phases import Phase
+
+FailureLabel = Literal[
+    "sampler_warmup_oom",
+    "kv_cache_oom",
+    "weights_load_oom",
+    "cuda_graph_oom",
+    "runtime_oom",
+    "gpu_memory_held",
+    "wedged_stop",
+    "nccl_error",
+    "gpu_hardware_fault",
+    "other_crash",
+]
+Label = Literal[FailureLabel, "healthy"]
+FAILURE_LABELS: Final = get_args(FailureLabel)
+LABELS: Final = (*FAILURE_LABELS, "unknown", "healthy")
+TIERS: Final = ("failure", "fallback", "healthy")
+
+
+class RuleSpec(BaseModel):
+    """One rule as written in a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,80}$")
+    label: Label
+    confidence: float = Field(gt=0, le=1)
+    tier: Literal["failure", "fallback", "healthy"] = "failure"
+    description: str = ""
+    engines: tuple[Literal["vllm", "sglang", "tgi"], ...] | None = None
+    match: tuple[str, ...] = Field(min_length=1)
+    also: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    phases: tuple[Phase, ...] | None = None
+    after_ready: bool | None = None
+    after_stop: bool | None = None
+    died: bool | None = None
+    facts: dict[str, bool | int | float | str] = Field(default_factory=dict)
+    # `FACT OP NUMBER`: on the evidence line's facts and the run's (`kv_budget_gib < 0`).
+    when: tuple[str, ...] = ()
+
+    @field_validator("when")
+    @classmethod
+    def _conditions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            parse_condition(text)
+        return value
+
+    @field_validator("match", "also", "absent")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {pattern!r} does not compile: {e}") from e
+            for name in compiled.groupindex:
+                if name not in FACT_TYPES:
+                    raise ValueError(
+                        f"named group {name!r} is not a fact (one of {', '.join(FACT_KEYS)})"
+                    )
+        return patterns
+
+    @field_validator("facts")
+    @classmethod
+    def _known_facts(cls, facts: dict[str, Any]) -> dict[str, Any]:
+        for name in facts:
+            if name not in FACT_TYPES:
+                raise ValueError(f"{name!r} is not a fact")
+        return facts
+
+
+class _RuleFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: list[dict[str, Any]] = Field(default_factory=list)
+
+
+Reader = Callable[[re.Match[str]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    spec: RuleSpec
+    origin: str
+    match: tuple[re.Pattern[str], ...]
+    also: tuple[re.Pattern[str], ...]
+    absent: tuple[re.Pattern[str], ...]
+    when: tuple[Condition, ...] = ()
+    # A rule made from a catalogue message: it looks only at lines parsing tagged with that
+    # message, and reads its facts the message's way (units, signs).
+    message: str | None = None
+    reader: Reader | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+def compile_rule(spec: RuleSpec, origin: str) -> Rule:
+    return Rule(
+        spec,
+        origin,
+        tuple(re.compile(p) for p in spec.match),
+        tuple(re.compile(p) for p in spec.also),
+        tuple(re.compile(p) for p in spec.absent),
+        tuple(parse_condition(t) for t in spec.when),
+    )
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(rule)"
+
+
+def load_file(path: Path, text: str | None = None) -> list[Rule]:
+    """Rules of one file; InputError naming the file, the rule and the field when bad."""
+    data = load_toml(path, "rule file", text)
+    try:
+        container = _RuleFile.model_validate(data)
+    except ValidationError as e:
+        raise InputError(f"{path}: expected only [[rule]] tables: {e.errors()[0]['msg']}") from e
+    rules = []
+    for n, raw in enumerate(container.rule, start=1):
+        rule_name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{n}"
+        try:
+            spec = RuleSpec.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InputError(
+                f"{path}: rule {rule_name}: field {_field_path(err['loc'])}: {err['msg']}"
+            ) from e
+        rules.append(compile_rule(spec, str(path)))
+    return rules
+
+
+def shipped_rule_files() -> list[tuple[str, str]]:
+    """(name, text) of the rule files that ship with advisor."""
+    folder = resources.files("advisor.rules")
+    return sorted(
+        (entry.name, entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml")
+    )
+
+
+# An out-of-memory message means what the phase it happened in makes of it.
+_OOM_BY_PHASE: Final = (
+    ("weights", "weights_load_oom", {"phases": ["weights_loading"]}),
+    ("graph", "cuda_graph_oom", {"phases": ["cuda_graph_capture"]}),
+    ("sampler", "sampler_warmup_oom", {"phases": ["sampler_warmup"]}),
+    ("kv", "kv_cache_oom", {"phases": ["kv_cache_allocation"]}),
+    ("runtime", "runtime_oom", {"after_ready": True, "after_stop": False}),
+    ("serving", "runtime_oom", {"phases": ["ready"]}),
+)
+_OOM_CONFIDENCE: Final = 0.92
+# A catalogued readiness line means health only for a run that did not die; a catalogued
+# crash message (most are relays: "Scheduler hit an exception") only when nothing says more.
+_TIER_OF: Final[dict[str, dict[str, Any]]] = {
+    "healthy": {"tier": "healthy", "died": False},
+    "other_crash": {"tier": "fallback"},
+}
+
+
+def catalog_rules(catalog: Catalog) -> list[Rule]:
+    """A rule for each catalogue message with a label (`oom`: one per phase it may hit)."""
+    out = []
+    for message in catalog.messages:
+        spec = message.spec
+        if spec.label is None:
+            continue
+        origin = f"{message.origin} (catalogue)"
+        base = {
+            "description": spec.meaning,
+            "match": (message.template.regex.pattern,),
+            "when": spec.when,
+        }
+        if spec.label == "oom":
+            variants = [
+                (
+                    f"catalog.{spec.id}.{suffix}",
+                    label,
+                    min(message.confidence, _OOM_CONFIDENCE),
+                    extra,
+                )
+                for suffix, label, extra in _OOM_BY_PHASE
+            ]
+        else:
+            variants = [
+                (f"catalog.{spec.id}", spec.label, message.confidence, _TIER_OF.get(spec.label, {}))
+            ]
+        for rule_id, label, confidence, extra in variants:
+            rule_spec = RuleSpec.model_validate(
+                {**base, **extra, "id": rule_id, "label": label, "confidence": confidence}
+            )
+            compiled = compile_rule(rule_spec, origin)
+            out.append(
+                Rule(
+                    rule_spec,
+                    origin,
+                    (message.template.regex,),
+                    (),
+                    (),
+                    compiled.when,
+                    message.id,
+                    message.template.read,
+                )
+            )
+    return out
