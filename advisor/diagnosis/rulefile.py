@@ -163,21 +163,25 @@ def shipped_rule_files() -> list[tuple[str, str]]:
 
 
 # An out-of-memory message means what the phase it happened in makes of it.
+# An out-of-memory message means what the phase it happened in makes of it; the confidence
+# caps rank the variants as the hand-written OOM rules do (rules/oom.toml, rules/vllm.toml).
 _OOM_BY_PHASE: Final = (
-    ("weights", "weights_load_oom", {"phases": ["weights_loading"]}),
-    ("graph", "cuda_graph_oom", {"phases": ["cuda_graph_capture"]}),
-    ("sampler", "sampler_warmup_oom", {"phases": ["sampler_warmup"]}),
-    ("kv", "kv_cache_oom", {"phases": ["kv_cache_allocation"]}),
-    ("runtime", "runtime_oom", {"after_ready": True, "after_stop": False}),
-    ("serving", "runtime_oom", {"phases": ["ready"]}),
+    ("weights", "weights_load_oom", 0.92, {"phases": ["weights_loading"]}),
+    ("graph", "cuda_graph_oom", 0.92, {"phases": ["cuda_graph_capture"]}),
+    ("sampler", "sampler_warmup_oom", 0.92, {"phases": ["sampler_warmup"]}),
+    ("kv", "kv_cache_oom", 0.88, {"phases": ["kv_cache_allocation"]}),
+    ("runtime", "runtime_oom", 0.93, {"after_ready": True, "after_stop": False}),
+    ("serving", "runtime_oom", 0.88, {"phases": ["ready"]}),
 )
-_OOM_CONFIDENCE: Final = 0.92
 # A catalogued readiness line means health only for a run that did not die; a catalogued
 # crash message (most are relays: "Scheduler hit an exception") only when nothing says more.
 _TIER_OF: Final[dict[str, dict[str, Any]]] = {
     "healthy": {"tier": "healthy", "died": False},
     "other_crash": {"tier": "fallback"},
 }
+# systemd's and Docker's word that a stop timed out is weaker than the engine's own word on
+# why it failed earlier in the run (as for the hand-written stop rules, 0.86).
+_CAP: Final = {"wedged_stop": 0.86}
 
 
 def catalog_rules(catalog: Catalog) -> list[Rule]:
@@ -198,14 +202,19 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
                 (
                     f"catalog.{spec.id}.{suffix}",
                     label,
-                    min(message.confidence, _OOM_CONFIDENCE),
+                    min(message.confidence, cap),
                     extra,
                 )
-                for suffix, label, extra in _OOM_BY_PHASE
+                for suffix, label, cap, extra in _OOM_BY_PHASE
             ]
         else:
             variants = [
-                (f"catalog.{spec.id}", spec.label, message.confidence, _TIER_OF.get(spec.label, {}))
+                (
+                    f"catalog.{spec.id}",
+                    spec.label,
+                    min(message.confidence, _CAP.get(spec.label, 1.0)),
+                    _TIER_OF.get(spec.label, {}),
+                )
             ]
         for rule_id, label, confidence, extra in variants:
             rule_spec = RuleSpec.model_validate(
