@@ -40,14 +40,6 @@ def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
             "runs": [],
             "input": {"format": input_format, "lines": 0},
         }
-    evidence = [
-        {
-            "line": parsed[i].line.number,
-            "text": clean_text(parsed[i].line.text),
-            "message": parsed[i].messages[0] if parsed[i].messages else None,
-        }
-        for i in verdict.evidence
-    ]
     facts = verdict_facts(verdict, parsed, diagnosis.verdicts)
     actions = plan(
         verdict.label,
@@ -60,29 +52,48 @@ def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
         "label": verdict.label,
         "confidence": verdict.confidence,
         "corroborated": verdict.corroborated,
-        "evidence": evidence,
+        "evidence": _evidence(verdict, parsed),
         "facts": facts,
         "actions": summary(actions),
-        "candidates": [
-            {
-                "label": c.label,
-                "confidence": c.confidence,
-                "source": c.source,
-                **({"rule": c.rule_id} if c.rule_id else {}),
-            }
-            for c in verdict.candidates
-        ],
-        "runs": [
-            {
-                "unit": v.run.unit,
-                "invocation_id": v.run.invocation_id,
-                "label": v.label,
-                "confidence": v.confidence,
-                "phase": v.phase,
-                "first_line": parsed[v.run.indexes[0]].line.number,
-                "last_line": parsed[v.run.indexes[-1]].line.number,
-            }
-            for v in diagnosis.verdicts
-        ],
+        "candidates": _candidates(verdict),
+        "runs": [_run(v, parsed) for v in diagnosis.verdicts],
         "input": {"format": input_format, "lines": len(parsed)},
+    }
+
+
+def _evidence(verdict: RunVerdict, parsed: Sequence[Parsed]) -> list[dict[str, Any]]:
+    """The verdict's evidence lines: number, cleaned text and the catalogue message they are."""
+    return [
+        {
+            "line": parsed[i].line.number,
+            "text": clean_text(parsed[i].line.text),
+            "message": parsed[i].messages[0] if parsed[i].messages else None,
+        }
+        for i in verdict.evidence
+    ]
+
+
+def _candidates(verdict: RunVerdict) -> list[dict[str, Any]]:
+    """Every label considered for the run, with its source (and rule, for a rule's)."""
+    return [
+        {
+            "label": c.label,
+            "confidence": c.confidence,
+            "source": c.source,
+            **({"rule": c.rule_id} if c.rule_id else {}),
+        }
+        for c in verdict.candidates
+    ]
+
+
+def _run(verdict: RunVerdict, parsed: Sequence[Parsed]) -> dict[str, Any]:
+    """One run seen in the input: its unit, invocation, verdict and line span."""
+    return {
+        "unit": verdict.run.unit,
+        "invocation_id": verdict.run.invocation_id,
+        "label": verdict.label,
+        "confidence": verdict.confidence,
+        "phase": verdict.phase,
+        "first_line": parsed[verdict.run.indexes[0]].line.number,
+        "last_line": parsed[verdict.run.indexes[-1]].line.number,
     }
