@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from journal_files import ensure_journal, head  # noqa: E402
+
 from advisor.diagnosis.classify import diagnose  # noqa: E402
 from advisor.diagnosis.model import load_model  # noqa: E402
 from advisor.diagnosis.rules import load_rules  # noqa: E402
@@ -46,32 +48,6 @@ def to_ere(pattern: str) -> str | None:
     for rx, repl in _ERE:
         pattern = rx.sub(repl, pattern)
     return pattern
-
-
-def ensure_journal(path: Path, lines: int) -> Path:
-    if path.exists() and sum(1 for _ in path.open("rb")) >= lines:
-        return path
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "journal_gen.py"),
-            "--lines",
-            str(lines),
-            "--out",
-            str(path),
-        ],
-        check=True,
-    )
-    return path
-
-
-def head(path: Path, lines: int, out: Path) -> Path:
-    with path.open("rb") as src, out.open("wb") as dst:
-        for n, line in enumerate(src):
-            if n >= lines:
-                break
-            dst.write(line)
-    return out
 
 
 def main() -> None:

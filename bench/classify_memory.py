@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from journal_files import ensure_journal, head
+
 ROOT = Path(__file__).resolve().parents[1]
 OLD_PATH = """
 import sys
@@ -55,36 +57,6 @@ class Measured:
             f"{what}: {self.lines:,} lines in {self.seconds:.1f} s = "
             f"{self.lines / self.seconds:,.0f} lines/s, peak RSS {self.peak_mb:.0f} MB"
         )
-
-
-def count_lines(path: Path) -> int:
-    n = 0
-    with path.open("rb") as f:
-        while block := f.read(1 << 24):
-            n += block.count(b"\n")
-    return n
-
-
-def ensure_journal(path: Path, lines: int) -> Path:
-    if path.exists() and count_lines(path) >= lines:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    generator = ROOT / "bench" / "journal_gen.py"
-    args = [sys.executable, str(generator), "--lines", str(lines), "--out", str(path)]
-    subprocess.run(args, check=True, cwd=ROOT)
-    return path
-
-
-def head(path: Path, lines: int, out: Path) -> Path:
-    """The first `lines` lines of `path` (`path` itself when it has no more)."""
-    if count_lines(path) <= lines:
-        return path
-    with path.open("rb") as src, out.open("wb") as dst:
-        for n, line in enumerate(src):
-            if n >= lines:
-                break
-            dst.write(line)
-    return out
 
 
 def measure(args: list[str], lines: int) -> Measured:

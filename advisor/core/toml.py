@@ -1,12 +1,17 @@
-"""Reading a TOML file (a policy, a rule file) with its errors as InputError."""
+"""Reading a TOML file (a policy, a rule file, a catalogue file) and validating its tables,
+with the errors as InputError."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from advisor.core.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def load_toml(path: Path, what: str, text: str | None = None) -> dict[str, Any]:
@@ -20,3 +25,19 @@ def load_toml(path: Path, what: str, text: str | None = None) -> dict[str, Any]:
         raise InputError(f"{path}: cannot read {what}: {e.strerror or e}") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: not valid TOML: {e}") from e
+
+
+def validate_tables(path: Path, what: str, tables: list[dict[str, Any]], model: type[M]) -> list[M]:
+    """Each table of a file's array (`[[rule]]`, `[[message]]`) validated as `model`, in order;
+    InputError naming the file, the table (its `id`, else `#n`) and the field that is wrong.
+    `what` names a table for the message (`rule`, `message`)."""
+    out = []
+    for n, raw in enumerate(tables, start=1):
+        name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{n}"
+        try:
+            out.append(model.model_validate(raw))
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(part) for part in err["loc"]) or f"({what})"
+            raise InputError(f"{path}: {what} {name}: field {field}: {err['msg']}") from e
+    return out

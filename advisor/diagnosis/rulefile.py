@@ -14,23 +14,17 @@ from typing import Any, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.core.errors import InputError
-from advisor.core.toml import load_toml
-from advisor.parsing.catalog import Catalog, Condition, parse_condition
+from advisor.core.toml import load_toml, validate_tables
+from advisor.parsing.catalog import (
+    Catalog,
+    Condition,
+    ConditionText,
+    FailureLabel,
+    parse_condition,
+)
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES
 from advisor.parsing.phases import Phase
 
-FailureLabel = Literal[
-    "sampler_warmup_oom",
-    "kv_cache_oom",
-    "weights_load_oom",
-    "cuda_graph_oom",
-    "runtime_oom",
-    "gpu_memory_held",
-    "wedged_stop",
-    "nccl_error",
-    "gpu_hardware_fault",
-    "other_crash",
-]
 Label = Literal[FailureLabel, "healthy"]
 FAILURE_LABELS: Final = get_args(FailureLabel)
 LABELS: Final = (*FAILURE_LABELS, "unknown", "healthy")
@@ -57,14 +51,7 @@ class RuleSpec(BaseModel):
     died: bool | None = None
     facts: dict[str, bool | int | float | str] = Field(default_factory=dict)
     # `FACT OP NUMBER`: on the evidence line's facts and the run's (`kv_budget_gib < 0`).
-    when: tuple[str, ...] = ()
-
-    @field_validator("when")
-    @classmethod
-    def _conditions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for text in value:
-            parse_condition(text)
-        return value
+    when: tuple[ConditionText, ...] = ()
 
     @field_validator("match", "also", "absent")
     @classmethod
@@ -127,10 +114,6 @@ def compile_rule(spec: RuleSpec, origin: str) -> Rule:
     )
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(rule)"
-
-
 def load_file(path: Path, text: str | None = None) -> list[Rule]:
     """Rules of one file; InputError naming the file, the rule and the field when bad."""
     data = load_toml(path, "rule file", text)
@@ -138,18 +121,8 @@ def load_file(path: Path, text: str | None = None) -> list[Rule]:
         container = _RuleFile.model_validate(data)
     except ValidationError as e:
         raise InputError(f"{path}: expected only [[rule]] tables: {e.errors()[0]['msg']}") from e
-    rules = []
-    for n, raw in enumerate(container.rule, start=1):
-        rule_name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{n}"
-        try:
-            spec = RuleSpec.model_validate(raw)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise InputError(
-                f"{path}: rule {rule_name}: field {_field_path(err['loc'])}: {err['msg']}"
-            ) from e
-        rules.append(compile_rule(spec, str(path)))
-    return rules
+    specs = validate_tables(path, "rule", container.rule, RuleSpec)
+    return [compile_rule(spec, str(path)) for spec in specs]
 
 
 def shipped_rule_files() -> list[tuple[str, str]]:

@@ -25,7 +25,6 @@ from advisor.diagnosis.rulefile import (
     FAILURE_LABELS,
     LABELS,
     TIERS,
-    FailureLabel,
     Label,
     Rule,
     RuleSpec,
@@ -33,7 +32,7 @@ from advisor.diagnosis.rulefile import (
     load_file,
     shipped_rule_files,
 )
-from advisor.parsing.catalog import shipped_catalog
+from advisor.parsing.catalog import FailureLabel, shipped_catalog
 from advisor.parsing.facts import convert
 from advisor.parsing.sequence import Parsed, Run
 

@@ -23,19 +23,21 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.core.errors import InputError
-from advisor.core.toml import load_toml
+from advisor.core.toml import load_toml, validate_tables
 from advisor.parsing.phases import Phase
 from advisor.parsing.templates import (
     PLACEHOLDER,
     WORD,
     Condition,
+    ConditionText,
     Template,
     compile_template,
     parse_condition,
     read_placeholder,
 )
 
-CatalogLabel = Literal[
+# The failure taxonomy (docs/taxonomy.md): the labels a rule or a catalogued message may give.
+FailureLabel = Literal[
     "sampler_warmup_oom",
     "kv_cache_oom",
     "weights_load_oom",
@@ -46,9 +48,9 @@ CatalogLabel = Literal[
     "nccl_error",
     "gpu_hardware_fault",
     "other_crash",
-    "healthy",
-    "oom",
 ]
+# A catalogued message may also say "healthy", or "oom" (its phase decides which OOM).
+CatalogLabel = Literal[FailureLabel, "healthy", "oom"]
 Writer = Literal[
     "vllm",
     "sglang",
@@ -68,10 +70,13 @@ DEFAULT_CONFIDENCE: Final = 0.9
 __all__ = [
     "Catalog",
     "Condition",
+    "ConditionText",
+    "FailureLabel",
     "Message",
     "MessageSpec",
     "ProducerSpec",
     "Template",
+    "Writer",
     "build_catalog",
     "compile_template",
     "load_catalog_file",
@@ -101,7 +106,7 @@ class MessageSpec(BaseModel):
     format: str = Field(min_length=1)
     template: str = Field(min_length=1)
     label: CatalogLabel | None = None
-    when: tuple[str, ...] = ()
+    when: tuple[ConditionText, ...] = ()
     confidence: float | None = Field(default=None, gt=0, le=1)
     phase: Phase | None = None
     meaning: str = Field(min_length=1)
@@ -114,13 +119,6 @@ class MessageSpec(BaseModel):
             SpecifierSet(value)
         except InvalidSpecifier as e:
             raise ValueError(f"versions {value!r} is not a PEP 440 specifier set") from e
-        return value
-
-    @field_validator("when")
-    @classmethod
-    def _conditions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for text in value:
-            parse_condition(text)
         return value
 
 
@@ -208,18 +206,8 @@ def load_catalog_file(path: Path, text: str | None = None) -> list[Message]:
     except ValidationError as e:
         err = e.errors()[0]
         raise InputError(f"{path}: {_where(err['loc'])}: {err['msg']}") from e
-    out = []
-    for n, raw in enumerate(container.message, start=1):
-        name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{n}"
-        try:
-            spec = MessageSpec.model_validate(raw)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise InputError(
-                f"{path}: message {name}: field {_where(err['loc'])}: {err['msg']}"
-            ) from e
-        out.append(_build(spec, container.producer, str(path)))
-    return out
+    specs = validate_tables(path, "message", container.message, MessageSpec)
+    return [_build(spec, container.producer, str(path)) for spec in specs]
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -10,26 +10,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain, read_value
+from pydantic import AfterValidator
+
+from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, SIZE_UNITS, in_domain, read_value
 
 MIN_LITERAL: Final = 8  # characters of literal text a template needs (else it matches anything)
 
 _NUM = r"[+-]?(?:[0-9][0-9,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?"
-_SIZE_UNITS: Final = {
-    "bytes": 0,
-    "B": 0,
-    "KiB": 1,
-    "MiB": 2,
-    "GiB": 3,
-    "TiB": 4,
-    "KB": 1,
-    "MB": 2,
-    "GB": 3,
-    "TB": 4,
-}
-_UNIT_ALT = "|".join(sorted(_SIZE_UNITS, key=len, reverse=True))
+_UNIT_ALT = "|".join(sorted(SIZE_UNITS, key=len, reverse=True))
 # kind → (pattern, GiB per stated unit for the size kinds)
 KINDS: Final[dict[str, tuple[str, float | None]]] = {
     "int": (r"[+-]?[0-9][0-9,]*", None),
@@ -191,7 +181,7 @@ def _gib_of(kind: str, raw: str) -> float | None:
         number = _decimal(m.group(1))
         if number is None:
             return None
-        return number * 1024.0 ** (_SIZE_UNITS[m.group(2)] - 3)
+        return number * 1024.0 ** (SIZE_UNITS[m.group(2)] - 3)
     number = _decimal(raw)
     factor = KINDS[kind][1]
     assert factor is not None
@@ -223,3 +213,12 @@ def parse_condition(text: str) -> Condition:
     if fact not in FACT_TYPES or FACT_TYPES[fact] not in (int, float):
         raise ValueError(f"condition {text!r}: {fact!r} is not a number fact")
     return Condition(fact, op, float(value))
+
+
+def _checked_condition(text: str) -> str:
+    parse_condition(text)
+    return text
+
+
+# A condition as written in a file (`kv_budget_gib < 0`), checked when the file is read.
+ConditionText = Annotated[str, AfterValidator(_checked_condition)]

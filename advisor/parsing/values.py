@@ -106,7 +106,9 @@ _MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (a
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
 _SIZE_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)")
-_UNITS: Final = {
+# A size unit as printed → its power of 1024 (the decimal spellings are the binary sizes in
+# every log read here: PyTorch, vLLM and NVML print "GB" for GiB).
+SIZE_UNITS: Final = {
     "bytes": 0,
     "B": 0,
     "KiB": 1,
@@ -116,6 +118,7 @@ _UNITS: Final = {
     "KB": 1,
     "MB": 2,
     "GB": 3,
+    "TB": 4,
 }
 
 
@@ -148,7 +151,7 @@ def gib(text: str) -> float | None:
     digits = parts[0].replace(",", "")
     if not _SIZE_TEXT.fullmatch(digits):
         return None
-    power = _UNITS.get(parts[1], 3) if len(parts) > 1 else 3
+    power = SIZE_UNITS.get(parts[1], 3) if len(parts) > 1 else 3
     value = float(Decimal(digits) * Decimal(1024) ** (power - 3))
     return value if math.isfinite(value) else None
 

@@ -63,7 +63,7 @@ def test_shipped_rules_cover_every_failure_label_and_healthy() -> None:
         (
             '[[rule]]\nid = "c"\nlabel = "kv_cache_oom"\nconfidence = 0.5\nmatch = ["a"]\n'
             'when = ["available_kv_cache_gib is negative"]\n',
-            "rules.toml: rule c: field when: Value error, condition "
+            "rules.toml: rule c: field when.0: Value error, condition "
             "'available_kv_cache_gib is negative' is not `FACT OP NUMBER`",
         ),
         ("[[rule]\n", "rules.toml: not valid TOML"),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -16,6 +17,7 @@ from advisor.diagnosis.rules import FAILURE_LABELS, load_rules, match_run
 from advisor.parsing.catalog import (
     Catalog,
     Message,
+    Writer,
     compile_template,
     load_catalog_file,
     read_placeholder,
@@ -27,20 +29,7 @@ from advisor.parsing.sequence import parse, segment
 OOM_LABELS = frozenset(
     {"sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom", "runtime_oom"}
 )
-PRODUCERS = (
-    "vllm",
-    "sglang",
-    "tgi",
-    "systemd",
-    "kernel",
-    "docker",
-    "torch",
-    "nccl",
-    "gloo",
-    "transformers",
-    "llamacpp",
-    "candle-vllm",
-)
+PRODUCERS = tuple(w for w in get_args(Writer) if w != "python")  # python: tracebacks only
 
 
 @pytest.fixture(scope="module")
