@@ -14,6 +14,7 @@ from advisor.cli.common import (
     echo_json,
     gpus_option,
     json_option,
+    notices_for,
     root_option,
     seconds,
     settings,
@@ -193,7 +194,7 @@ def remediate(
         for line in preview(store, plan.plan_id, systemd_root, conf.gpu_twin, conf.host):
             click.echo(f"dry run: {safe_text(line)}")
         return
-    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
+    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
     assert chosen is not None
     if any(r.status == "proposed" for r in plan.rows):
         _decide(store, plan.rows, yes, plan.plan_id)
@@ -223,7 +224,9 @@ def replan(service: str, systemd_root: Path, gpus_from: Path | None, db_url: str
     store = store_for(db_url)
     host, unit = parse_service(service)
     conf = settings(gpu_twin=gpus_from)
-    chosen = backend_for("systemd", systemd_root, conf.gpu_twin, conf.host)
+    chosen = backend_for(
+        "systemd", systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf)
+    )
     assert chosen is not None
     done = replan_(store, chosen, host, unit)
     for note in done.notes:
@@ -267,7 +270,7 @@ def auto(
     policy = load_policy(policy_path)
     store = store_for(db_url)
     conf = settings(gpu_twin=gpus_from)
-    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host)
+    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
     run_auto(
         store, chosen, policy, policy_path.name, interval_s=interval, once=once, say=click.echo
     )

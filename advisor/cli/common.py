@@ -15,6 +15,7 @@ from advisor.core.errors import AdvisorError
 
 if TYPE_CHECKING:
     from advisor.core.settings import Settings
+    from advisor.execution.notices import Notices
     from advisor.store import EventStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +50,13 @@ def settings(**flags: Any) -> Settings:
     from advisor.core.settings import load_settings
 
     return load_settings(**flags)
+
+
+def notices_for(conf: Settings) -> Notices:
+    """Whom to tell, from the settings' `[notify]` section."""
+    from advisor.execution.notices import Notices
+
+    return Notices(conf.notify)
 
 
 def store_for(

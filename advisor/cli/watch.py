@@ -1,5 +1,6 @@
 """`advisor watch`: the one daemon a host runs (`advisor.pipeline.daemon`) — journal follow,
-GPU sampling, live diagnosis and proposals, and with `--auto` what a policy allows."""
+GPU sampling, live diagnosis and proposals, and with `--auto` what a policy allows; it says
+and notifies when it opens an incident or a plan waits, and serves metrics (`--metrics`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from advisor.cli.common import (
     backend_option,
     db_option,
     gpus_option,
+    notices_for,
     root_option,
     seconds,
     settings,
@@ -60,6 +62,13 @@ if TYPE_CHECKING:
     type=click.Path(path_type=Path),
     help="The auto-remediation policy (with --auto).",
 )
+@click.option(
+    "--metrics",
+    "metrics",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics (e.g. 127.0.0.1:9750). "
+    "Default: the settings' [metrics] listen, else none.",
+)
 @backend_option
 @root_option
 @gpus_option
@@ -72,6 +81,7 @@ def watch(
     auto_: bool,
     ship_to: str | None,
     policy_path: Path | None,
+    metrics: str | None,
     backend: str,
     systemd_root: Path,
     gpus_from: Path | None,
@@ -91,7 +101,16 @@ def watch(
         setup = AutoSetup(policy, policy_path.name, backend, systemd_root)
     conf = settings(gpu_twin=gpus_from)
     config = WatchConfig(
-        units, journal_files, gpu_interval, no_gpu, ship_to, conf.host, conf.gpu_twin, setup
+        units,
+        journal_files,
+        gpu_interval,
+        no_gpu,
+        ship_to,
+        conf.host,
+        conf.gpu_twin,
+        setup,
+        notices=notices_for(conf),
+        metrics=metrics or conf.metrics.listen,
     )
 
     def open_store() -> EventStore:

@@ -1,10 +1,12 @@
 """The settings the command line reads once, at the edge: where the store lives, what this
-host is called, where GPU memory is read from.
+host is called, where GPU memory is read from, whom to tell (`[notify]`) and where to serve
+metrics (`[metrics]`). Every key is listed in docs/config.md.
 
 One object, `Settings`, filled in this order, each overriding the one before: the defaults,
 the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
-the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; an empty
-value counts as unset), then the command-line flags given (`load_settings(db=...)`).
+the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; a section's
+key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g. `ADVISOR_NOTIFY__URLS='["json://…"]'`;
+an empty value counts as unset), then the command-line flags given (`load_settings(db=...)`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -52,16 +54,52 @@ def config_path(environ: dict[str, str] | None = None) -> Path | None:
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 
+NoticeKind = Literal["incident_opened", "plan_pending", "step_failed", "plan_done"]
+NOTICE_KINDS: Final[tuple[NoticeKind, ...]] = (
+    "incident_opened",
+    "plan_pending",
+    "step_failed",
+    "plan_done",
+)
+
+
+class NotifySettings(BaseModel):
+    """`[notify]`: whom `advisor watch` and the `notify` actions tell, and of what."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Apprise URLs: slack://…, pagerduty://…, msteams://…, mailto://…, json://… (a webhook).
+    urls: tuple[str, ...] = ()
+    # Alertmanager base URLs (http://am:9093): alerts are posted to /api/v2/alerts.
+    alertmanager: tuple[str, ...] = ()
+    on: tuple[NoticeKind, ...] = NOTICE_KINDS  # the occasions told of
+    timeout_s: float = Field(default=10.0, gt=0, le=300)  # per Alertmanager request
+
+
+class MetricsSettings(BaseModel):
+    """`[metrics]`: where `advisor watch` serves Prometheus metrics."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen: str | None = None  # HOST:PORT (127.0.0.1:9750); None: no metrics served
+
+
 class Settings(BaseSettings):
     """What every command may need; see the module docstring for where each value comes from."""
 
     model_config = SettingsConfigDict(
-        env_prefix="ADVISOR_", env_ignore_empty=True, extra="forbid", frozen=True
+        env_prefix="ADVISOR_",
+        env_ignore_empty=True,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
     )
 
     db: str | None = None  # the store URL; None: a SQLite file (`db_url`)
     host: str = Field(default_factory=this_host)  # this host's name in events and the fleet
     gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
+    notify: NotifySettings = NotifySettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     @property
     def db_url(self) -> str:

@@ -32,6 +32,7 @@ from advisor.execution import gpuwait
 from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
 from advisor.execution.dropins import HOLD_DROPIN, write_atomically
 from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.notices import Notices, notify_outcome
 from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
 from advisor.execution.readiness import JournalReadiness
 from advisor.execution.state import ExecCommand, UnitSnapshot
@@ -102,6 +103,7 @@ class SystemdBackend:
     stop_margin_s: float = STOP_MARGIN_S
     clock: Callable[[], float] = time.monotonic
     host: str | None = None  # the host whose plans this backend may carry out
+    notices: Notices | None = None  # whom a `notify` step tells
     name: str = "systemd"
 
     # ------------------------------------------------------------------ reading
@@ -202,7 +204,7 @@ class SystemdBackend:
 
     # ------------------------------------------------------------------ jobs
     def notify(self, message: str) -> Outcome:
-        return Outcome(f"notified: {message}")
+        return notify_outcome(self.notices, message)
 
     def reset_failed(self, unit: str) -> Outcome:
         # On the unit's object: an inactive unit systemd unloaded is loaded again first.

@@ -9,6 +9,7 @@ from advisor.core.events import GpuSampled
 from advisor.core.host import this_host
 from advisor.core.sampler import SamplerLike
 from advisor.execution.bus import SystemdBus
+from advisor.execution.notices import Notices
 from advisor.execution.readiness import JournalReadiness
 from advisor.execution.systemd import SystemdBackend
 
@@ -55,6 +56,7 @@ def systemd_backend(
     bus_address: str | None = None,
     journal_dir: Path | None = None,
     host: str | None = None,
+    notices: Notices | None = None,
 ) -> SystemdBackend:
     host = host or this_host()
     return SystemdBackend(
@@ -63,4 +65,5 @@ def systemd_backend(
         readiness=JournalReadiness(journal_dir),
         gpus=LazySampler(host, gpu_twin),
         host=host,
+        notices=notices,
     )

@@ -1,6 +1,8 @@
 """The one daemon a host runs (`advisor watch`): journal follow, GPU sampling, live diagnosis
 and proposals, with an auto-remediation policy what it allows, and shipping to a central
-store. It stops on SIGINT or SIGTERM, committing what it has."""
+store; it says (and notifies, `advisor.pipeline.telling`) when it opens an incident or a plan
+waits for a person, and serves Prometheus metrics (`advisor.pipeline.metrics`). It stops on
+SIGINT or SIGTERM, committing what it has."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from advisor.pipeline.signals import sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers
+    from advisor.execution.notices import Notices
     from advisor.pipeline.sdnotify import Notifier
     from advisor.planning.policy import Policy
     from advisor.store import EventStore
@@ -45,6 +48,8 @@ class WatchConfig:
     host: str
     gpu_twin: Path | None
     auto: AutoSetup | None
+    notices: Notices | None = None  # whom to tell (the settings' [notify])
+    metrics: str | None = None  # HOST:PORT to serve /metrics on
 
 
 @dataclass
@@ -61,15 +66,19 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     (journalctl, a journal file) has been refused; `say` prints a line for the operator.
     StoreError after stopping if the shipper stopped while watching."""
     from advisor.core.journalctl import journalctl_path
+    from advisor.pipeline.metrics import parse_listen
     from advisor.pipeline.sdnotify import Notifier
 
     journalctl_path()
     for jf in config.journal_files:
         if not jf.exists():
             raise InputError(f"--journal-file {jf}: no such file")
+    if config.metrics is not None:
+        parse_listen(config.metrics)
     notifier = Notifier(os.environ)
     watching = _watching(config, notifier, say)
     store = open_store()
+    stop_metrics = _serve_metrics(store, config, say)
     _start_processing(store, config, say)
     stop = threading.Event()
     threads = _Threads(stop)
@@ -87,6 +96,8 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     finally:
         notifier.stopping()
         threads.stop_all()
+        if stop_metrics is not None:
+            stop_metrics()
     if threads.shipper_died:
         raise StoreError(f"the shipper stopped while watching: {threads.shipper_died[0]}")
 
@@ -108,27 +119,50 @@ def _watching(config: WatchConfig, notifier: Notifier, say: Say) -> Watching:
     return Watching(None, (), ", ".join(str(f) for f in config.journal_files))
 
 
+def _serve_metrics(store: EventStore, config: WatchConfig, say: Say) -> Callable[[], None] | None:
+    """`--metrics`: serve /metrics in a thread, each scrape reading the store on its own
+    connection; the function that stops it."""
+    if config.metrics is None:
+        return None
+    from advisor.pipeline.metrics import registry_for, serve_metrics
+    from advisor.store import open_store
+
+    url = store.url
+    stop = serve_metrics(
+        config.metrics, registry_for(lambda: open_store(url, read_only=True), config.ship_to)
+    )
+    say(f"metrics on http://{safe_text(config.metrics)}/metrics")
+    return stop
+
+
 def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
-    """Diagnose (and with --auto apply) after every batch; first what arrived while the
-    watcher was down."""
+    """Diagnose (and with --auto apply) after every batch, then tell what is new; first what
+    arrived while the watcher was down."""
     from advisor.pipeline.auto import auto_lines, auto_once
     from advisor.pipeline.processing import Processor
     from advisor.pipeline.remediate import backend_for
+    from advisor.pipeline.telling import Teller
 
     processor = Processor(store)
+    teller = Teller(store, config.notices, say)
+    teller.baseline()
     setup = config.auto
+    chosen = None
     if setup is not None:
-        chosen = backend_for(setup.backend, setup.systemd_root, config.gpu_twin, config.host)
-        reported: dict[str, str] = {}
+        chosen = backend_for(
+            setup.backend, setup.systemd_root, config.gpu_twin, config.host, notices=config.notices
+        )
+    reported: dict[str, str] = {}
 
-        def after() -> None:
+    def after() -> None:
+        if setup is not None:
             for line in auto_lines(auto_once(store, chosen, setup.policy, setup.name), reported):
                 say(line)
+        teller.tell()
 
-        processor.follow(after=after)
-    else:
-        processor.follow()
+    processor.follow(after=after)
     processor.run(final=False)
+    teller.tell()
 
 
 def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:

@@ -14,6 +14,7 @@ from advisor.core.units import parse_service
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
+    from advisor.execution.notices import Notices
     from advisor.execution.recovery import Replanned
     from advisor.execution.run import ExecReport
     from advisor.store import EventStore
@@ -32,14 +33,20 @@ def human() -> str:
 
 
 def backend_for(
-    name: str, root: Path, gpu_twin: Path | None = None, host: str | None = None
+    name: str,
+    root: Path,
+    gpu_twin: Path | None = None,
+    host: str | None = None,
+    *,
+    notices: Notices | None = None,
 ) -> Backend | None:
-    """The backend to act through (`systemd`); None for a dry run (`dry-run`)."""
+    """The backend to act through (`systemd`, its `notify` steps telling `notices`); None
+    for a dry run (`dry-run`)."""
     if name == "dry-run":
         return None
     from advisor.pipeline.backends import systemd_backend
 
-    return systemd_backend(root, gpu_twin=gpu_twin, host=host)
+    return systemd_backend(root, gpu_twin=gpu_twin, host=host, notices=notices)
 
 
 def observer(root: Path, gpu_twin: Path | None, host: str | None = None) -> Backend | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 from advisor.core.events import ActionStep
 from advisor.execution.gpuwait import FREE_FRACTION, STABLE_SAMPLES
 from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.notices import Notices, notify_outcome
 from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
 from advisor.execution.state import INFINITY_US, ExecCommand, UnitSnapshot
 
@@ -44,6 +45,7 @@ def _snapshot(state: UnitState) -> UnitSnapshot:
 class SimBackend:
     node: SimNode
     name: str = "sim"
+    notices: Notices | None = None  # whom a `notify` step tells
 
     def observe(self, unit: str) -> UnitSnapshot:
         return _snapshot(self.node.unit_state(unit))
@@ -58,7 +60,7 @@ class SimBackend:
 
     # ------------------------------------------------------------------ primitives
     def notify(self, message: str) -> Outcome:
-        return Outcome(f"notified: {message}")
+        return notify_outcome(self.notices, message)
 
     def stop_unit(self, unit: str) -> Outcome:
         state = self.node.stop(unit)

@@ -132,11 +132,13 @@ def action_by_id(store: EventStore, action_id: str) -> ActionRow | None:
 
 
 def all_actions(
-    store: EventStore, *, unit: str | None = None, host: str | None = None
+    store: EventStore, *, unit: str | None = None, host: str | None = None, fold: bool = True
 ) -> list[ActionRow]:
     """Every `actions` row in the order the steps were proposed, optionally of one unit /
-    host (what is new folded first)."""
-    fresh(store)
+    host (what is new folded first; with `fold` False the table as it is, for a reader
+    beside the process that folds, such as the metrics)."""
+    if fold:
+        fresh(store)
     query = select(actions)
     if unit is not None:
         query = query.where(actions.c.unit == unit)

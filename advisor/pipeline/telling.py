@@ -1,0 +1,135 @@
+"""Telling people what the daemon sees: an incident opened, a plan waiting for approval, a
+step that failed, a plan done (with the downtime) — a line for the operator (`say`) and a
+notice to the `[notify]` targets (`advisor.execution.notices`).
+
+Each is told once per incident, not per restart of the unit: the teller keeps what it told,
+keyed by incident and occasion, and what already held when it started (`baseline`) is not
+told again after a restart of the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from advisor.core.render import safe_text
+from advisor.execution.notices import Notice, Notices
+from advisor.views.actions import all_actions
+from advisor.views.incidents import incident_rows
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
+    from advisor.views.rows import ActionRow, IncidentView
+
+Say = Callable[[str], None]
+_DONE = frozenset({"succeeded", "skipped"})
+
+
+@dataclass(frozen=True)
+class Told:
+    """One thing to tell: its key (incident, occasion), the operator's line, the notice."""
+
+    key: tuple[str, str]
+    line: str
+    notice: Notice
+
+
+def _service(i: IncidentView) -> str:
+    return f"{i.host}/{i.unit}"
+
+
+def _notice(i: IncidentView, kind: str, title: str, body: str, resolved: bool = False) -> Notice:
+    return Notice(
+        kind,
+        title,
+        body,
+        incident_id=i.incident_id,
+        host=i.host,
+        unit=i.unit,
+        label=i.label,
+        started_us=i.started_us or i.opened_us,
+        resolved=resolved,
+    )
+
+
+def _opened(i: IncidentView) -> Told:
+    confidence = f" ({i.confidence:.2f})" if i.confidence is not None else ""
+    what = f"{_service(i)}: {i.label}{confidence}, {i.runs} failed run(s)"
+    return Told(
+        (i.incident_id, "incident_opened"),
+        f"incident opened: {i.incident_id} {what}",
+        _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", f"{what}."),
+    )
+
+
+def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | None:
+    """What a plan's state calls for: waiting for approval, a failed step, or done."""
+    main = [r for r in rows if not r.alternative]
+    failed = [r for r in main if r.status == "failed"]
+    if failed:
+        r = failed[0]
+        what = f"plan {plan_id} step {r.step} ({r.kind}) failed: {r.detail or 'no detail'}"
+        title = f"advisor: a step failed on {_service(i)}"
+        return Told((i.incident_id, "step_failed"), what, _notice(i, "step_failed", title, what))
+    if main and all(r.status == "proposed" for r in main):
+        steps = "; ".join(f"{r.step}. {r.kind}" for r in main)
+        what = (
+            f"plan proposed: {plan_id} for {i.incident_id} ({_service(i)}, {i.label}): {steps}"
+            f" — waiting for approval: advisor approve {plan_id}"
+        )
+        title = f"advisor: a plan for {_service(i)} waits for approval"
+        return Told((i.incident_id, "plan_pending"), what, _notice(i, "plan_pending", title, what))
+    if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
+        end_us = i.resolved_us or max(r.updated_us for r in main)
+        downtime = f"{max(0, end_us - (i.started_us or i.opened_us)) / 1e6:.0f} s"
+        what = f"plan done: {plan_id} for {i.incident_id} ({_service(i)}); downtime {downtime}"
+        title = f"advisor: {_service(i)} recovered"
+        notice = _notice(i, "plan_done", title, what, resolved=True)
+        return Told((i.incident_id, "plan_done"), what, notice)
+    return None
+
+
+def occasions(store: EventStore) -> Iterator[Told]:
+    """Everything the store's state calls for telling now (told or not yet)."""
+    incidents = {i.incident_id: i for i in incident_rows(store) if i.status != "superseded"}
+    plans: dict[str, list[ActionRow]] = {}
+    for row in all_actions(store):
+        plans.setdefault(row.plan_id, []).append(row)
+    for i in incidents.values():
+        if i.label is not None:
+            yield _opened(i)
+    for plan_id, rows in plans.items():
+        incident = incidents.get(rows[0].incident_id or "")
+        if incident is not None:
+            told = _plan_told(incident, plan_id, rows)
+            if told is not None:
+                yield told
+
+
+@dataclass
+class Teller:
+    """Says and sends what is new since the last pass, each (incident, occasion) once."""
+
+    store: EventStore
+    notices: Notices | None
+    say: Say
+    told: set[tuple[str, str]] = field(default_factory=set)
+
+    def baseline(self) -> None:
+        """Count what holds now as told: a restarted daemon does not tell it again."""
+        self.told.update(t.key for t in occasions(self.store))
+
+    def tell(self) -> list[Told]:
+        """One pass: each new occasion said, and sent where `[notify]` wants it."""
+        new: list[Told] = []
+        for t in occasions(self.store):
+            if t.key in self.told:
+                continue
+            self.told.add(t.key)
+            new.append(t)
+            self.say(safe_text(t.line))
+            if self.notices is not None and self.notices.wants(t.notice.kind):
+                for problem in self.notices.send(t.notice):
+                    self.say(f"notify: {safe_text(problem)}")
+        return new

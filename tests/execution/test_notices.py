@@ -1,0 +1,117 @@
+"""Notices reach people: an Apprise JSON webhook and an Alertmanager, both real HTTP servers
+on 127.0.0.1; a failing target is reported and the others are still told; a `notify` step
+tells the targets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from advisor.core.errors import InputError
+from advisor.core.settings import NotifySettings
+from advisor.execution.alertmanager import ALERT_NAME
+from advisor.execution.notices import Notice, Notices, notify_outcome
+from advisor.execution.primitives import BackendError
+from tests.http_sink import Sink, serve_sink
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    yield from serve_sink()
+
+
+def _notices(sink: Sink, **more: object) -> Notices:
+    settings = NotifySettings(
+        urls=(f"json://127.0.0.1:{sink.port}/hook",), alertmanager=(sink.url,), **more
+    )
+    return Notices(settings)
+
+
+NOTICE = Notice(
+    "incident_opened",
+    "advisor: sampler_warmup_oom on h1/vllm.service",
+    "h1/vllm.service: sampler_warmup_oom (0.97), 3 failed run(s).",
+    incident_id="h1:vllm.service:42",
+    host="h1",
+    unit="vllm.service",
+    label="sampler_warmup_oom",
+    started_us=1_700_000_000_000_000,
+)
+
+
+def test_a_notice_reaches_the_webhook_and_alertmanager(sink: Sink) -> None:
+    assert _notices(sink).send(NOTICE) == []
+    [hook] = sink.bodies("/hook")
+    assert hook["title"] == NOTICE.title and hook["message"] == NOTICE.body
+    assert hook["type"] == "failure"
+    [[alert]] = sink.bodies("/api/v2/alerts")
+    assert alert["labels"] == {
+        "alertname": ALERT_NAME,
+        "severity": "critical",
+        "incident": "h1:vllm.service:42",
+        "host": "h1",
+        "unit": "vllm.service",
+        "label": "sampler_warmup_oom",
+    }
+    assert alert["annotations"]["summary"] == NOTICE.title
+    assert alert["startsAt"] == "2023-11-14T22:13:20Z" and "endsAt" not in alert
+
+
+def test_a_plan_done_resolves_the_alert(sink: Sink) -> None:
+    done = Notice("plan_done", "recovered", "downtime 42 s", incident_id="i", resolved=True)
+    assert _notices(sink).send(done) == []
+    [[alert]] = sink.bodies("/api/v2/alerts")
+    assert alert["labels"]["severity"] == "info" and "endsAt" in alert
+    assert sink.bodies("/hook")[0]["type"] == "success"
+
+
+def test_a_failing_target_is_reported_in_words(sink: Sink) -> None:
+    sink.status = 500
+    problems = _notices(sink).send(NOTICE)
+    assert len(problems) == 2
+    assert problems[0].startswith("json://127.0.0.1:") and "not delivered" in problems[0]
+    assert problems[1] == f"Alertmanager {sink.url}: HTTP 500"
+
+
+def test_an_unreachable_alertmanager_does_not_stop_the_others(sink: Sink) -> None:
+    notices = Notices(
+        NotifySettings(
+            urls=(f"json://127.0.0.1:{sink.port}/hook",), alertmanager=("http://127.0.0.1:9",)
+        )
+    )
+    [problem] = notices.send(NOTICE)
+    assert problem.startswith("Alertmanager http://127.0.0.1:9: ")
+    assert len(sink.bodies("/hook")) == 1
+
+
+def test_unknown_urls_are_refused_without_showing_them() -> None:
+    with pytest.raises(InputError) as e:
+        Notices(NotifySettings(urls=("slakc://T0/B0/secret-token",)))
+    assert str(e.value) == "[notify] urls: slakc://…: not a URL Apprise knows"
+    with pytest.raises(InputError, match=r"^\[notify\] alertmanager: ftp://…: not an http"):
+        Notices(NotifySettings(alertmanager=("ftp://am",)))
+
+
+def test_only_the_chosen_occasions_are_wanted(sink: Sink) -> None:
+    notices = _notices(sink, on=("plan_pending",))
+    assert notices.wants("plan_pending") and notices.wants("action")
+    assert not notices.wants("incident_opened")
+
+
+def test_a_notify_step_tells_every_target(sink: Sink) -> None:
+    outcome = notify_outcome(_notices(sink), "a person should look at h1/vllm.service")
+    assert outcome.detail == (
+        "notified: a person should look at h1/vllm.service (2 target(s) told)"
+    )
+    assert sink.bodies("/hook")[0]["message"] == "a person should look at h1/vllm.service"
+    assert len(sink.bodies("/api/v2/alerts")) == 1
+
+
+def test_a_notify_step_without_targets_says_so_and_fails_when_none_is_told(sink: Sink) -> None:
+    assert notify_outcome(None, "look").detail == (
+        "notified: look (no [notify] targets: recorded only)"
+    )
+    sink.status = 503
+    with pytest.raises(BackendError, match=r"^could not notify anyone: "):
+        notify_outcome(_notices(sink), "look")
