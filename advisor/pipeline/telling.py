@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor.core.render import safe_text
+from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
@@ -55,11 +56,12 @@ def _notice(i: IncidentView, kind: str, title: str, body: str, resolved: bool = 
 
 def _opened(i: IncidentView) -> Told:
     confidence = f" ({i.confidence:.2f})" if i.confidence is not None else ""
-    what = f"{_service(i)}: {i.label}{confidence}, {i.runs} failed run(s)"
+    what = f"{_service(i)}: {i.label}{confidence}"
+    body = f"{what}, {i.runs} failed run(s); incident {i.incident_id}."
     return Told(
         (i.incident_id, "incident_opened"),
-        f"incident opened: {i.incident_id} {what}",
-        _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", f"{what}."),
+        f"incident opened: {what} — incident {i.incident_id}",
+        _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", body),
     )
 
 
@@ -73,9 +75,9 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
         title = f"advisor: a step failed on {_service(i)}"
         return Told((i.incident_id, "step_failed"), what, _notice(i, "step_failed", title, what))
     if main and all(r.status == "proposed" for r in main):
-        steps = "; ".join(f"{r.step}. {r.kind}" for r in main)
+        steps = "; ".join(f"{r.step}. {describe(r.action)}" for r in main)
         what = (
-            f"plan proposed: {plan_id} for {i.incident_id} ({_service(i)}, {i.label}): {steps}"
+            f"plan proposed for {_service(i)} ({i.label}): {steps}"
             f" — waiting for approval: advisor approve {plan_id}"
         )
         title = f"advisor: a plan for {_service(i)} waits for approval"
@@ -83,7 +85,7 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
     if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
         end_us = i.resolved_us or max(r.updated_us for r in main)
         downtime = f"{max(0, end_us - (i.started_us or i.opened_us)) / 1e6:.0f} s"
-        what = f"plan done: {plan_id} for {i.incident_id} ({_service(i)}); downtime {downtime}"
+        what = f"plan done: {plan_id} ({_service(i)}, {i.label}); downtime {downtime}"
         title = f"advisor: {_service(i)} recovered"
         notice = _notice(i, "plan_done", title, what, resolved=True)
         return Told((i.incident_id, "plan_done"), what, notice)
