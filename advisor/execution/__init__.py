@@ -1,6 +1,7 @@
 """Carrying out approved actions: backends (systemd, dry run) and the step runner."""
 
 __all__ = [
+    "alertmanager",
     "attest",
     "backends",
     "bus",
@@ -11,6 +12,7 @@ __all__ = [
     "gpuwait",
     "guards",
     "handlers",
+    "notices",
     "preview",
     "primitives",
     "readiness",

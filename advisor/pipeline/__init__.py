@@ -1,5 +1,6 @@
 """The wiring after ingestion: fold, diagnose, plan (and, where allowed, execute) as events
-arrive; the watch daemon and auto-remediation loop; file inputs for `classify`.
+arrive; the watch daemon and auto-remediation loop, what it tells people and the metrics it
+serves; file inputs for `classify`.
 """
 
 __all__ = [
@@ -7,9 +8,11 @@ __all__ = [
     "backends",
     "daemon",
     "inputs",
+    "metrics",
     "processing",
     "remediate",
     "sdnotify",
     "signals",
+    "telling",
     "verify",
 ]
