@@ -8,6 +8,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +24,11 @@ from advisor.execution.decisions import approve
 from advisor.execution.run import execute
 from advisor.fleet.ship import checkpoint_name
 from advisor.pipeline.metrics import METRICS, parse_listen, registry_for, serve_metrics
+from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from advisor.store.types import Checkpoint
 from ingest.gpu import sample_live
+from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -73,11 +76,17 @@ def _reader(url: str) -> Callable[[], EventStore]:
     return lambda: open_store(url, read_only=True)
 
 
-def test_the_metrics_say_what_the_store_holds(diagnosed: EventStore, sqlite_url: str) -> None:
+def test_the_metrics_say_what_the_store_holds(
+    store_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
+    """On SQLite and on PostgreSQL."""
+    diagnosed = opener(store_url)
+    ingest_json_file(diagnosed, seed_journal)
+    Processor(diagnosed).run(final=True)
     sample_live(diagnosed, _TwoGpus(), interval_s=0.01, count=1)  # type: ignore[arg-type]
     ship_to = "postgresql+psycopg://advisor:secret@central/fleet"
     diagnosed.append_prepared([], Checkpoint(checkpoint_name(ship_to), {"seq": 10}))
-    text = generate_latest(registry_for(_reader(sqlite_url), ship_to)).decode()
+    text = generate_latest(registry_for(_reader(store_url), ship_to)).decode()
     got = _samples(text)
     incidents = got["advisor_incidents"]
     assert _value(incidents, label="sampler_warmup_oom", unit=UNIT, status="open") == 1
