@@ -16,6 +16,7 @@ import orjson
 class Sink:
     port: int
     posts: list[tuple[str, Any]] = field(default_factory=list)
+    auth: list[str | None] = field(default_factory=list)  # each post's Authorization
     status: int = 200  # what the sink answers
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -37,6 +38,7 @@ def serve_sink() -> Iterator[Sink]:
             body = orjson.loads(self.rfile.read(length) or b"null")
             with sink.lock:
                 sink.posts.append((self.path, body))
+                sink.auth.append(self.headers.get("Authorization"))
             self.send_response(sink.status)
             self.send_header("Content-Length", "0")
             self.end_headers()

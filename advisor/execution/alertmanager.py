@@ -9,7 +9,9 @@ annotations carry the latest notice. A plan done resolves it (`endsAt` now).
 
 from __future__ import annotations
 
+import base64
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -53,20 +55,30 @@ def alert_for(notice: Notice, now_us: int) -> dict[str, Any]:
     return alert
 
 
+def shown(base_url: str) -> str:
+    """The URL without a user or password in it, to print."""
+    parts = urllib.parse.urlsplit(base_url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
 def post_alerts(base_url: str, alerts: list[dict[str, Any]], timeout_s: float) -> None:
-    """POST the alerts to Alertmanager at `base_url`; AlertmanagerError if it fails."""
-    url = base_url.rstrip("/") + PATH
-    request = urllib.request.Request(
-        url,
-        data=orjson.dumps(alerts),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+    """POST the alerts to Alertmanager at `base_url` (`http://USER:PASSWORD@HOST:PORT`: sent
+    with basic authentication); AlertmanagerError if it fails."""
+    parts = urllib.parse.urlsplit(base_url)
+    headers = {"Content-Type": "application/json"}
+    if parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        password = urllib.parse.unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    url = shown(base_url).rstrip("/") + PATH
+    request = urllib.request.Request(url, data=orjson.dumps(alerts), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             response.read()
     except urllib.error.HTTPError as e:
-        raise AlertmanagerError(f"Alertmanager {base_url}: HTTP {e.code}") from e
+        raise AlertmanagerError(f"Alertmanager {shown(base_url)}: HTTP {e.code}") from e
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise AlertmanagerError(f"Alertmanager {base_url}: {reason}") from e
+        raise AlertmanagerError(f"Alertmanager {shown(base_url)}: {reason}") from e

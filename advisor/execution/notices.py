@@ -64,7 +64,7 @@ class Notices:
                 raise InputError(f"[notify] urls: {_scheme(url)}: not a URL Apprise knows")
             one = apprise.Apprise()
             one.add(plugin)
-            self._targets.append((str(plugin.url(privacy=True)), one))
+            self._targets.append((str(plugin.url(privacy=True)).split("?")[0], one))
         for base in self.alertmanagers:
             if not base.startswith(("http://", "https://")):
                 raise InputError(f"[notify] alertmanager: {_scheme(base)}: not an http(s) URL")

@@ -70,7 +70,7 @@ def test_a_failing_target_is_reported_in_words(sink: Sink) -> None:
     sink.status = 500
     problems = _notices(sink).send(NOTICE)
     assert len(problems) == 2
-    assert problems[0].startswith("json://127.0.0.1:") and "not delivered" in problems[0]
+    assert problems[0] == f"json://127.0.0.1:{sink.port}/hook: not delivered"
     assert problems[1] == f"Alertmanager {sink.url}: HTTP 500"
 
 
@@ -83,6 +83,15 @@ def test_an_unreachable_alertmanager_does_not_stop_the_others(sink: Sink) -> Non
     [problem] = notices.send(NOTICE)
     assert problem.startswith("Alertmanager http://127.0.0.1:9: ")
     assert len(sink.bodies("/hook")) == 1
+
+
+def test_alertmanager_credentials_are_sent_as_basic_auth_and_never_shown(sink: Sink) -> None:
+    with_auth = f"http://advisor:s%40cret@127.0.0.1:{sink.port}/"
+    notices = Notices(NotifySettings(alertmanager=(with_auth,)))
+    assert notices.send(NOTICE) == []
+    assert sink.auth == ["Basic YWR2aXNvcjpzQGNyZXQ="]  # advisor:s@cret
+    sink.status = 401
+    assert notices.send(NOTICE) == [f"Alertmanager http://127.0.0.1:{sink.port}/: HTTP 401"]
 
 
 def test_unknown_urls_are_refused_without_showing_them() -> None:
