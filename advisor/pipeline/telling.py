@@ -4,7 +4,9 @@ notice to the `[notify]` targets (`advisor.execution.notices`).
 
 Each is told once per incident, not per restart of the unit: the teller keeps what it told,
 keyed by incident and occasion, and what already held when it started (`baseline`) is not
-told again after a restart of the daemon.
+told again after a restart of the daemon. A pass reads the incidents and actions only when an
+event that can change what is told (a classification, an incident's or an action's event)
+was stored since the last (`mark`): GPU samples and log lines alone cost a few index reads.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
+from advisor.store import EventFilter
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
 
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 _DONE = frozenset({"succeeded", "skipped"})
+# The events after which what is told may differ.
+TOLD_FROM = ("run.classified", "incident.classified", *ACTION_EVENT_TYPES)
 
 
 @dataclass(frozen=True)
@@ -94,10 +100,10 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
 
 def occasions(store: EventStore) -> Iterator[Told]:
     """Everything the store's state calls for telling now (told or not yet)."""
-    incidents = {i.incident_id: i for i in incident_rows(store) if i.status != "superseded"}
     plans: dict[str, list[ActionRow]] = {}
-    for row in all_actions(store):
+    for row in all_actions(store):  # folds what is new first, for the incidents too
         plans.setdefault(row.plan_id, []).append(row)
+    incidents = {i.incident_id: i for i in incident_rows(store) if i.status != "superseded"}
     for i in incidents.values():
         if i.label is not None:
             yield _opened(i)
@@ -117,13 +123,24 @@ class Teller:
     notices: Notices | None
     say: Say
     told: set[tuple[str, str]] = field(default_factory=set)
+    seen: tuple[int, ...] | None = None  # the mark of the last pass
+
+    def mark(self) -> tuple[int, ...]:
+        """The newest event of each kind in TOLD_FROM (a few index reads)."""
+        newest = (list(self.store.read(EventFilter(type=t, limit=1))) for t in TOLD_FROM)
+        return tuple(e[-1].seq if e else 0 for e in newest)
 
     def baseline(self) -> None:
         """Count what holds now as told: a restarted daemon does not tell it again."""
+        self.seen = self.mark()
         self.told.update(t.key for t in occasions(self.store))
 
     def tell(self) -> list[Told]:
         """One pass: each new occasion said, and sent where `[notify]` wants it."""
+        mark = self.mark()
+        if mark == self.seen:
+            return []
+        self.seen = mark
         new: list[Told] = []
         for t in occasions(self.store):
             if t.key in self.told:
