@@ -66,7 +66,7 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         store = self.open_store()
         try:
-            incidents = [i for i in incident_rows(store) if i.status != "superseded"]
+            incidents = incident_rows(store)
             rows = all_actions(store, fold=False)
             yield from _incident_metrics(incidents, rows)
             yield from _action_metrics(rows)
@@ -78,12 +78,16 @@ class StoreCollector(Collector):
 
 
 def _incident_metrics(incidents: list[IncidentView], rows: list[ActionRow]) -> Iterator[Metric]:
-    counts = Counter((i.host, i.unit, i.label or "unclassified", i.status) for i in incidents)
+    counts = Counter(
+        (i.host, i.unit, i.label or "unclassified", i.status)
+        for i in incidents
+        if i.status != "superseded"
+    )
     family = _gauge("advisor_incidents", ["host", "unit", "label", "status"])
     for labels, n in sorted(counts.items()):
         family.add_metric(list(labels), n)
     yield family
-    by_id = {i.incident_id: i for i in incidents}
+    by_id = {i.incident_id: i for i in incidents}  # superseded too: the histogram only grows
     first: dict[str, int] = {}
     for r in rows:
         if r.incident_id in by_id:

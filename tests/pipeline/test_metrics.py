@@ -4,6 +4,7 @@ prometheus_client's own parser; a bad --metrics address is refused with one line
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import urllib.request
@@ -23,7 +24,13 @@ from advisor.execution.backends import DryRunBackend
 from advisor.execution.decisions import approve
 from advisor.execution.run import execute
 from advisor.fleet.ship import checkpoint_name
-from advisor.pipeline.metrics import METRICS, parse_listen, registry_for, serve_metrics
+from advisor.pipeline.metrics import (
+    METRICS,
+    asgi_app,
+    parse_listen,
+    registry_for,
+    serve_metrics,
+)
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from advisor.store.types import Checkpoint
@@ -158,3 +165,27 @@ def test_watch_refuses_a_bad_metrics_address_in_one_line(sqlite_url: str) -> Non
     )
     assert result.exit_code == 4, result.output
     assert result.output == ("Error: --metrics 'nowhere': not HOST:PORT (e.g. 127.0.0.1:9750)\n")
+
+
+def test_the_asgi_app_serves_the_same_metrics(diagnosed: EventStore, sqlite_url: str) -> None:
+    """What `advisor serve` mounts at /metrics, called as an ASGI server would."""
+    app = asgi_app(registry_for(_reader(sqlite_url)))
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/metrics",
+        "query_string": b"",
+        "headers": [],
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 200
+    body = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    assert _value(_samples(body)["advisor_plans_pending"]) == 2
