@@ -88,11 +88,15 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
         )
     if config.ship_to is not None:
         threads.start_shipping(store, config.ship_to, config.host, notifier, say)
-    notifier.ready(f"watching {watching.text}")
-    notifier.keep_alive()
-    say(f"watching {safe_text(watching.text)}")
     try:
-        _follow(store, config, watching)
+        # SIGTERM stops the daemon cleanly from the moment it says it is ready.
+        with sigterm_as_interrupt():
+            notifier.ready(f"watching {watching.text}")
+            notifier.keep_alive()
+            say(f"watching {safe_text(watching.text)}")
+            _follow(store, config, watching)
+    except KeyboardInterrupt:
+        pass
     finally:
         notifier.stopping()
         threads.stop_all()
@@ -168,17 +172,13 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
 def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:
     from ingest.journal_sources import ingest_journalctl
 
-    try:
-        with sigterm_as_interrupt():
-            ingest_journalctl(
-                store,
-                files=config.journal_files,
-                follow=True,
-                selection=watching.selection,
-                resume_from=watching.resume_from,
-            )
-    except KeyboardInterrupt:
-        pass
+    ingest_journalctl(
+        store,
+        files=config.journal_files,
+        follow=True,
+        selection=watching.selection,
+        resume_from=watching.resume_from,
+    )
 
 
 class _Threads:
