@@ -22,7 +22,8 @@ def _fail(message: str, code: int) -> NoReturn:
 class AdvisorGroup(click.Group):
     """A group whose commands, and the commands of the groups made under it, exit with the
     library's exit codes: an AdvisorError its own, a store failure (SQLAlchemy) a
-    StoreError's, Ctrl-C 130 (what was committed stays; a re-run resumes from there)."""
+    StoreError's, Ctrl-C 130, at a prompt too (what was committed stays; a re-run resumes
+    from there)."""
 
     group_class = type  # `@group.group()` makes an AdvisorGroup too
 
@@ -40,5 +41,6 @@ class AdvisorGroup(click.Group):
             from advisor.store.engine import first_line
 
             _fail(f"Error: event store: {safe_text(first_line(e))}", StoreError.exit_code)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # click turns Ctrl-C (and end of input) at a prompt into Abort ("Aborted!", exit 1)
             _fail("Interrupted.", INTERRUPTED_EXIT)

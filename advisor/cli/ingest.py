@@ -85,7 +85,13 @@ def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
 
 @click.group(cls=AdvisorGroup)
 def ingest() -> None:
-    """Bring observations into the event store."""
+    """Bring observations into the event store.
+
+    \b
+    Examples:
+      advisor ingest journal --file journal.jsonl
+      advisor ingest text vllm.log --service vllm-llama70b
+    """
 
 
 @ingest.command("journal")
@@ -122,7 +128,14 @@ def ingest_journal(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
+    """journald entries: from a JSON-lines file or stdin, .journal files, or live.
+
+    \b
+    Examples:
+      advisor ingest journal --file journal.jsonl
+      journalctl -u vllm -o json | advisor ingest journal --file -
+      advisor ingest journal --follow --unit 'vllm*.service'
+    """
     from ingest import journal_sources as js
 
     chosen = sum((file_ is not None, bool(journal_files), follow and not journal_files))
@@ -189,7 +202,13 @@ def ingest_text(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """A plain text log (docker logs, a server's log file, pasted terminal output)."""
+    """A plain text log (docker logs, a server's log file, pasted terminal output).
+
+    \b
+    Examples:
+      advisor ingest text vllm.log --service vllm-llama70b
+      advisor ingest text docker.log --service gpu-node-07/vllm-llama70b --strict
+    """
     from ingest.text import ingest_text_file
 
     from_service, unit = parse_service(service)
@@ -227,7 +246,12 @@ def ingest_nvidia_smi(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
+    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N.
+
+    \b
+    Examples:
+      advisor ingest nvidia-smi gpus.csv --host gpu-node-07 --timezone Europe/Berlin
+    """
     from ingest.nvidia_smi import ingest_nvidia_smi_file
 
     resolve(file_)
@@ -286,7 +310,13 @@ def ingest_gpu(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
+    """NVML samples of every GPU: memory, utilisation, temperature, power, processes.
+
+    \b
+    Examples:
+      advisor ingest gpu --interval 1 --count 60
+      advisor ingest gpu --replay samples.jsonl
+    """
     from ingest.gpu import replay_recording, sample_live
     from ingest.nvml import NvmlSampler
 
@@ -342,7 +372,12 @@ def ingest_watch(
     folder: Path, service: str | None, tz: str, host: str | None, db_url: str | None
 ) -> None:
     """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
-    recording files until interrupted (SIGINT or SIGTERM)."""
+    recording files until interrupted (SIGINT or SIGTERM).
+
+    \b
+    Examples:
+      advisor ingest watch /var/log/inference --service vllm-llama70b
+    """
     from ingest.watch import FolderWatcher
 
     unit = None
