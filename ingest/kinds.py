@@ -15,6 +15,31 @@ TEXT: Final = "text"
 JOURNAL_KEYS: Final = ("__CURSOR", "__REALTIME_TIMESTAMP", "MESSAGE", "_SYSTEMD_UNIT")
 
 
+SNIFF_BYTES: Final = 4096  # bytes looked at to tell binary data from a log
+_TEXT_CONTROLS: Final = frozenset("\t\n\r\x1b\x08\x0c")
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether the first bytes of an input are binary data, not a log: a NUL byte outside
+    journal JSON, or more than 30% of the characters undecodable or control characters
+    (colour codes, tabs, backspaces and form feeds are text). `classify`, `ingest text` and
+    the folder watcher's text logs share it."""
+    if not head or head.lstrip().startswith(b"{"):
+        return False
+    if b"\x00" in head:
+        return True
+    text = head.decode("utf-8", "replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in _TEXT_CONTROLS))
+    return odd * 10 > len(text) * 3
+
+
+def binary_message(name: str) -> str:
+    """The one line that refuses binary input named `name`."""
+    return (
+        f"{name}: binary data, not a log (a .journal file? use `journalctl --file F -o json` first)"
+    )
+
+
 def line_kind(first: bytes) -> str:
     """The kind of input whose first non-empty line is `first`: a GPU recording, journal
     JSON (a leading JSON-seq record separator allowed), an nvidia-smi CSV, or text."""

@@ -135,8 +135,13 @@ def export_group() -> None:
 
 @export_group.command("parquet")
 @click.argument("folder", type=click.Path(path_type=Path))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an export already in FOLDER (it stays as it was if this one fails).",
+)
 @db_option
-def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
+def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
     """Events partitioned by day and host, and the projections, as Parquet under FOLDER.
 
     \b
@@ -146,7 +151,7 @@ def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
     """
     from advisor.reports.analytics import export_parquet
 
-    counts = export_parquet(settings(db=db_url).db_url, folder)
+    counts = export_parquet(settings(db=db_url).db_url, folder, force=force)
     click.echo(
         ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
     )

@@ -53,9 +53,21 @@ host_option = click.option(
 def print_report(
     report: IngestReport, as_json: bool, diagnosis: ProcessReport | None = None
 ) -> None:
+    """Print what was read and stored; InputError (exit 4) after it when every line read
+    was malformed: nothing of the input could be used."""
     if as_json:
         echo_json({**report.as_dict(), **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
-        return
+    else:
+        _print_text(report, diagnosis)
+    if report.malformed_count and report.malformed_count >= report.read:
+        first = f" (line {report.malformed[0].line_no}: {report.malformed[0].reason})"
+        raise InputError(
+            f"{report.source}: none of its {report.read} line(s) could be read"
+            + (first if report.malformed else "")
+        )
+
+
+def _print_text(report: IngestReport, diagnosis: ProcessReport | None) -> None:
     click.echo(
         f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
         f"new events, {report.duplicates} already stored, "
@@ -209,11 +221,11 @@ def ingest_text(
       advisor ingest text vllm.log --service vllm-llama70b
       advisor ingest text docker.log --service gpu-node-07/vllm-llama70b --strict
     """
-    from ingest.text import ingest_text_file
+    from ingest.text import ingest_text_file, refuse_binary
 
     from_service, unit = parse_service(service)
     host = service_host(service, from_service, host)
-    resolve(file_)
+    refuse_binary(resolve(file_))  # before the store is opened (and perhaps created)
     store = store_for(db_url)
     sign_heads(store)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
