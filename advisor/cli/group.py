@@ -32,6 +32,9 @@ class AdvisorGroup(click.Group):
             return super().invoke(ctx)
         except AdvisorError as e:
             _fail(f"Error: {safe_text(str(e))}", e.exit_code)
+        except click.exceptions.Abort:
+            # click turns Ctrl-C (and end of input) at a prompt into Abort ("Aborted!", exit 1)
+            _fail("Interrupted.", INTERRUPTED_EXIT)
         except Exception as e:
             # The store failed mid-command (connection lost, disk full). SQLAlchemy is loaded
             # only by commands that use the store, so it is looked up, not imported, here.
@@ -41,6 +44,5 @@ class AdvisorGroup(click.Group):
             from advisor.store.engine import first_line
 
             _fail(f"Error: event store: {safe_text(first_line(e))}", StoreError.exit_code)
-        except (KeyboardInterrupt, click.exceptions.Abort):
-            # click turns Ctrl-C (and end of input) at a prompt into Abort ("Aborted!", exit 1)
+        except KeyboardInterrupt:
             _fail("Interrupted.", INTERRUPTED_EXIT)
