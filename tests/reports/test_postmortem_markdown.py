@@ -64,7 +64,7 @@ def test_markdown_is_lists_and_code_blocks_not_paragraphs(
     assert md.exit_code == 0, md.output
     report = json.loads(_explain(runner, sqlite_url, "--incident", FIRST, "--json").output)
     tokens = MarkdownIt("commonmark").parse(md.output)
-    assert [t.tag for t in tokens if t.type == "heading_open"][0] == "h1"
+    assert next(t.tag for t in tokens if t.type == "heading_open") == "h1"
     sections = _sections(tokens)
     assert list(sections) == [
         "Timeline",
