@@ -155,7 +155,7 @@ def test_latest_is_last_seen_and_ids_are_taken_by_prefix(
 
 
 def test_steps_are_rejected_by_short_id_and_a_plan_is_no_step(
-    sqlite_url: str, seed_journal: Path, seed_csv: Path
+    sqlite_url: str, seed_journal: Path, seed_csv: Path, tmp_path: Path
 ) -> None:
     runner = _store(sqlite_url, seed_journal, seed_csv)
     actions = runner.invoke(cli, ["actions", "--db", sqlite_url]).output.splitlines()
@@ -168,3 +168,14 @@ def test_steps_are_rejected_by_short_id_and_a_plan_is_no_step(
     not_a_step = runner.invoke(cli, ["reject", plan, "--why", "test", "--db", sqlite_url])
     assert not_a_step.exit_code == 4
     assert f"'{plan}' names a plan; a step is PLAN#N" in not_a_step.output
+    rollback = ["rollback", "gpu-node-07/", "--systemd-root", str(tmp_path), "--db", sqlite_url]
+    ambiguous = runner.invoke(cli, rollback)
+    assert (
+        ambiguous.exit_code == 4
+        and "action 'gpu-node-07/' is ambiguous: it fits" in ambiguous.output
+    )
+    done = runner.invoke(cli, [*rollback[:1], f"{plan}#1", *rollback[2:]])
+    assert (
+        done.exit_code == 4
+        and f"action {rejected.output.split()[1]} changed no unit file" in done.output
+    )
