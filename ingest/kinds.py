@@ -15,6 +15,32 @@ TEXT: Final = "text"
 JOURNAL_KEYS: Final = ("__CURSOR", "__REALTIME_TIMESTAMP", "MESSAGE", "_SYSTEMD_UNIT")
 
 
+SNIFF_BYTES: Final = 4096  # bytes looked at to tell binary data from a log
+JOURNAL_FILE_MAGIC: Final = b"LPKSHHRH"  # a systemd .journal file's first bytes
+_TEXT_CONTROLS: Final = frozenset("\t\n\r\x1b\x08\x0c")
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether the first bytes of an input are binary data, not a log: a binary journal file
+    (its magic), or more than 30% of the characters undecodable or control characters (NUL
+    included; colour codes, tabs, backspaces and form feeds are text), so a text log with a
+    stray NUL or bad byte is still a log. `classify` and `ingest text` share it."""
+    if head.startswith(JOURNAL_FILE_MAGIC):
+        return True
+    if not head or head.lstrip().startswith(b"{"):
+        return False
+    text = head.decode("utf-8", "replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in _TEXT_CONTROLS))
+    return odd * 10 > len(text) * 3
+
+
+def binary_message(name: str) -> str:
+    """The one line that refuses binary input named `name`."""
+    return (
+        f"{name}: binary data, not a log (a .journal file? use `journalctl --file F -o json` first)"
+    )
+
+
 def line_kind(first: bytes) -> str:
     """The kind of input whose first non-empty line is `first`: a GPU recording, journal
     JSON (a leading JSON-seq record separator allowed), an nvidia-smi CSV, or text."""

@@ -19,9 +19,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.core.errors import InputError
 from advisor.core.records import Progress, Record, clean_name, decode_text
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
+from ingest.kinds import SNIFF_BYTES, binary_message, looks_binary
 from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
@@ -145,6 +147,18 @@ class TextLineParser:
         return {"last_time_us": self.last_time, "chain": self.chain.hex()}
 
 
+def refuse_binary(path: Path) -> None:
+    """InputError when the file `path` is binary data, not a log (`kinds.looks_binary`, as
+    `classify` refuses it)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from e
+    if looks_binary(head):
+        raise InputError(binary_message(str(path)))
+
+
 def ingest_text_file(
     store: EventStore,
     path: Path,
@@ -155,6 +169,10 @@ def ingest_text_file(
     progress: Progress | None = None,
     complete_only: bool = False,
 ) -> IngestReport:
+    """Ingest the text log `path` under `service` on `host`. InputError, nothing written,
+    when it is binary data (`refuse_binary`)."""
+    refuse_binary(path)
+
     def parser(p: Path, cursor: FileCursor) -> TextLineParser:
         return TextLineParser(p, cursor, service, host)
 

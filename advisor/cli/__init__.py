@@ -10,6 +10,7 @@ __all__ = [
     "group",
     "heads",
     "ingest",
+    "ingest_report",
     "main",
     "projections",
     "verify",

@@ -20,6 +20,7 @@ from advisor.cli.common import (
     settings,
     store_for,
 )
+from advisor.core.ids import short_id
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def _describe(row: ActionRow) -> str:
     elif spec.get("seconds"):
         what += f" up to {spec['seconds']:.0f} s"
     alt = " (alternative)" if row.alternative else ""
-    return safe_text(f"{row.action_id}  {row.status:<10} {what}{alt} — {spec['why']}")
+    return safe_text(f"{short_id(row.action_id)}  {row.status:<10} {what}{alt} — {spec['why']}")
 
 
 @click.command("actions")
@@ -50,7 +51,14 @@ def _describe(row: ActionRow) -> str:
 @json_option
 @db_option
 def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
-    """Proposed actions and what became of them, by plan and step."""
+    """Proposed actions and what became of them, by plan and step (short ids: any prefix of
+    one, or of the whole id, is taken by approve, reject and rollback).
+
+    \b
+    Examples:
+      advisor actions --pending
+      advisor actions --json
+    """
     from advisor.views.actions import all_actions
 
     rows = all_actions(store_for(db_url))
@@ -68,7 +76,13 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
 @db_option
 def approve(ident: str, db_url: str | None) -> None:
     """Approve action ID, or every (non-alternative) proposed step of plan ID. Approving an
-    alternative chooses it instead of the step it stands in for."""
+    alternative chooses it instead of the step it stands in for.
+
+    \b
+    Examples:
+      advisor approve 3f9a1c2b7d4e      # every main step of a plan (a short id)
+      advisor approve 3f9a1c2b7d4e#2    # one step: an alternative chooses it
+    """
     from advisor.execution.run import approve as approve_
     from advisor.pipeline.remediate import human
 
@@ -81,12 +95,16 @@ def approve(ident: str, db_url: str | None) -> None:
 @click.option("--why", required=True, help="Why it must not run (recorded with the decision).")
 @db_option
 def reject(action_id: str, why: str, db_url: str | None) -> None:
-    """Reject action ACTION_ID: it will never run."""
+    """Reject action ACTION_ID: it will never run.
+
+    \b
+    Examples:
+      advisor reject 3f9a1c2b7d4e#1 --why 'not during business hours'
+    """
     from advisor.execution.run import reject as reject_
     from advisor.pipeline.remediate import human
 
-    reject_(store_for(db_url), action_id, human(), why)
-    click.echo(f"rejected {action_id}")
+    click.echo(f"rejected {reject_(store_for(db_url), action_id, human(), why)}")
 
 
 @click.command()
@@ -94,7 +112,12 @@ def reject(action_id: str, why: str, db_url: str | None) -> None:
 @root_option
 @db_option
 def rollback(action_id: str, systemd_root: Path, db_url: str | None) -> None:
-    """Put back the drop-in a set_flag / set_unit_option action wrote, as it was before."""
+    """Put back the drop-in a set_flag / set_unit_option action wrote, as it was before.
+
+    \b
+    Examples:
+      advisor rollback 3f9a1c2b7d4e#1
+    """
     from advisor.execution.run import rollback as rollback_
     from advisor.pipeline.remediate import backend_for
 
@@ -106,7 +129,8 @@ def rollback(action_id: str, systemd_root: Path, db_url: str | None) -> None:
 def _show_plan(plan: OpenPlan) -> None:
     incident = plan.incident
     click.echo(
-        f"{safe_text(plan.plan_id)}: {incident['label']} ({incident['confidence']:.2f}), "
+        f"{short_id(plan.plan_id)} ({safe_text(plan.plan_id)}): {incident['label']} "
+        f"({incident['confidence']:.2f}), "
         f"{incident['runs']} run(s)"
     )
     for row in plan.rows:
@@ -183,7 +207,14 @@ def remediate(
     db_url: str | None,
 ) -> None:
     """Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it),
-    ask step by step (or --yes), and carry it out."""
+    ask step by step (or --yes), and carry it out.
+
+    \b
+    Examples:
+      advisor remediate vllm-minimax-m25
+      advisor remediate vllm-minimax-m25 --dry-run
+      advisor remediate vllm-minimax-m25 --yes
+    """
     from advisor.pipeline.remediate import backend_for, carry_out, open_plan, preview
 
     store = store_for(db_url)
@@ -216,7 +247,12 @@ def remediate(
 @db_option
 def replan(service: str, systemd_root: Path, gpus_from: Path | None, db_url: str | None) -> None:
     """Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and
-    propose a new plan from the unit's current state."""
+    propose a new plan from the unit's current state.
+
+    \b
+    Examples:
+      advisor replan vllm-minimax-m25
+    """
     from advisor.core.units import parse_service
     from advisor.execution.recovery import replan as replan_
     from advisor.pipeline.remediate import backend_for
@@ -262,7 +298,13 @@ def auto(
     gpus_from: Path | None,
     db_url: str | None,
 ) -> None:
-    """Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person."""
+    """Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person.
+
+    \b
+    Examples:
+      advisor auto --policy /etc/advisor/policy.toml
+      advisor auto --policy policy.toml --once --backend dry-run
+    """
     from advisor.pipeline.auto import run_auto
     from advisor.pipeline.remediate import backend_for
     from advisor.planning.policy import load_policy

@@ -47,7 +47,13 @@ def query(
 ) -> None:
     """Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, actions.
     The store is attached read-only and, unless --allow-files, the SQL reaches nothing else:
-    no files, no extensions, no settings."""
+    no files, no extensions, no settings.
+
+    \b
+    Examples:
+      advisor query "SELECT label, count(*) FROM incidents GROUP BY label"
+      advisor query "SELECT host, count(*) FROM events GROUP BY host" --parquet ./export --csv
+    """
     from advisor.reports.analytics import check_sql, connect_parquet, connect_store
 
     if as_json and as_csv:
@@ -119,17 +125,33 @@ def _plain(value: Any) -> Any:
 
 @click.group("export", cls=AdvisorGroup)
 def export_group() -> None:
-    """Export the history for other tools."""
+    """Export the history for other tools.
+
+    \b
+    Examples:
+      advisor export parquet ./export --force
+    """
 
 
 @export_group.command("parquet")
 @click.argument("folder", type=click.Path(path_type=Path))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an export already in FOLDER (it stays as it was if this one fails).",
+)
 @db_option
-def export_parquet_cmd(folder: Path, db_url: str | None) -> None:
-    """Events partitioned by day and host, and the projections, as Parquet under FOLDER."""
+def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
+    """Events partitioned by day and host, and the projections, as Parquet under FOLDER.
+
+    \b
+    Examples:
+      advisor export parquet ./export
+      advisor export parquet ./export --force    # replace an earlier export
+    """
     from advisor.reports.analytics import export_parquet
 
-    counts = export_parquet(settings(db=db_url).db_url, folder)
+    counts = export_parquet(settings(db=db_url).db_url, folder, force=force)
     click.echo(
         ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
     )
@@ -170,7 +192,13 @@ def stats(
     db_url: str | None,
 ) -> None:
     """Crashes by label, service and week; time to recovery; restart loops; GPU headroom
-    per service; GPU memory release after a kill, per host."""
+    per service; GPU memory release after a kill, per host.
+
+    \b
+    Examples:
+      advisor stats --since -7d
+      advisor stats --service vllm-llama70b --format html --out stats.html
+    """
     from advisor.core.timefmt import parse_time_us
     from advisor.reports.analytics import connect_parquet, connect_store
     from advisor.reports.analytics import stats as stats_
@@ -242,7 +270,12 @@ def ship(
     db_url: str | None,
 ) -> None:
     """Copy this host's events to a central store: resumable, idempotent, in order, checked
-    against what the central store already holds for this host."""
+    against what the central store already holds for this host.
+
+    \b
+    Examples:
+      advisor ship --to postgresql+psycopg://advisor_ship_gpu_node_07@central/fleet
+    """
     from advisor.core.errors import InputError
     from advisor.fleet.ship import open_central
     from advisor.fleet.ship import ship as ship_
@@ -303,7 +336,12 @@ def ship(
 @db_option
 def retention(before: str, folder: Path, dry_run: bool, as_json: bool, db_url: str | None) -> None:
     """Central PostgreSQL store: export old partitions of events to Parquet, record that as a
-    store.retained event, and detach them."""
+    store.retained event, and detach them.
+
+    \b
+    Examples:
+      advisor retention --before -400d --to /srv/advisor-archive --dry-run --db postgresql+psycopg://advisor@central/fleet
+    """
     from advisor.core.timefmt import parse_time_us
     from advisor.fleet.retention import retain, retainable
 

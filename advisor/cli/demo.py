@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from pathlib import Path
 
 import click
 
-from advisor.cli.common import db_option, store_for
+from advisor.cli.common import store_for
 
 
 @click.command()
@@ -25,16 +26,32 @@ from advisor.cli.common import db_option, store_for
     help="Run the story under real systemd, booted in a box of namespaces (needs "
     "root); the advisor acts through its systemd backend.",
 )
-@db_option
+@click.option(
+    "--db",
+    "db_url",
+    default=None,
+    metavar="URL",
+    help="Store URL. Default: the demo's own SQLite file, demo.db beside the default store "
+    "($XDG_DATA_HOME/advisor/demo.db); $ADVISOR_DB is not used.",
+)
 def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
-    GPU node (or under real systemd with --systemd) — then the post-mortem. The store it
-    leaves answers `advisor explain` and `advisor events` afterwards."""
+    GPU node (or under real systemd with --systemd) — then the post-mortem. It keeps its own
+    store (printed at the start), so the simulated host never enters your real one; with
+    `--db` that store answers `advisor explain` and `advisor events` afterwards.
+
+    \b
+    Examples:
+      advisor demo --yes
+      advisor demo --yes --db sqlite:///tmp/demo.db
+    """
     from advisor.core.errors import PrerequisiteError
+    from advisor.core.settings import demo_db_url
     from advisor.demo.simulated import UNIT, run_demo
     from advisor.reports.postmortem import build, render_text
 
-    store = store_for(db_url)
+    store = store_for(db_url or demo_db_url())
+    click.echo(f"store: {store.display_url} (the demo's own; --db URL picks another)")
 
     def ask(plan: str) -> bool:
         click.echo(plan)
@@ -61,4 +78,8 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
     first = result.incidents[0] if result.incidents else None
     click.echo(f"\nhealthy after {result.seconds:.1f} s; the post-mortem:\n")
     click.echo(render_text(build(store, UNIT, first)), nl=False)
-    click.echo(f"\nstore: {store.display_url} (try `advisor explain {UNIT}`, `advisor events`)")
+    where = f"--db {shlex.quote(store.display_url)}"
+    click.echo(
+        f"\nstore: {store.display_url} (try `advisor explain {UNIT} {where}`, "
+        f"`advisor incidents {where}`)"
+    )

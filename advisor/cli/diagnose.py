@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from advisor.cli.common import echo_json, json_option, write_file
 from advisor.cli.group import AdvisorGroup
-from advisor.core.render import safe_text
+from advisor.core.render import clip, safe_text
+from advisor.reports.writeup import step_title
 
 rules_option = click.option(
     "--rules",
@@ -36,6 +38,11 @@ def classify(
     """Classify a log FILE (journalctl -o json, or plain text; - for stdin).
 
     Exit 0 whenever the log could be read, whatever the label.
+
+    \b
+    Examples:
+      advisor classify crash.log
+      journalctl -u vllm -o json | advisor classify - --json
     """
     from advisor.diagnosis.model import load_model
     from advisor.diagnosis.rules import load_rules
@@ -62,7 +69,8 @@ def classify(
     if result["evidence"]:
         click.echo("evidence:")
         for item in result["evidence"]:
-            click.echo(f"  {item['line']:>6}  {safe_text(item['text'])[:240]}")
+            click.echo(f"  {item['line']:>6}  {clip(safe_text(item['text']), 240)}")
+    _echo_plan(result["actions"])
     if len(result["runs"]) > 1:
         click.echo("runs:")
         for run in result["runs"]:
@@ -72,16 +80,38 @@ def classify(
             )
 
 
+def _echo_plan(actions: list[dict[str, Any]]) -> None:
+    """The plan, each step with why and the arithmetic behind its numbers."""
+    if not actions:
+        return
+    click.echo("plan:")
+    for n, step in enumerate(actions, start=1):
+        click.echo(safe_text(f"  {n}. {step_title(step)}: {step.get('why', '')}"))
+        for line in step.get("arithmetic", ()):
+            click.echo(safe_text(f"       {line}"))
+
+
 @click.group("rules", cls=AdvisorGroup)
 def rules_group() -> None:
-    """Inspect and try the rule files."""
+    """Inspect and try the rule files.
+
+    \b
+    Examples:
+      advisor rules list
+      advisor rules test vllm.sampler-warmup-oom crash.log
+    """
 
 
 @rules_group.command("list")
 @rules_option
 @json_option
 def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
-    """List the rules in force (shipped ones, then --rules folders), in tier order."""
+    """List the rules in force (shipped ones, then --rules folders), in tier order.
+
+    \b
+    Examples:
+      advisor rules list --rules ./my-rules --json
+    """
     from advisor.diagnosis.rules import load_rules
 
     ruleset = load_rules(rules_dirs)
@@ -114,6 +144,10 @@ def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: b
     """Show whether rule RULE_ID fires on each run of log FILE, and on which line.
 
     Exit 0 if it fires on some run, 1 if it fires on none.
+
+    \b
+    Examples:
+      advisor rules test vllm.sampler-warmup-oom crash.log --rules ./my-rules
     """
     from advisor.diagnosis.ruletest import find_rule, try_rule
     from advisor.pipeline.inputs import read_log
@@ -133,7 +167,12 @@ def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: b
 
 @click.group("model", cls=AdvisorGroup)
 def model_group() -> None:
-    """Train and evaluate the learned model."""
+    """Train and evaluate the learned model.
+
+    \b
+    Examples:
+      advisor model evaluate --golden tests/golden
+    """
 
 
 corpus_option = click.option(
@@ -154,7 +193,12 @@ corpus_option = click.option(
 )
 @rules_option
 def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...]) -> None:
-    """Train the model on the corpus (deterministic) and write it as JSON."""
+    """Train the model on the corpus (deterministic) and write it as JSON.
+
+    \b
+    Examples:
+      advisor model train --out model.json
+    """
     from advisor.diagnosis import training
     from advisor.diagnosis.rules import load_rules
 
@@ -205,6 +249,11 @@ def model_evaluate(
 
     With --hold-out, a generalisation check: per fold (the group left out) n, accuracy and
     macro-F1, then the pooled scores of the label rules and model combine into.
+
+    \b
+    Examples:
+      advisor model evaluate --folds 5 --golden tests/golden
+      advisor model evaluate --hold-out engines --json
     """
     from advisor.diagnosis import holdout, training
     from advisor.diagnosis.rules import load_rules

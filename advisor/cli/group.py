@@ -22,7 +22,8 @@ def _fail(message: str, code: int) -> NoReturn:
 class AdvisorGroup(click.Group):
     """A group whose commands, and the commands of the groups made under it, exit with the
     library's exit codes: an AdvisorError its own, a store failure (SQLAlchemy) a
-    StoreError's, Ctrl-C 130 (what was committed stays; a re-run resumes from there)."""
+    StoreError's, Ctrl-C 130, at a prompt too (what was committed stays; a re-run resumes
+    from there)."""
 
     group_class = type  # `@group.group()` makes an AdvisorGroup too
 
@@ -31,6 +32,9 @@ class AdvisorGroup(click.Group):
             return super().invoke(ctx)
         except AdvisorError as e:
             _fail(f"Error: {safe_text(str(e))}", e.exit_code)
+        except click.exceptions.Abort:
+            # click turns Ctrl-C (and end of input) at a prompt into Abort ("Aborted!", exit 1)
+            _fail("Interrupted.", INTERRUPTED_EXIT)
         except Exception as e:
             # The store failed mid-command (connection lost, disk full). SQLAlchemy is loaded
             # only by commands that use the store, so it is looked up, not imported, here.

@@ -14,7 +14,6 @@ from advisor.cli.common import (
     COUNT,
     DURATION_MAX_S,
     db_option,
-    echo_json,
     json_option,
     seconds,
     settings,
@@ -22,6 +21,13 @@ from advisor.cli.common import (
 )
 from advisor.cli.group import AdvisorGroup
 from advisor.cli.heads import sign_heads
+from advisor.cli.ingest_report import (
+    diagnose_after,
+    diagnose_option,
+    host_option,
+    print_report,
+    strict_option,
+)
 from advisor.core.errors import InputError
 from advisor.core.journalctl import journalctl_path
 from advisor.core.progress import byte_progress
@@ -32,60 +38,28 @@ from ingest.files import resolve
 from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
-    from advisor.pipeline.processing import ProcessReport
-    from advisor.store import EventStore
-
-strict_option = click.option(
-    "--strict", is_flag=True, help="A line that cannot be parsed is an error; nothing is written."
-)
-diagnose_option = click.option(
-    "--diagnose/--no-diagnose",
-    default=True,
-    show_default=True,
-    help="Diagnose what was ingested (runs, incidents) before returning; --no-diagnose "
-    "leaves it to `advisor diagnose` (faster bulk imports).",
-)
-host_option = click.option(
-    "--host", default=None, help="Host name for entries that lack one (default: this host)."
-)
-
-
-def print_report(
-    report: IngestReport, as_json: bool, diagnosis: ProcessReport | None = None
-) -> None:
-    if as_json:
-        echo_json({**report.as_dict(), **({"diagnosis": diagnosis.as_dict()} if diagnosis else {})})
-        return
-    click.echo(
-        f"{safe_text(report.source)}: read {report.read}, stored {report.appended} "
-        f"new events, {report.duplicates} already stored, "
-        f"{report.malformed_count} malformed"
-    )
-    for m in report.malformed:
-        click.echo(f"  line {m.line_no}: {safe_text(m.reason)}", err=True)
-    if report.malformed_count > len(report.malformed):
-        click.echo(f"  ... and {report.malformed_count - len(report.malformed)} more", err=True)
-    if diagnosis is not None and diagnosis.diagnosed:
-        click.echo(
-            f"diagnosed {diagnosis.diagnosed} runs ({diagnosis.diagnosis_events} new "
-            "diagnosis events; see `advisor incidents`)"
-        )
-
-
-def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
-    """Fold and diagnose what was ingested; while following, after every batch too."""
-    from advisor.pipeline.processing import Processor
-
-    processor = Processor(store)
-    if follow:
-        processor.follow()
-        return processor.run(final=False)
-    return processor.run(final=True)
+    pass
 
 
 @click.group(cls=AdvisorGroup)
 def ingest() -> None:
-    """Bring observations into the event store."""
+    """Bring observations into the event store.
+
+    \b
+    Examples:
+      advisor ingest journal --file journal.jsonl
+      advisor ingest text vllm.log --service vllm-llama70b
+    """
+
+
+def _check_journal_sources(
+    file_: str | None, journal_files: tuple[Path, ...], follow: bool, units: tuple[str, ...]
+) -> None:
+    chosen = sum((file_ is not None, bool(journal_files), follow and not journal_files))
+    if chosen != 1:
+        raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
+    if units and file_ is not None:
+        raise click.UsageError("--unit filters journalctl; it does not apply to --file")
 
 
 @ingest.command("journal")
@@ -122,14 +96,17 @@ def ingest_journal(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """journald entries: from a JSON-lines file or stdin, .journal files, or live."""
+    """journald entries: from a JSON-lines file or stdin, .journal files, or live.
+
+    \b
+    Examples:
+      advisor ingest journal --file journal.jsonl
+      journalctl -u vllm -o json | advisor ingest journal --file -
+      advisor ingest journal --follow --unit 'vllm*.service'
+    """
     from ingest import journal_sources as js
 
-    chosen = sum((file_ is not None, bool(journal_files), follow and not journal_files))
-    if chosen != 1:
-        raise click.UsageError("give exactly one of --file F, --journal-file PATH, --follow")
-    if units and file_ is not None:
-        raise click.UsageError("--unit filters journalctl; it does not apply to --file")
+    _check_journal_sources(file_, journal_files, follow, units)
     # What is missing is refused before the store is opened (and perhaps created).
     if file_ is None:
         journalctl_path()
@@ -189,12 +166,18 @@ def ingest_text(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """A plain text log (docker logs, a server's log file, pasted terminal output)."""
-    from ingest.text import ingest_text_file
+    """A plain text log (docker logs, a server's log file, pasted terminal output).
+
+    \b
+    Examples:
+      advisor ingest text vllm.log --service vllm-llama70b
+      advisor ingest text docker.log --service gpu-node-07/vllm-llama70b --strict
+    """
+    from ingest.text import ingest_text_file, refuse_binary
 
     from_service, unit = parse_service(service)
     host = service_host(service, from_service, host)
-    resolve(file_)
+    refuse_binary(resolve(file_))  # before the store is opened (and perhaps created)
     store = store_for(db_url)
     sign_heads(store)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
@@ -227,7 +210,12 @@ def ingest_nvidia_smi(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N."""
+    """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N.
+
+    \b
+    Examples:
+      advisor ingest nvidia-smi gpus.csv --host gpu-node-07 --timezone Europe/Berlin
+    """
     from ingest.nvidia_smi import ingest_nvidia_smi_file
 
     resolve(file_)
@@ -286,7 +274,13 @@ def ingest_gpu(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """NVML samples of every GPU: memory, utilisation, temperature, power, processes."""
+    """NVML samples of every GPU: memory, utilisation, temperature, power, processes.
+
+    \b
+    Examples:
+      advisor ingest gpu --interval 1 --count 60
+      advisor ingest gpu --replay samples.jsonl
+    """
     from ingest.gpu import replay_recording, sample_live
     from ingest.nvml import NvmlSampler
 
@@ -342,7 +336,12 @@ def ingest_watch(
     folder: Path, service: str | None, tz: str, host: str | None, db_url: str | None
 ) -> None:
     """Watch FOLDER; ingest new and appended journal JSON, text, nvidia-smi and GPU
-    recording files until interrupted (SIGINT or SIGTERM)."""
+    recording files until interrupted (SIGINT or SIGTERM).
+
+    \b
+    Examples:
+      advisor ingest watch /var/log/inference --service vllm-llama70b
+    """
     from ingest.watch import FolderWatcher
 
     unit = None

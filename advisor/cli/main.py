@@ -37,12 +37,23 @@ def cli() -> None:
     Exit codes: 0 ok, 1 error, 2 bad usage or a missing prerequisite (no GPU, no
     journalctl), 3 the store's hash chain does not verify, 4 unusable input, 130
     interrupted.
+
+    \b
+    Examples:
+      advisor demo --yes
+      advisor classify crash.log
+      advisor explain vllm-llama70b
     """
 
 
 @cli.group()
 def db() -> None:
-    """Manage the event store's schema."""
+    """Manage the event store's schema.
+
+    \b
+    Examples:
+      advisor db upgrade --db sqlite:///var/lib/advisor/events.db
+    """
 
 
 @db.command("upgrade")
@@ -54,7 +65,13 @@ def db() -> None:
 )
 @db_option
 def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
-    """Create the store or bring its schema up to date."""
+    """Create the store or bring its schema up to date.
+
+    \b
+    Examples:
+      advisor db upgrade
+      advisor db upgrade --db postgresql+psycopg://advisor@central/fleet
+    """
     from advisor.store import migrate
 
     store = store_for(db_url, shared_schema=shared_schema)
@@ -78,7 +95,13 @@ def events(
     as_json: bool,
     db_url: str | None,
 ) -> None:
-    """List stored events, oldest first (with --json: one JSON object per line)."""
+    """List stored events, oldest first (with --json: one JSON object per line).
+
+    \b
+    Examples:
+      advisor events --since -2h --limit 50
+      advisor events --stream gpu-node-07/vllm.service --type log.recorded --json
+    """
     flt = EventFilter(
         stream=stream,
         type=type_,
@@ -97,7 +120,13 @@ def events(
 @json_option
 @db_option
 def status(as_json: bool, db_url: str | None) -> None:
-    """Store URL, schema revision, counts per type and stream, last position per source."""
+    """Store URL, schema revision, counts per type and stream, last position per source.
+
+    \b
+    Examples:
+      advisor status
+      advisor status --json
+    """
     from advisor.store import audit
     from advisor.views.skipped import count_skipped
 

@@ -14,6 +14,7 @@ from advisor.cli.common import (
     json_option,
     store_for,
 )
+from advisor.core.ids import short_id
 from advisor.core.render import safe_text
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
@@ -35,7 +36,13 @@ def _split_service(service: str | None) -> tuple[str | None, str | None]:
 @json_option
 @db_option
 def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
-    """Service runs: each start of a unit until its end, with how it went."""
+    """Service runs: each start of a unit until its end, with how it went.
+
+    \b
+    Examples:
+      advisor runs --service vllm-llama70b
+      advisor runs --service gpu-node-07/vllm-llama70b --json
+    """
     from advisor.views.reading import read_rows
 
     host, unit = _split_service(service)
@@ -67,7 +74,13 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
 @json_option
 @db_option
 def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str | None) -> None:
-    """Incidents: a failed run, or a run of failed restarts counted once."""
+    """Incidents: a failed run, or a run of failed restarts counted once.
+
+    \b
+    Examples:
+      advisor incidents --open
+      advisor incidents --service vllm-llama70b --json
+    """
     from advisor.views.reading import read_rows
 
     host, unit = _split_service(service)
@@ -78,11 +91,13 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
         for row in rows:
             for key in ("facts", "evidence", "candidates"):
                 row[key] = orjson.loads(row[key]) if row[key] else None
+            row["short_id"] = short_id(row["incident_id"])
         echo_json(rows)
         return
     for r in rows:
         click.echo(
-            f"{format_us(r['opened_us'])}  {safe_text(r['host'])}/{safe_text(r['unit'])}  "
+            f"{short_id(r['incident_id'])}  {format_us(r['opened_us'])}  "
+            f"{safe_text(r['host'])}/{safe_text(r['unit'])}  "
             f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
             f"  runs={r['runs']}  {r['status']}"
         )
@@ -93,7 +108,12 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
 @db_option
 def diagnose(as_json: bool, db_url: str | None) -> None:
     """Bring the projections up to date and diagnose the runs not diagnosed yet (what
-    `ingest --no-diagnose` left)."""
+    `ingest --no-diagnose` left).
+
+    \b
+    Examples:
+      advisor ingest journal --file big.jsonl --no-diagnose && advisor diagnose
+    """
     from advisor.pipeline.processing import Processor
 
     report = Processor(store_for(db_url)).run(final=True)
@@ -109,7 +129,12 @@ def diagnose(as_json: bool, db_url: str | None) -> None:
 @click.command()
 @db_option
 def rebuild(db_url: str | None) -> None:
-    """Drop the projections (runs, incidents, GPU samples) and rebuild them from events."""
+    """Drop the projections (runs, incidents, GPU samples) and rebuild them from events.
+
+    \b
+    Examples:
+      advisor rebuild --db sqlite:///var/lib/advisor/events.db
+    """
     from advisor.views.projector import Projector
 
     folded = Projector(store_for(db_url)).rebuild()
@@ -118,7 +143,11 @@ def rebuild(db_url: str | None) -> None:
 
 @click.command()
 @click.argument("service")
-@click.option("--incident", "incident_id", help="This incident instead of the latest.")
+@click.option(
+    "--incident",
+    "incident_id",
+    help="This incident instead of the latest (its id, or a prefix of it or of its short id).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -127,6 +156,7 @@ def rebuild(db_url: str | None) -> None:
     show_default=True,
     help="How to print the post-mortem.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 @click.option(
     "--out",
     "out",
@@ -135,12 +165,29 @@ def rebuild(db_url: str | None) -> None:
 )
 @db_option
 def explain(
-    service: str, incident_id: str | None, fmt: str, out: Path | None, db_url: str | None
+    service: str,
+    incident_id: str | None,
+    fmt: str,
+    as_json: bool,
+    out: Path | None,
+    db_url: str | None,
 ) -> None:
     """The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means
-    vllm.service, as in systemctl)."""
+    vllm.service, as in systemctl): the one last seen failing or acted on. The others are
+    listed at the end with their short ids (`--incident ID` shows one).
+
+    \b
+    Examples:
+      advisor explain vllm-minimax-m25
+      advisor explain vllm-minimax-m25 --incident 3f9a1c2b7d4e --format markdown
+      advisor explain gpu-node-07/vllm-minimax-m25 --format html --out postmortem.html
+    """
     from advisor.reports.postmortem import build, render_text
 
+    if as_json:
+        if fmt not in ("text", "json"):
+            raise click.UsageError(f"--json and --format {fmt} exclude each other")
+        fmt = "json"
     parse_service(service)  # a name that is not a unit is refused before the store is opened
     series: dict[str, list[tuple[int, float]]] = {}
     report = build(store_for(db_url, read_only=True), service, incident_id, series)

@@ -62,7 +62,13 @@ def verify(
 ) -> None:
     """Walk the hash chain; name the first event that does not match (exit 3). In a central
     store, also walk each host's own chain as it was shipped. With --heads, also compare it
-    with the heads the host signed (exit 3 on a mismatch, a cut tail or a deleted store)."""
+    with the heads the host signed (exit 3 on a mismatch, a cut tail or a deleted store).
+
+    \b
+    Examples:
+      advisor verify
+      advisor verify --heads --json
+    """
     from advisor.core.progress import count_progress
     from advisor.pipeline.verify import collect, verify_store
     from advisor.store import audit

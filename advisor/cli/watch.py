@@ -88,7 +88,13 @@ def watch(
     db_url: str | None,
 ) -> None:
     """Follow the journal and the GPUs, diagnose as lines arrive, propose plans (and apply
-    what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it has."""
+    what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it has.
+
+    \b
+    Examples:
+      advisor watch --unit 'vllm*.service'
+      advisor watch --auto --policy /etc/advisor/policy.toml
+    """
     from advisor.pipeline.daemon import AutoSetup, WatchConfig
     from advisor.pipeline.daemon import watch as watch_
     from advisor.planning.policy import load_policy

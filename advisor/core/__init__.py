@@ -8,6 +8,7 @@ __all__ = [
     "errors",
     "events",
     "host",
+    "ids",
     "journal_export",
     "journalctl",
     "journald",

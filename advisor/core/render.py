@@ -29,6 +29,18 @@ def safe_text(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, with an ellipsis when
+    anything was cut (a single word longer than half the limit is cut inside)."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
+
+
 def escape_controls(text: str) -> str:
     """For formats that carry newlines and tabs themselves (CSV, quoted): every other control
     character (ESC, CR, BEL, C1) as the visible \\xNN that `safe_text` writes, nothing dropped."""

@@ -41,6 +41,12 @@ def default_db_url(environ: dict[str, str] | None = None) -> str:
     return f"sqlite:///{default_db_path(environ)}"
 
 
+def demo_db_url(environ: dict[str, str] | None = None) -> str:
+    """`advisor demo`'s own store, beside the default one (`demo.db`): the simulated host
+    never enters a real store unless `--db` names one."""
+    return f"sqlite:///{default_db_path(environ).with_name('demo.db')}"
+
+
 def config_path(environ: dict[str, str] | None = None) -> Path | None:
     """The settings file to read: `$ADVISOR_CONFIG` (InputError if it does not exist), else
     /etc/advisor/advisor.toml if it exists, else none."""

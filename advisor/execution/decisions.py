@@ -10,9 +10,10 @@ from typing import Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.events import ActionStep, NewEvent
+from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.store import EventStore
-from advisor.views.actions import action_by_id, plan_actions
+from advisor.views.actions import action_by_id, all_actions, plan_actions
 from advisor.views.projector import Projector
 from advisor.views.rows import ActionRow
 
@@ -54,6 +55,26 @@ def action_row(store: EventStore, action_id: str) -> ActionRow:
     return row
 
 
+def resolve_ident(store: EventStore, ident: str, *, plans: bool) -> str:
+    """The whole id of the step (or, with `plans`, the plan or step) that `ident` names: the
+    id itself, a prefix of it, or a prefix of its short id (`advisor.core.ids`). InputError
+    when nothing fits, or more than one."""
+    if action_by_id(store, ident) is not None or (plans and plan_actions(store, ident)):
+        return ident
+    rows = all_actions(store)
+    if plans:
+        plan_ids = matching(ident, {r.plan_id for r in rows})
+        if plan_ids:
+            return resolve_id(ident, plan_ids, "plan")
+    try:
+        return resolve_id(ident, [r.action_id for r in rows], "action")
+    except InputError as e:
+        hint = " (see `advisor actions`)"
+        if not plans and matching(ident, {r.plan_id for r in rows}):
+            hint = f": {ident!r} names a plan; a step is PLAN#N{hint}"
+        raise InputError(f"{e}{hint}") from e
+
+
 def step_of(row: ActionRow) -> ActionStep:
     return row.action
 
@@ -61,7 +82,8 @@ def step_of(row: ActionRow) -> ActionStep:
 def approve(store: EventStore, ident: str, by: str) -> list[str]:
     """Approve one proposed action, or every non-alternative proposed step of a plan.
     Approving an alternative chooses it: the step it stands in for, if still proposed, is
-    rejected in the same batch."""
+    rejected in the same batch. `ident` may be a prefix (`resolve_ident`)."""
+    ident = resolve_ident(store, ident, plans=True)
     rows = plan_rows(store, ident)
     events: list[NewEvent] = []
     if rows:
@@ -108,7 +130,10 @@ def _replaced_by(rows: list[ActionRow], alternative: ActionRow) -> ActionRow | N
     return before[-1] if before else None
 
 
-def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
+def reject(store: EventStore, action_id: str, by: str, why: str) -> str:
+    """Record that the step `action_id` (or a prefix: `resolve_ident`) must never run; its
+    whole id."""
+    action_id = resolve_ident(store, action_id, plans=False)
     row = action_row(store, action_id)
     if row.status not in ("proposed", "approved"):
         raise InputError(f"action {action_id} is {row.status}: too late to reject")
@@ -123,3 +148,4 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> None:
         ]
     )
     Projector(store).catch_up()
+    return action_id

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from advisor.core.errors import InputError
 from advisor.execution.backends import Backend, FileChange
-from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, action_row, now_us
+from advisor.execution.decisions import (
+    EXECUTOR_SOURCE,
+    action_event,
+    action_row,
+    now_us,
+    resolve_ident,
+)
 from advisor.store import EventStore, leases
 from advisor.views.actions import all_actions
 from advisor.views.projector import Projector
@@ -18,7 +24,9 @@ from advisor.views.rows import ActionRow
 def rollback(
     store: EventStore, backend: Backend, action_id: str, root: Path | None = None, by: str = "human"
 ) -> str:
-    """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before."""
+    """Put back the drop-in a set_flag / set_unit_option step wrote, as it was before
+    (`action_id` may be a prefix: `decisions.resolve_ident`)."""
+    action_id = resolve_ident(store, action_id, plans=False)
     row = action_row(store, action_id)
     if row.status not in ("succeeded", "failed", "started") or row.dropin is None:
         raise InputError(f"action {action_id} changed no unit file (status {row.status})")

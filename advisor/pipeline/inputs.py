@@ -15,11 +15,10 @@ from typing import BinaryIO
 
 from advisor.core.errors import InputError
 from advisor.parsing.lines import LogLine, line_from_payload
-from ingest.kinds import JOURNAL_JSON, line_kind
+from ingest.kinds import JOURNAL_JSON, SNIFF_BYTES, binary_message, line_kind, looks_binary
 
 JOURNALD = "journald-json"
 TEXT = "text"
-_SNIFF = 4096  # bytes looked at for binary data
 
 
 def _journal_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[LogLine]:
@@ -85,16 +84,13 @@ def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
     try:
         # Closed by the line reader when it is done (or by the checks below).
         stream: BinaryIO = sys.stdin.buffer if path == "-" else Path(path).open("rb")  # noqa: SIM115
-        head = stream.read(_SNIFF)
+        head = stream.read(SNIFF_BYTES)
     except OSError as e:
         raise _cannot_read(name, e) from e
-    if b"\x00" in head and not head.lstrip().startswith(b"{"):
+    if looks_binary(head):
         if stream is not sys.stdin.buffer:
             stream.close()
-        raise InputError(
-            f"{name}: binary data, not a log (a .journal file? use "
-            "`journalctl --file F -o json` first)"
-        )
+        raise InputError(binary_message(name))
     raw_lines = _raw_lines(stream, head, name)
     seen, first = _first_line(raw_lines)
     if not first:

@@ -2,4 +2,4 @@
 contract, and DuckDB analytics over the store.
 """
 
-__all__ = ["analytics", "contract", "html", "postmortem", "sandbox", "stats_sql"]
+__all__ = ["analytics", "contract", "html", "postmortem", "sandbox", "stats_sql", "writeup"]

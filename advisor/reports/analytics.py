@@ -201,12 +201,16 @@ def connect_parquet(folder: Path, *, sandbox: bool = False) -> Connection:
     return Connection(con, "parquet", sandbox)
 
 
-def export_parquet(url: str, folder: Path) -> dict[str, int]:
+def export_parquet(url: str, folder: Path, *, force: bool = False) -> dict[str, int]:
     """Events partitioned by day and host, and each projection table, as Parquet. Written
     under a hidden folder inside FOLDER and moved into place at the end, events/ last: an
-    export that failed leaves nothing, and events/ is there only when all of it is."""
-    if (folder / "events").exists():
-        raise InputError(f"{folder}: already holds an export (events/); use an empty folder")
+    export that failed leaves nothing (and, with `force`, the earlier export as it was), and
+    events/ is there only when all of it is. `force` replaces an earlier export in FOLDER."""
+    if (folder / "events").exists() and not force:
+        raise InputError(
+            f"{folder}: already holds an export (events/); use an empty folder, or --force "
+            "to replace it"
+        )
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder}: not a folder")
     created = [p for p in (folder, *folder.parents) if not p.exists()]  # removed on failure
@@ -227,6 +231,8 @@ def export_parquet(url: str, folder: Path) -> dict[str, int]:
             conn.close()
         for name in PROJECTIONS:
             os.replace(stage / f"{name}.parquet", folder / f"{name}.parquet")
+        if (folder / "events").exists():  # --force: the old events go with the stage
+            os.replace(folder / "events", stage / "replaced-events")
         os.replace(stage / "events", folder / "events")
         done = True
     except OSError as e:

@@ -11,11 +11,12 @@ from typing import Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.events import LogRecorded
-from advisor.core.render import markdown_code, markdown_code_block, markdown_text, safe_text
+from advisor.core.ids import resolve_id, short_id
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
+from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
@@ -91,26 +92,48 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
     return times
 
 
+def _last_seen(incident: IncidentView, plan: list[ActionRow]) -> int:
+    """When the incident was last seen: its last failure, or the last step of its plans that
+    was decided or run, whichever is later (a step merely proposed is no activity)."""
+    acted = [r.updated_us for r in plan if r.status != "proposed"]
+    return max([incident.opened_us, incident.started_us or 0, *acted])
+
+
+def _plans_of(actions: list[ActionRow], incident_id: str) -> list[ActionRow]:
+    """The steps of the incident's plans (its own, and `INCIDENT~N` after a replan)."""
+    return [r for r in actions if r.plan_id.split("~")[0] == incident_id]
+
+
 def _incident(store: EventStore, service: str, incident_id: str | None) -> IncidentView:
-    """The `incidents` row the post-mortem is about: SERVICE's latest that is not superseded,
-    or `incident_id` (an error if that one is superseded). The projections are caught up
-    first."""
+    """The `incidents` row the post-mortem is about: SERVICE's latest that is not superseded
+    (the one last seen failing or acted on), or `incident_id` (the id, a prefix of it or of
+    its short id; an error if that one is superseded). The projections are caught up first."""
     host, unit = parse_service(service)
     Projector(store).catch_up()
     incidents = incident_rows(store, unit=unit, host=host)
     if incident_id is not None:
-        incidents = [i for i in incidents if i.incident_id == incident_id]
-        if incidents and incidents[0].status == "superseded":  # no incident (docs/fold.md)
-            by = incidents[0].superseded_by
+        if not incidents:
+            raise InputError(f"{service}: no incident {incident_id}")
+        try:
+            wanted = resolve_id(incident_id, [i.incident_id for i in incidents], "incident")
+        except InputError as e:
+            raise InputError(f"{service}: {e}") from e
+        chosen = next(i for i in incidents if i.incident_id == wanted)
+        if chosen.status == "superseded":  # no incident (docs/fold.md)
+            by = chosen.superseded_by
             raise InputError(
-                f"{service}: incident {incident_id} is superseded"
+                f"{service}: incident {wanted} is superseded"
                 + (f" by {by}" if by else ": its run is cut differently now")
             )
-    else:
-        incidents = [i for i in incidents if i.status != "superseded"]
-    if not incidents:
-        raise InputError(f"{service}: no incident" + (f" {incident_id}" if incident_id else ""))
-    return incidents[-1]
+        return chosen
+    current = [i for i in incidents if i.status != "superseded"]
+    if not current:
+        raise InputError(f"{service}: no incident")
+    actions = all_actions(store)
+    return max(
+        current,
+        key=lambda i: (_last_seen(i, _plans_of(actions, i.incident_id)), i.started_us or 0),
+    )
 
 
 def _timeline(
@@ -193,11 +216,15 @@ def build(
     first = next(i for i, r in enumerate(runs) if r.run_id == incident.first_run_id)
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
-    plan = [r for r in all_actions(store) if r.plan_id == incident.incident_id]
+    actions = all_actions(store)
+    plan = [r for r in actions if r.plan_id == incident.incident_id]
     timeline = _timeline(store, window, plan)
     gpus = _gpu_memory(store, incident.host, window, series)
     return {
-        "incident": {k: getattr(incident, k) for k in _INCIDENT_KEYS},
+        "incident": {
+            **{k: getattr(incident, k) for k in _INCIDENT_KEYS},
+            "short_id": short_id(incident.incident_id),
+        },
         "opened": format_us(incident.opened_us),
         "config": dict(runs[first].config),
         "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
@@ -211,6 +238,7 @@ def build(
             for g, v in sorted(gpus.items())
         },
         "similar": _similar(store, incident),
+        "others": _others(store, incident, actions),
     }
 
 
@@ -233,6 +261,7 @@ def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     return [
         {
             "incident_id": i.incident_id,
+            "short_id": short_id(i.incident_id),
             "unit": i.unit,
             "opened": format_us(i.opened_us),
             "runs": i.runs,
@@ -245,94 +274,26 @@ def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     ]
 
 
-def render_text(report: dict[str, Any], markdown: bool = False) -> str:
-    """The post-mortem as text for a terminal, or as Markdown: there every line that comes
-    from the logs (and all the rest below the headings) is in a fenced code block that no text
-    can close, and the summary's names in code spans, so no log line can bring raw HTML,
-    links or Markdown structure into the page."""
-    inc = report["incident"]
-    sections = _sections(report)
-    summary = (
-        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
-    )
-    if markdown:
-        return _render_markdown(report, summary, sections)
-    out = [
-        safe_text(
-            f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
-        ),
-        safe_text(f"incident {inc['incident_id']}, opened {report['opened']}, {summary}"),
+def _others(
+    store: EventStore, incident: IncidentView, actions: list[ActionRow]
+) -> list[dict[str, Any]]:
+    """The service's other incidents, superseded ones left out, newest seen first."""
+    others = [
+        i
+        for i in incident_rows(store, unit=incident.unit, host=incident.host)
+        if i.incident_id != incident.incident_id and i.status != "superseded"
     ]
-    for title, lines in sections:
-        out.append(f"\n{title}\n" + "-" * len(title))
-        out += [safe_text(line) for line in lines]
-    return "\n".join(out) + "\n"
-
-
-def _render_markdown(
-    report: dict[str, Any], summary: str, sections: list[tuple[str, list[str]]]
-) -> str:
-    """The post-mortem as Markdown: names in code spans, each section in a code block."""
-    inc = report["incident"]
-    service = f"{inc['host']}/{inc['unit']}"
-    out = [
-        f"# {markdown_code(service)}: "
-        f"{markdown_text(str(inc['label']))} (confidence {inc['confidence']:.2f})",
-        "",
-        f"incident {markdown_code(str(inc['incident_id']))}, opened {report['opened']}, "
-        f"{markdown_text(summary)}",
+    seen = {i.incident_id: _last_seen(i, _plans_of(actions, i.incident_id)) for i in others}
+    others.sort(key=lambda i: seen[i.incident_id], reverse=True)
+    return [
+        {
+            "incident_id": i.incident_id,
+            "short_id": short_id(i.incident_id),
+            "label": i.label,
+            "opened": format_us(i.opened_us),
+            "last_seen": format_us(seen[i.incident_id]),
+            "runs": i.runs,
+            "status": i.status,
+        }
+        for i in others
     ]
-    for title, lines in sections:
-        out += ["", f"## {title}", "", markdown_code_block(lines) if lines else "none"]
-    return "\n".join(out) + "\n"
-
-
-def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """The report's sections below the summary, as (title, lines)."""
-    sections: list[tuple[str, list[str]]] = []
-    sections.append(("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]))
-    sections.append(("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]))
-    sections.append(
-        (
-            "Evidence",
-            [f"{e['time'] or '?'}  #{e['seq']}  {e['text'][:300]}" for e in report["evidence"]],
-        )
-    )
-    if report["facts"]:
-        sections.append(("Facts", [f"{k}: {v}" for k, v in sorted(report["facts"].items())]))
-    sections.append(("Plan", _plan_lines(report["plan"])))
-    if report["gpu_memory"]:
-        sections.append(
-            (
-                "GPU memory (used / total, over the incident)",
-                [
-                    f"gpu{g}  {v['sparkline']}  peak {v['peak_fraction']:.0%}"
-                    for g, v in report["gpu_memory"].items()
-                ],
-            )
-        )
-    sections.append(
-        (
-            "Similar incidents on this host",
-            [
-                f"{s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
-                for s in report["similar"]
-            ]
-            or ["none"],
-        )
-    )
-    return sections
-
-
-def _plan_lines(steps: list[dict[str, Any]]) -> list[str]:
-    """The plan's steps, each with its arithmetic and outcome indented below it."""
-    plan: list[str] = []
-    for step in steps:
-        what = step["kind"] + (f" {step['flag']} {step['value']}" if step.get("flag") else "")
-        what += f" {step['option']}={step['value']}" if step.get("option") else ""
-        alt = " (alternative)" if step["alternative"] else ""
-        plan.append(f"[{step['status']}] {what}{alt}: {step.get('why', '')}")
-        plan += [f"    {line}" for line in step.get("arithmetic", ())]
-        if step.get("detail"):
-            plan.append(f"    → {step['detail']}")
-    return plan

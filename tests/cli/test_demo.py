@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,13 +17,20 @@ from tests.conftest import run_advisor
 UNIT = "vllm-minimax-m25.service"
 
 
-def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(sqlite_url: str) -> None:
+def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    real = tmp_path / "real.db"  # $ADVISOR_DB: the user's real store, which the demo leaves be
+    env = {**os.environ, "XDG_DATA_HOME": str(data), "ADVISOR_DB": f"sqlite:///{real}"}
     started = time.monotonic()
-    done = run_advisor("demo", "--yes", "--db", sqlite_url, timeout=120)
+    done = run_advisor("demo", "--yes", timeout=120, env=env)
     seconds = time.monotonic() - started
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode() + out
     assert seconds < 60
+    sqlite_url = f"sqlite:///{data / 'advisor' / 'demo.db'}"
+    assert out.startswith(f"store: {sqlite_url} (the demo's own; --db URL picks another)\n")
+    assert f"`advisor explain {UNIT} --db {sqlite_url}`" in out
+    assert not real.exists() and not (data / "advisor" / "events.db").exists()
     for expected in (
         "sampler_warmup_oom (confidence",
         "2 failed run(s)",
@@ -55,6 +64,12 @@ def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(sqlite_url: s
         cli, ["explain", UNIT, "--incident", incidents[0]["incident_id"], "--db", sqlite_url]
     )
     assert "[succeeded] set_flag --max-num-seqs 256" in explain.output
+    # The latest incident is the one the demo just printed, last acted on; the wedged stop
+    # its hold caused is listed with its short id.
+    latest = runner.invoke(cli, ["explain", UNIT, "--db", sqlite_url]).output
+    assert latest.startswith(f"gpu-node-07/{UNIT}: sampler_warmup_oom (confidence")
+    others = latest[latest.index("Other incidents of this service") :]
+    assert f"\n{incidents[1]['short_id']}  " in others and "wedged_stop" in others
     events = runner.invoke(cli, ["events", "--type", "action.succeeded", "--db", sqlite_url])
     assert events.output.count("action.succeeded") == len(
         [a for a in actions if a["status"] == "succeeded"]

@@ -131,7 +131,9 @@ def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
             "Facts",
             "Plan",
             "GPU memory (used / total, over the incident)",
+            "Other incidents of this service",
             "Similar incidents on this host",
         )
     ]
-    assert html.count("<pre><code") == 7
+    # the evidence, the GPU memory, and the arithmetic of the plan's steps that have one
+    assert html.count("<pre><code") == 6
