@@ -277,9 +277,9 @@ def replan(service: str, systemd_root: Path, gpus_from: Path | None, db_url: str
 @click.option(
     "--policy",
     "policy_path",
-    required=True,
     type=click.Path(path_type=Path),
-    help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds.",
+    help="The policy file (TOML): allowed kinds per unit pattern, limits, bounds. "
+    "Default: the settings' policy.",
 )
 @click.option(
     "--interval", type=seconds(0.1), default=5.0, show_default=True, help="Seconds between passes."
@@ -290,7 +290,7 @@ def replan(service: str, systemd_root: Path, gpus_from: Path | None, db_url: str
 @gpus_option
 @db_option
 def auto(
-    policy_path: Path,
+    policy_path: Path | None,
     interval: float,
     once: bool,
     backend: str,
@@ -309,10 +309,12 @@ def auto(
     from advisor.pipeline.remediate import backend_for
     from advisor.planning.policy import load_policy
 
-    policy = load_policy(policy_path)
+    conf = settings(gpu_twin=gpus_from, policy=policy_path)
+    if conf.policy is None:
+        raise click.UsageError("auto needs a policy: --policy FILE, or `policy` in the settings")
+    policy = load_policy(conf.policy)
     store = store_for(db_url)
-    conf = settings(gpu_twin=gpus_from)
     chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
     run_auto(
-        store, chosen, policy, policy_path.name, interval_s=interval, once=once, say=click.echo
+        store, chosen, policy, conf.policy.name, interval_s=interval, once=once, say=click.echo
     )

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     "--policy",
     "policy_path",
     type=click.Path(path_type=Path),
-    help="The auto-remediation policy (with --auto).",
+    help="The auto-remediation policy (with --auto). Default: the settings' policy.",
 )
 @click.option(
     "--metrics",
@@ -99,13 +99,14 @@ def watch(
     from advisor.pipeline.daemon import watch as watch_
     from advisor.planning.policy import load_policy
 
-    if auto_ and policy_path is None:
-        raise click.UsageError("--auto needs --policy FILE")
-    policy = load_policy(policy_path) if policy_path is not None else None
+    conf = settings(gpu_twin=gpus_from, policy=policy_path)
     setup = None
-    if auto_ and policy is not None and policy_path is not None:
-        setup = AutoSetup(policy, policy_path.name, backend, systemd_root)
-    conf = settings(gpu_twin=gpus_from)
+    if auto_:
+        if conf.policy is None:
+            raise click.UsageError(
+                "--auto needs a policy: --policy FILE, or `policy` in the settings"
+            )
+        setup = AutoSetup(load_policy(conf.policy), conf.policy.name, backend, systemd_root)
     config = WatchConfig(
         units,
         journal_files,

@@ -104,6 +104,7 @@ class Settings(BaseSettings):
     db: str | None = None  # the store URL; None: a SQLite file (`db_url`)
     host: str = Field(default_factory=this_host)  # this host's name in events and the fleet
     gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
+    policy: Path | None = None  # the auto-remediation policy (`auto`, `watch --auto`)
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
 

@@ -144,3 +144,33 @@ def test_auto_cli_once(sqlite_url: str, seed_journal: Path, tmp_path: Path) -> N
     # A dry run records nothing: every step is still proposed.
     rows = plan_rows(open_store(sqlite_url), SAMPLER_PLAN)
     assert {r.status for r in rows} == {"proposed"}
+
+
+def test_auto_takes_its_policy_from_the_settings_file(
+    sqlite_url: str, seed_journal: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "advisor.toml"
+    config.write_text(f"policy = {str(_policy(tmp_path))!r}\n")
+    monkeypatch.setenv("ADVISOR_CONFIG", str(config))
+    runner = CliRunner()
+    runner.invoke(cli, ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url])
+    args = ["auto", "--once", "--backend", "dry-run", "--db", sqlite_url]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert f"dry run: would apply {SAMPLER_PLAN}" in result.output
+    # The flag wins over the settings: a policy that allows nothing here applies nothing.
+    other = tmp_path / "other" / "policy.toml"
+    other.parent.mkdir()
+    other.write_text('[[allow]]\nunits = "sglang-*.service"\nkinds = ["notify"]\n')
+    result = runner.invoke(cli, [*args, "--policy", str(other)])
+    assert result.exit_code == 0 and "would apply" not in result.output, result.output
+
+
+def test_auto_without_a_policy_is_a_usage_error(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADVISOR_CONFIG", str(tmp_path / "empty.toml"))
+    (tmp_path / "empty.toml").write_text("")
+    result = CliRunner().invoke(cli, ["auto", "--once", "--db", sqlite_url])
+    assert result.exit_code == 2
+    assert "auto needs a policy: --policy FILE, or `policy` in the settings" in result.output

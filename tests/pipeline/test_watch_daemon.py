@@ -104,7 +104,7 @@ def test_watch_refuses_bad_arguments(tmp_path: Path, sqlite_url: str) -> None:
     from advisor.cli.main import cli
 
     result = CliRunner().invoke(cli, ["watch", "--auto", "--db", sqlite_url])
-    assert result.exit_code == 2 and "--auto needs --policy FILE" in result.output
+    assert result.exit_code == 2 and "--auto needs a policy: --policy FILE" in result.output
     result = CliRunner().invoke(
         cli, ["watch", "--journal-file", str(tmp_path / "none.journal"), "--db", sqlite_url]
     )
