@@ -34,13 +34,14 @@ STATS_SQL: Final = {
         FROM runs {where_and} peak_gpu_total_bytes > 0 GROUP BY host, unit ORDER BY host, unit""",
     "gpu_release_after_kill": f"""
         WITH killed AS (
-            SELECT run_id, host, started_us, ended_us FROM runs
+            SELECT run_id, host, unit, started_us, ended_us FROM runs
             {{where_and}} exit_signal = 'KILL' AND ended_us IS NOT NULL),
         used AS (
             SELECT k.run_id, s.gpu FROM killed k JOIN gpu_samples s
               ON s.host = k.host AND s.time_us BETWEEN k.started_us AND k.ended_us
             GROUP BY k.run_id, s.gpu
-            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > {USED}),
+            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > {USED}
+                OR bool_or(list_contains(string_split(coalesce(s.units, ''), ','), k.unit))),
         freed AS (
             SELECT k.run_id, k.host, u.gpu, min(s.time_us) - k.ended_us AS dt
             FROM killed k JOIN used u ON u.run_id = k.run_id
