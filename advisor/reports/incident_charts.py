@@ -30,6 +30,7 @@ GpuSeries = dict[str, list[tuple[int, float]]]
 
 LANE_PX: Final = 24
 GPU_PX: Final = 110
+LANE_CHARS: Final = 60  # a row's label, at most (the rows' labels are our own words)
 # What ends a phase: the next phase of the same run, or one of these.
 _ENDS: Final = ("main process exited", "failed", "stop timed out", "stopped cleanly", "started")
 _FAILURES: Final = ("failed", "stop timed out")
@@ -84,14 +85,14 @@ def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
         ys: list[Any] = []
         for p in (p for p in phases if p.name == name):
             xs += [when(p.start_us), when(max(p.end_us, p.start_us + 50_000)), None]
-            ys += [label(f"phase {name}")] * 2 + [None]
+            ys += [label(f"phase {name}", LANE_CHARS)] * 2 + [None]
         traces.append(
             go.Scatter(
                 x=xs,
                 y=ys,
                 mode="lines",
                 line={"color": colour, "width": 14},
-                name=label(f"phase {name}"),
+                name=label(f"phase {name}", LANE_CHARS),
                 hovertemplate="%{y}<br>%{x|%H:%M:%S.%L}<extra></extra>",
                 showlegend=False,
             )
@@ -107,10 +108,10 @@ def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
         traces.append(
             go.Scatter(
                 x=times,
-                y=[label(what)] * len(times),
+                y=[label(what, LANE_CHARS)] * len(times),
                 mode="markers",
                 marker={"color": colour, "size": 11, "symbol": "diamond" if action else "circle"},
-                name=label(what),
+                name=label(what, LANE_CHARS),
                 hovertemplate="%{y}<br>%{x|%H:%M:%S.%L}<extra></extra>",
                 showlegend=False,
             )
@@ -202,7 +203,15 @@ def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figu
             nticks=4,
         )
     _mark(fig, events, phases, len(gpus))
-    fig.update_xaxes(type="date", tickformat="%H:%M:%S", showgrid=True)
+    fig.update_xaxes(
+        type="date",
+        showgrid=True,
+        tickformatstops=[
+            {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
+            {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
+            {"dtickrange": [86_400_000, None], "value": "%Y-%m-%d %H:%M"},
+        ],
+    )
     # The times are written above the timeline and below the last GPU.
     fig.update_xaxes(row=1, col=1, showticklabels=True, side="top")
     day = f", {when(events[0].time_us):%Y-%m-%d}" if events else ""

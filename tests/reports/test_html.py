@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.reports.html import render, render_stats
+from tests.conftest import run_advisor
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -234,10 +235,8 @@ def test_the_fleet_page_draws_scaled_bars_and_a_weekly_trend(
 ) -> None:
     _store(sqlite_url, seed_journal, seed_csv)
     page = tmp_path / "fleet.html"
-    result = CliRunner().invoke(
-        cli, ["stats", "--format", "html", "--out", str(page), "--db", sqlite_url]
-    )
-    assert result.exit_code == 0, result.output
+    done = run_advisor("stats", "--format", "html", "--out", str(page), "--db", sqlite_url)
+    assert done.returncode == 0, done.stderr
     _self_contained(page.read_text())
     dom = _page_and_shot(proxy, page, "1200,1600")
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 3
