@@ -192,6 +192,47 @@ def test_the_post_mortem_draws_one_panel_per_gpu_on_a_time_axis(
     assert "wedged_stop" in dom and "No GPU samples" not in dom
 
 
+# Appended to a copy of the page: hover the highest point of one trace, as a mouse would.
+HOVER = (
+    '<script>window.addEventListener("load", function () {{'
+    'var d = document.getElementById("incident-0");'
+    'var n = d.data.findIndex(function (t) {{ return t.name === "{name}"; }});'
+    "var y = d.data[n].y.map(function (v) {{ return typeof v === 'number' ? v : 0; }});"
+    "Plotly.Fx.hover(d, [{{curveNumber: n, pointNumber: y.indexOf(Math.max.apply(null, y))}}],"
+    ' "{subplot}");}});</script>'
+)
+
+
+def _hover_text(proxy: tuple[str, list[str]], page: Path, name: str, subplot: str) -> list[str]:
+    """The lines of the tooltip plotly draws when the pointer is on trace `name`."""
+    hovered = page.with_name(f"{page.stem}-hover-{subplot}.html")
+    hover = HOVER.format(name=name, subplot=subplot)
+    hovered.write_text(page.read_text().replace("</body>", hover + "</body>"))
+    dom = _page_and_shot(proxy, hovered, "1200,1800")
+    box = re.search(r'<g class="hovertext".*?</g>', dom, flags=re.S)
+    assert box is not None, name
+    return re.findall(r'<tspan class="line"[^>]*>([^<]*)</tspan>', box.group(0))
+
+
+@needs_chromium
+def test_hovering_shows_the_time_and_the_value(
+    sqlite_url: str,
+    seed_journal: Path,
+    seed_csv: Path,
+    tmp_path: Path,
+    proxy: tuple[str, list[str]],
+) -> None:
+    _store(sqlite_url, seed_journal, seed_csv)
+    page = tmp_path / "post-mortem.html"
+    argv = ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    gpu, time, value = _hover_text(proxy, page, "gpu0", "x2y2")
+    assert gpu == "gpu0" and re.fullmatch(r"00:3\d:\d\d\.\d{3}", time)
+    assert re.fullmatch(r"\d+\.\d GiB of 96 GiB", value) and float(value.split()[0]) > 80
+    what, when = _hover_text(proxy, page, "stop timed out: SIGKILL", "xy")
+    assert what == "stop timed out: SIGKILL" and when == "00:35:17.000"
+
+
 @needs_chromium
 def test_without_gpu_samples_only_the_timeline_is_drawn(
     sqlite_url: str, seed_journal: Path, tmp_path: Path, proxy: tuple[str, list[str]]
