@@ -16,6 +16,7 @@ from advisor.reports.charts import (
     stats_figures,
     to_html_fragment,
 )
+from advisor.reports.incident_charts import drawn, events_of
 
 STYLE: Final = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;"
@@ -50,6 +51,7 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
     inc = report["incident"]
     title = f"{inc['host']}/{inc['unit']}: {inc['label']}"
     has_samples = any(samples.values())
+    _, late = drawn(events_of(report))
     return _page(
         title,
         [
@@ -62,6 +64,10 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
             if has_samples
             else '<p class="note" id="no-gpu-samples">No GPU samples in this incident\'s '
             "window: the timeline alone is drawn.</p>",
+            f'<p class="note" id="late-actions">{len(late)} action(s) decided more than an '
+            "hour after the log's last line are listed in the post-mortem below, not drawn.</p>"
+            if late
+            else "",
             *(
                 to_html_fragment(fig, div_id=f"incident-{n}")
                 for n, fig in enumerate(incident_figures(report, samples))

@@ -3,7 +3,8 @@ one labelled row per kind of event, the phases as bars, actions as diamonds — 
 memory in GiB as small multiples, one panel per GPU (eight identical GPUs never hide one
 another), each with the phases shaded behind it; the failures (red, dashed) and the actions
 (grey, dotted) are vertical lines through every panel. Hovering shows each point's time and
-value. Without GPU samples only the timeline is drawn, over the times it holds.
+value. Without GPU samples only the timeline is drawn, over the times it holds; actions
+decided long after the log's last line (an old log diagnosed today) are left to the text.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ GpuSeries = dict[str, list[tuple[int, float]]]
 
 LANE_PX: Final = 24
 GPU_PX: Final = 110
+LATE_US: Final = 3600 * 1_000_000  # actions later than this after the log: not drawn
 LANE_CHARS: Final = 60  # a row's label, at most (the rows' labels are our own words)
 # What ends a phase: the next phase of the same run, or one of these.
 _ENDS: Final = ("main process exited", "failed", "stop timed out", "stopped cleanly", "started")
@@ -53,6 +55,17 @@ class Phase:
 def events_of(report: dict[str, Any]) -> list[Event]:
     """The report's timeline with times in µs."""
     return [Event(parse_iso_us(e["time"]), e["what"], e.get("run")) for e in report["timeline"]]
+
+
+def drawn(events: list[Event]) -> tuple[list[Event], list[Event]]:
+    """The events the chart draws, and those it leaves to the text: actions decided more
+    than `LATE_US` after the log's last event (an old log diagnosed today) would stretch the
+    time axis over months and squash the incident into a line."""
+    logged = [e.time_us for e in events if not e.what.startswith("action")]
+    if not logged:
+        return events, []
+    last = max(logged) + LATE_US
+    return [e for e in events if e.time_us <= last], [e for e in events if e.time_us > last]
 
 
 def phases_of(events: list[Event]) -> list[Phase]:
@@ -168,7 +181,7 @@ def _mark(fig: go.Figure, events: list[Event], phases: list[Phase], gpu_rows: in
 def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figure]:
     """The post-mortem's figures (one, with a shared time axis): `report` is
     `postmortem.build`'s, `samples` the GPU series it filled (time µs, used fraction)."""
-    events = events_of(report)
+    events, _ = drawn(events_of(report))
     phases = phases_of(events)
     lanes = _lane_traces(events, phases)
     gpus = sorted((g for g, pts in samples.items() if pts), key=lambda g: (len(g), g))

@@ -5,10 +5,12 @@ plotly.js only when asked and never a CDN."""
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from advisor.reports.chart_base import count_range, label
 from advisor.reports.charts import incident_figures, stats_figures, to_html_fragment
-from advisor.reports.incident_charts import Event, Phase, phases_of
+from advisor.reports.html import render
+from advisor.reports.incident_charts import Event, Phase, drawn, events_of, phases_of
 from advisor.reports.stats_charts import weekly_counts
 
 
@@ -75,3 +77,40 @@ def test_one_panel_per_gpu_and_none_without_samples() -> None:
     assert fig.layout.yaxis9.title.text == "gpu7<br>GiB of 96"
     (bare,) = incident_figures(report, {})
     assert len(bare.data) == 2 and "yaxis2" not in bare.to_plotly_json()["layout"]
+
+
+def test_actions_long_after_an_old_log_are_left_to_the_text() -> None:
+    """An old log diagnosed and acted on today: the axis keeps the incident's own span."""
+    report: dict[str, Any] = {
+        "incident": {
+            "incident_id": "i",
+            "host": "h",
+            "unit": "u.service",
+            "label": "wedged_stop",
+            "confidence": 0.9,
+            "phase": None,
+            "runs": 1,
+            "status": "open",
+        },
+        "opened": "2026-02-21T00:33:10.000Z",
+        "config": {},
+        "facts": {},
+        "evidence": [],
+        "timeline": [
+            {"time": "2026-02-21T00:33:00.000Z", "what": "started", "run": "r"},
+            {"time": "2026-02-21T00:33:10.000Z", "what": "failed", "run": "r"},
+            {"time": "2026-02-21T00:40:00.000Z", "what": "action kill succeeded", "run": None},
+            {"time": "2026-12-02T13:00:00.000Z", "what": "action restart succeeded", "run": None},
+        ],
+        "plan": [],
+        "gpu_memory": {},
+        "similar": [],
+    }
+    kept, late = drawn(events_of(report))
+    assert [e.what for e in kept][-1] == "action kill succeeded"
+    assert [e.what for e in late] == ["action restart succeeded"]
+    (fig,) = incident_figures(report, {})
+    assert {str(x)[:7] for trace in fig.data for x in trace.x if x is not None} == {"2026-02"}
+    page = render(report, {})
+    assert 'id="late-actions"' in page and "1 action(s) decided more than an hour" in page
+    assert 'id="late-actions"' not in render({**report, "timeline": report["timeline"][:3]}, {})
