@@ -144,7 +144,8 @@ SECTIONS: Final[dict[str, tuple[str, dict[str, Column]]]] = {
         "GPU memory release after a kill (run killed → its GPUs under 5 % again)",
         {
             "host": ("host", _plain),
-            "kills": ("kills measured", _plain),
+            "kills": ("kills", _plain),
+            "measured": ("measured (the run held GPU memory)", _plain),
             "p50_s": ("median", _seconds),
             "p95_s": ("95th percentile (what wait_gpu_free waits)", _seconds),
         },

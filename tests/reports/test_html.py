@@ -293,7 +293,13 @@ def test_the_fleet_page_draws_scaled_bars_and_a_weekly_trend(
     assert "sampler_warmup_oom" in dom and "gpu-node-07/vllm-minimax-m25.service" in dom
     assert "2026-W08" in _texts(dom, "xtick")
     headers = re.findall(r"<th>([^<]*)</th>", dom)
-    for human in ("mean", "90th percentile", "tightest 10 % of runs", "kills measured"):
+    for human in (
+        "mean",
+        "90th percentile",
+        "tightest 10 % of runs",
+        "kills",
+        "measured (the run held GPU memory)",
+    ):
         assert human in headers, human
     assert not {"mean_s", "p90_s", "p10", "p50", "p95_s"} & set(headers)
     assert "4.9 s" in dom  # the seed's kill: its GPUs free 4.9 s later

@@ -89,7 +89,7 @@ def test_a_kill_of_a_run_holding_little_memory_still_counts_when_nvml_names_its_
         store.close()
     report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
     assert report["gpu_release_after_kill"] == [
-        {"host": "gpu-node-07", "kills": 1, "p50_s": 2.4, "p95_s": 2.4}
+        {"host": "gpu-node-07", "kills": 1, "measured": 1, "p50_s": 2.4, "p95_s": 2.4}
     ]
 
 
@@ -112,3 +112,8 @@ def test_a_gpu_under_the_threshold_that_nvml_does_not_tie_to_the_unit_is_not_wai
         assert release_times(store, "gpu-node-07") == []
     finally:
         store.close()
+    # the kill is counted; no release is timed (a run that held nothing has nothing to free)
+    report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
+    assert report["gpu_release_after_kill"] == [
+        {"host": "gpu-node-07", "kills": 1, "measured": 0, "p50_s": None, "p95_s": None}
+    ]
