@@ -2,4 +2,16 @@
 contract, and DuckDB analytics over the store.
 """
 
-__all__ = ["analytics", "contract", "html", "postmortem", "sandbox", "stats_sql", "writeup"]
+__all__ = [
+    "analytics",
+    "chart_base",
+    "charts",
+    "contract",
+    "html",
+    "incident_charts",
+    "postmortem",
+    "sandbox",
+    "stats_charts",
+    "stats_sql",
+    "writeup",
+]

@@ -158,9 +158,11 @@ def _gpu_memory(
     host: str,
     window: list[RunView],
     series: dict[str, list[tuple[int, float]]] | None,
+    totals: dict[int, int],
 ) -> dict[int, list[float]]:
     """Per GPU, the used fractions of the samples from the window's start to 30 s after its
-    end; with `series`, (time µs, fraction) go there too."""
+    end, and in `totals` its largest total bytes; with `series`, (time µs, fraction) go
+    there too."""
     start = window[0].started_us
     end = max((r.ended_us or r.started_us) for r in window) + 30_000_000
     samples = [
@@ -170,6 +172,7 @@ def _gpu_memory(
     for s in samples:
         fraction = s["used_bytes"] / s["total_bytes"] if s["total_bytes"] else 0.0
         gpus.setdefault(s["gpu"], []).append(fraction)
+        totals[s["gpu"]] = max(totals.get(s["gpu"], 0), s["total_bytes"] or 0)
         if series is not None:
             series.setdefault(str(s["gpu"]), []).append((s["time_us"], fraction))
     return gpus
@@ -219,7 +222,8 @@ def build(
     actions = all_actions(store)
     plan = [r for r in actions if r.plan_id == incident.incident_id]
     timeline = _timeline(store, window, plan)
-    gpus = _gpu_memory(store, incident.host, window, series)
+    totals: dict[int, int] = {}
+    gpus = _gpu_memory(store, incident.host, window, series, totals)
     return {
         "incident": {
             **{k: getattr(incident, k) for k in _INCIDENT_KEYS},
@@ -234,7 +238,11 @@ def build(
         ],
         "plan": [_plan_step(r) for r in plan],
         "gpu_memory": {
-            str(g): {"peak_fraction": round(max(v), 4), "sparkline": sparkline(v)}
+            str(g): {
+                "peak_fraction": round(max(v), 4),
+                "total_gib": round(totals[g] / 2**30, 2),
+                "sparkline": sparkline(v),
+            }
             for g, v in sorted(gpus.items())
         },
         "similar": _similar(store, incident),

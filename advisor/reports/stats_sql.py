@@ -1,6 +1,8 @@
 """The SQL of `advisor stats`: one query per section, over the projections as DuckDB sees
 them (`advisor.reports.analytics.stats` fills in `{where}` / `{where_and}`). The GPU release
-after a kill takes its thresholds from advisor.core.release, as the recommender's history."""
+after a kill takes its thresholds from advisor.core.release, as the recommender's history:
+per host, every kill, how many of them were measured (the run had used a GPU, and it was free
+again within the horizon), and the p50 and p95 of those (null when none was)."""
 
 from __future__ import annotations
 
@@ -34,13 +36,14 @@ STATS_SQL: Final = {
         FROM runs {where_and} peak_gpu_total_bytes > 0 GROUP BY host, unit ORDER BY host, unit""",
     "gpu_release_after_kill": f"""
         WITH killed AS (
-            SELECT run_id, host, started_us, ended_us FROM runs
+            SELECT run_id, host, unit, started_us, ended_us FROM runs
             {{where_and}} exit_signal = 'KILL' AND ended_us IS NOT NULL),
         used AS (
             SELECT k.run_id, s.gpu FROM killed k JOIN gpu_samples s
               ON s.host = k.host AND s.time_us BETWEEN k.started_us AND k.ended_us
             GROUP BY k.run_id, s.gpu
-            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > {USED}),
+            HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > {USED}
+                OR bool_or(list_contains(string_split(coalesce(s.units, ''), ','), k.unit))),
         freed AS (
             SELECT k.run_id, k.host, u.gpu, min(s.time_us) - k.ended_us AS dt
             FROM killed k JOIN used u ON u.run_id = k.run_id
@@ -48,8 +51,10 @@ STATS_SQL: Final = {
              AND s.time_us > k.ended_us AND s.time_us <= k.ended_us + {HORIZON_US}
              AND s.used_bytes::DOUBLE / nullif(s.total_bytes, 0) < {FREE}
             GROUP BY k.run_id, k.host, u.gpu, k.ended_us)
-        SELECT host, count(*) AS kills, round(quantile_cont(dt / 1e6, 0.5), 1) AS p50_s,
-               round(quantile_disc(dt / 1e6, {QUANTILE}), 1) AS p95_s
-        FROM (SELECT run_id, host, max(dt) AS dt FROM freed GROUP BY run_id, host)
-        GROUP BY host ORDER BY host""",
+        SELECT k.host, count(*) AS kills, count(f.dt) AS measured,
+               round(quantile_cont(f.dt / 1e6, 0.5), 1) AS p50_s,
+               round(quantile_disc(f.dt / 1e6, {QUANTILE}), 1) AS p95_s
+        FROM killed k LEFT JOIN (SELECT run_id, max(dt) AS dt FROM freed GROUP BY run_id) f
+          ON f.run_id = k.run_id
+        GROUP BY k.host ORDER BY k.host""",
 }

@@ -2,8 +2,9 @@
 
 For every run of the host that ended killed (SIGKILL — a stop that timed out, or a `kill`
 action), the release time is from the run's end to the first GPU sample at which every GPU
-the run had used (above `USED`) is back under `FREE` of its capacity. The recommender waits
-for the p95 of these (nearest rank) in `wait_gpu_free`.
+the run had used (NVML named the run's unit on it, or it was above `USED`) is back under
+`FREE` of its capacity. The recommender waits for the p95 of these (nearest rank) in
+`wait_gpu_free`.
 """
 
 from __future__ import annotations
@@ -23,30 +24,35 @@ def release_times(store: EventStore, host: str) -> list[float]:
     out: list[float] = []
     with store.connect() as conn:
         killed = conn.execute(
-            select(runs.c.started_us, runs.c.ended_us)
+            select(runs.c.unit, runs.c.started_us, runs.c.ended_us)
             .where(runs.c.host == host)
             .where(runs.c.exit_signal == "KILL")
             .where(runs.c.ended_us.isnot(None))
             .order_by(runs.c.ended_us)
         ).all()
-        for started, ended in killed:
+        for unit, started, ended in killed:
             rows = conn.execute(
                 select(
                     gpu_samples.c.gpu,
                     gpu_samples.c.time_us,
                     gpu_samples.c.used_bytes,
                     gpu_samples.c.total_bytes,
+                    gpu_samples.c.units,
                 )
                 .where(gpu_samples.c.host == host)
                 .where(gpu_samples.c.time_us >= started)
                 .where(gpu_samples.c.time_us <= ended + HORIZON_US)
                 .order_by(gpu_samples.c.time_us, gpu_samples.c.gpu)
             ).all()
-            used = {g for g, t, u, total in rows if t <= ended and total and u / total > USED}
+            used = {
+                g
+                for g, t, u, total, names in rows
+                if t <= ended and ((total and u / total > USED) or unit in (names or "").split(","))
+            }
             if not used:
                 continue
             last: dict[int, float] = {}
-            for g, t, u, total in rows:
+            for g, t, u, total, _ in rows:
                 if g not in used or not total:
                     continue
                 last[g] = u / total

@@ -89,7 +89,7 @@ def test_stats_from_the_store_and_from_the_export(loaded: str, tmp_path: Path) -
     assert report["crashes_by_week"] == [{"week": "2026-W08", "incidents": 2}]
     # the seed's kill at 00:35:17.1: the four GPUs are under 5% again at 00:35:22.0
     assert report["gpu_release_after_kill"] == [
-        {"host": "gpu-node-07", "kills": 1, "p50_s": 4.9, "p95_s": 4.9}
+        {"host": "gpu-node-07", "kills": 1, "measured": 1, "p50_s": 4.9, "p95_s": 4.9}
     ]
     (headroom,) = report["gpu_headroom_by_service"]
     assert headroom["runs"] == 2 and 0 < headroom["p50"] < 0.05

@@ -8,8 +8,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.events import GpuProcess, GpuSampled, NewEvent
+from advisor.core.timefmt import parse_iso_us
 from advisor.store import open_store
 from advisor.views.history import p95, release_times
+from advisor.views.projector import Projector
 
 
 def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
@@ -38,3 +41,79 @@ def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
 def test_p95_nearest_rank() -> None:
     assert p95([]) is None and p95([3.0]) == 3.0
     assert p95([float(i) for i in range(1, 21)]) == 19.0
+
+
+def _sample(t_us: int, used_fraction: float, unit: str | None) -> NewEvent:
+    total = 96 * 2**30
+    used = int(total * used_fraction)
+    return NewEvent(
+        stream="gpu-node-07/gpu0",
+        time_us=t_us,
+        source="test-nvml",
+        key=t_us,
+        payload=GpuSampled(
+            origin="nvml",
+            host="gpu-node-07",
+            index=0,
+            memory_total_bytes=total,
+            memory_used_bytes=used,
+            memory_free_bytes=total - used,
+            processes=(GpuProcess(pid=7, used_bytes=used, unit=unit),) if unit else (),
+        ),
+    )
+
+
+def test_a_kill_of_a_run_holding_little_memory_still_counts_when_nvml_names_its_unit(
+    sqlite_url: str, seed_journal: Path
+) -> None:
+    """The demo's wedged stop is killed while the weights load (7.7% of each GPU): NVML names
+    the unit on the GPU, so its release is measured, in Python and in SQL alike."""
+    runner = CliRunner()
+    argv = ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url]
+    assert runner.invoke(cli, argv).exit_code == 0
+    kill = parse_iso_us("2026-02-21T00:35:17.100Z")
+    unit = "vllm-minimax-m25.service"
+    store = open_store(sqlite_url)
+    try:
+        store.append(
+            [
+                _sample(kill - 3_000_000, 0.077, unit),
+                _sample(kill - 1_000_000, 0.077, unit),
+                _sample(kill + 1_000_000, 0.077, unit),
+                _sample(kill + 2_400_000, 0.0, None),
+            ]
+        )
+        Projector(store).catch_up()
+        assert release_times(store, "gpu-node-07") == [2.4]
+    finally:
+        store.close()
+    report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
+    assert report["gpu_release_after_kill"] == [
+        {"host": "gpu-node-07", "kills": 1, "measured": 1, "p50_s": 2.4, "p95_s": 2.4}
+    ]
+
+
+def test_a_gpu_under_the_threshold_that_nvml_does_not_tie_to_the_unit_is_not_waited_for(
+    sqlite_url: str, seed_journal: Path
+) -> None:
+    runner = CliRunner()
+    argv = ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url]
+    assert runner.invoke(cli, argv).exit_code == 0
+    kill = parse_iso_us("2026-02-21T00:35:17.100Z")
+    store = open_store(sqlite_url)
+    try:
+        store.append(
+            [
+                _sample(kill - 1_000_000, 0.077, "other.service"),
+                _sample(kill + 2_400_000, 0.0, None),
+            ]
+        )
+        Projector(store).catch_up()
+        assert release_times(store, "gpu-node-07") == []
+    finally:
+        store.close()
+    # the kill is counted; no release is timed (a run that held nothing has nothing to free)
+    report = json.loads(runner.invoke(cli, ["stats", "--json", "--db", sqlite_url]).output)
+    assert report["gpu_release_after_kill"] == [
+        {"host": "gpu-node-07", "kills": 1, "measured": 0, "p50_s": None, "p95_s": None}
+    ]

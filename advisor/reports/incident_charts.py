@@ -1,0 +1,234 @@
+"""The post-mortem's figure: one shared time axis (UTC) with the incident's timeline on top —
+one labelled row per kind of event, the phases as bars, actions as diamonds — and below it GPU
+memory in GiB as small multiples, one panel per GPU (eight identical GPUs never hide one
+another), each with the phases shaded behind it; the failures (red, dashed) and the actions
+(grey, dotted) are vertical lines through every panel. Hovering shows each point's time and
+value. Without GPU samples only the timeline is drawn, over the times it holds; actions
+decided long after the log's last line (an old log diagnosed today) are left to the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from advisor.core.timefmt import parse_iso_us
+from advisor.reports.chart_base import (
+    ACTION,
+    COLOURS,
+    FAILURE,
+    HEALTHY,
+    TIME_TITLE,
+    base_layout,
+    label,
+    when,
+)
+
+GpuSeries = dict[str, list[tuple[int, float]]]
+
+LANE_PX: Final = 24
+GPU_PX: Final = 110
+LATE_US: Final = 3600 * 1_000_000  # actions later than this after the log: not drawn
+LANE_CHARS: Final = 60  # a row's label, at most (the rows' labels are our own words)
+# What ends a phase: the next phase of the same run, or one of these.
+_ENDS: Final = ("main process exited", "failed", "stop timed out", "stopped cleanly", "started")
+_FAILURES: Final = ("failed", "stop timed out")
+
+
+@dataclass(frozen=True)
+class Event:
+    time_us: int
+    what: str
+    run: str | None
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    start_us: int
+    end_us: int
+
+
+def events_of(report: dict[str, Any]) -> list[Event]:
+    """The report's timeline with times in µs."""
+    return [Event(parse_iso_us(e["time"]), e["what"], e.get("run")) for e in report["timeline"]]
+
+
+def drawn(events: list[Event]) -> tuple[list[Event], list[Event]]:
+    """The events the chart draws, and those it leaves to the text: actions decided more
+    than `LATE_US` after the log's last event (an old log diagnosed today) would stretch the
+    time axis over months and squash the incident into a line."""
+    logged = [e.time_us for e in events if not e.what.startswith("action")]
+    if not logged:
+        return events, []
+    last = max(logged) + LATE_US
+    return [e for e in events if e.time_us <= last], [e for e in events if e.time_us > last]
+
+
+def phases_of(events: list[Event]) -> list[Phase]:
+    """Each run's phases, each from its line to the run's next phase or end (its last event
+    when nothing followed it)."""
+    out: list[Phase] = []
+    for n, event in enumerate(events):
+        if not event.what.startswith("phase "):
+            continue
+        later = [e for e in events[n + 1 :] if e.run == event.run]
+        end = next(
+            (e.time_us for e in later if e.what.startswith(("phase ", *_ENDS))),
+            later[-1].time_us if later else event.time_us,
+        )
+        out.append(Phase(event.what.removeprefix("phase "), event.time_us, end))
+    return out
+
+
+def _phase_colours(phases: list[Phase]) -> dict[str, str]:
+    names = list(dict.fromkeys(p.name for p in phases))
+    return {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
+
+
+def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
+    """The timeline rows: a bar per phase, a marker per lifecycle event or action."""
+    colours = _phase_colours(phases)
+    traces = []
+    for name, colour in colours.items():
+        xs: list[Any] = []
+        ys: list[Any] = []
+        for p in (p for p in phases if p.name == name):
+            xs += [when(p.start_us), when(max(p.end_us, p.start_us + 50_000)), None]
+            ys += [label(f"phase {name}", LANE_CHARS)] * 2 + [None]
+        traces.append(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line={"color": colour, "width": 14},
+                name=label(f"phase {name}", LANE_CHARS),
+                hovertemplate="%{y}<br>%{x|%H:%M:%S.%L}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    others = [e for e in events if not e.what.startswith("phase ")]
+    for what in dict.fromkeys(e.what for e in others):
+        times = [when(e.time_us) for e in others if e.what == what]
+        action = what.startswith("action")
+        colour = FAILURE if what.startswith(_FAILURES) or "failed" in what else ACTION
+        colour = (
+            HEALTHY if what in ("started", "stopped cleanly") or "succeeded" in what else colour
+        )
+        traces.append(
+            go.Scatter(
+                x=times,
+                y=[label(what, LANE_CHARS)] * len(times),
+                mode="markers",
+                marker={"color": colour, "size": 11, "symbol": "diamond" if action else "circle"},
+                name=label(what, LANE_CHARS),
+                hovertemplate="%{y}<br>%{x|%H:%M:%S.%L}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    return traces
+
+
+def _gpu_trace(gpu: str, points: list[tuple[int, float]], total_gib: float | None) -> go.Scatter:
+    scale, unit = (total_gib, "GiB") if total_gib else (100.0, "%")
+    of = f" of {total_gib:.0f} GiB" if total_gib else ""
+    return go.Scatter(
+        x=[when(t) for t, _ in points],
+        y=[round(v * scale, 2) for _, v in points],
+        mode="lines",
+        line={"color": COLOURS[0], "width": 2},
+        fill="tozeroy",
+        fillcolor="rgba(31,119,180,0.12)",
+        name=label(f"gpu{gpu}"),
+        hovertemplate=(
+            f"{label(f'gpu{gpu}')}<br>%{{x|%H:%M:%S.%L}}<br>%{{y:.1f}} {unit}{of}<extra></extra>"
+        ),
+        showlegend=False,
+    )
+
+
+def _mark(fig: go.Figure, events: list[Event], phases: list[Phase], gpu_rows: int) -> None:
+    """Failures and actions as lines through every panel; phases shaded behind the GPUs."""
+    for e in events:
+        if e.what.startswith(_FAILURES) or e.what.startswith("action"):
+            failure = not e.what.startswith("action")
+            fig.add_vline(
+                x=when(e.time_us),
+                line={
+                    "color": FAILURE if failure else ACTION,
+                    "dash": "dash" if failure else "dot",
+                    "width": 1.5 if failure else 1,
+                },
+            )
+    colours = _phase_colours(phases)
+    for p in phases if gpu_rows else ():
+        for row in range(2, gpu_rows + 2):
+            fig.add_vrect(
+                x0=when(p.start_us),
+                x1=when(max(p.end_us, p.start_us + 50_000)),
+                fillcolor=colours[p.name],
+                opacity=0.10,
+                line_width=0,
+                layer="below",
+                row=row,
+                col=1,
+            )
+
+
+def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figure]:
+    """The post-mortem's figures (one, with a shared time axis): `report` is
+    `postmortem.build`'s, `samples` the GPU series it filled (time µs, used fraction)."""
+    events, _ = drawn(events_of(report))
+    phases = phases_of(events)
+    lanes = _lane_traces(events, phases)
+    gpus = sorted((g for g, pts in samples.items() if pts), key=lambda g: (len(g), g))
+    lane_count = max(1, len({t.name for t in lanes}))
+    lane_px = 30 + LANE_PX * lane_count
+    rows = 1 + len(gpus)
+    fig = make_subplots(
+        rows=rows,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.02 if gpus else 0.0,
+        row_heights=[lane_px] + [GPU_PX] * len(gpus),
+    )
+    for trace in lanes:
+        fig.add_trace(trace, row=1, col=1)
+    fig.update_yaxes(
+        row=1, col=1, type="category", autorange="reversed", automargin=True, showgrid=True
+    )
+    memory = report.get("gpu_memory", {})
+    for row, gpu in enumerate(gpus, start=2):
+        total = memory.get(gpu, {}).get("total_gib")
+        fig.add_trace(_gpu_trace(gpu, samples[gpu], total), row=row, col=1)
+        fig.update_yaxes(
+            row=row,
+            col=1,
+            range=[0, (total or 100.0) * 1.05],
+            title={
+                "text": label(f"gpu{gpu}") + (f"<br>GiB of {total:.0f}" if total else "<br>%"),
+                "standoff": 4,
+            },
+            automargin=True,
+            nticks=4,
+        )
+    _mark(fig, events, phases, len(gpus))
+    fig.update_xaxes(
+        type="date",
+        showgrid=True,
+        tickformatstops=[
+            {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
+            {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
+            {"dtickrange": [86_400_000, None], "value": "%Y-%m-%d %H:%M"},
+        ],
+    )
+    # The times are written above the timeline and below the last GPU.
+    fig.update_xaxes(row=1, col=1, showticklabels=True, side="top")
+    day = f", {when(events[0].time_us):%Y-%m-%d}" if events else ""
+    fig.update_xaxes(row=rows, col=1, showticklabels=True, title={"text": TIME_TITLE + day})
+    base_layout(fig, height=lane_px + GPU_PX * len(gpus) + 110)
+    fig.update_layout(hovermode="closest", margin={"t": 40})
+    return [fig]
