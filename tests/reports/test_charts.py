@@ -84,6 +84,7 @@ def test_actions_long_after_an_old_log_are_left_to_the_text() -> None:
     report: dict[str, Any] = {
         "incident": {
             "incident_id": "i",
+            "short_id": "0123456789ab",
             "host": "h",
             "unit": "u.service",
             "label": "wedged_stop",

@@ -335,6 +335,7 @@ def _hostile_incident() -> dict[str, Any]:
     return {
         "incident": {
             "incident_id": "i",
+            "short_id": HOSTILE,
             "host": "h",
             "unit": "u.service",
             "label": HOSTILE,
