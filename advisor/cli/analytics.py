@@ -226,15 +226,11 @@ def stats(
     if as_json or fmt == "json":
         echo_json(report)
         return
+    from advisor.reports.stats_columns import text_table
+
     for section, rows in report.items():
-        click.echo(section.replace("_", " "))
-        if not rows or all(v in (None, 0) for v in rows[0].values()):
-            click.echo("  (none)")
-            continue
-        columns = list(rows[0])
-        click.echo("  " + "  ".join(columns))
-        for row in rows:
-            click.echo("  " + "  ".join(safe_text(str(row[c])) for c in columns))
+        empty = not rows or all(v in (None, 0) for v in rows[0].values())
+        click.echo("\n".join(text_table(section, [] if empty else rows)))
 
 
 @click.command()

@@ -12,6 +12,7 @@ __all__ = [
     "postmortem",
     "sandbox",
     "stats_charts",
+    "stats_columns",
     "stats_sql",
     "writeup",
 ]

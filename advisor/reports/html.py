@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from html import escape
 from typing import Any, Final
 
@@ -17,6 +17,7 @@ from advisor.reports.charts import (
     to_html_fragment,
 )
 from advisor.reports.incident_charts import drawn, events_of
+from advisor.reports.stats_columns import cell, header, heading
 
 STYLE: Final = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;"
@@ -78,101 +79,24 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
     )
 
 
-def _seconds(v: Any) -> str:
-    return "—" if v is None else f"{v:g} s"
-
-
-def _share(v: Any) -> str:
-    return "—" if v is None else f"{100 * v:.1f} %"
-
-
-def _plain(v: Any) -> str:
-    return "—" if v is None else str(v)
-
-
-# Section → its heading and, per column, the name people read and how to show a value.
-Column = tuple[str, Callable[[Any], str]]
-SECTIONS: Final[dict[str, tuple[str, dict[str, Column]]]] = {
-    "crashes_by_label": (
-        "Crashes by failure",
-        {
-            "label": ("failure", _plain),
-            "incidents": ("incidents", _plain),
-            "failed_runs": ("failed runs", _plain),
-        },
-    ),
-    "crashes_by_service": (
-        "Crashes by service",
-        {
-            "host": ("host", _plain),
-            "unit": ("unit", _plain),
-            "incidents": ("incidents", _plain),
-            "failed_runs": ("failed runs", _plain),
-        },
-    ),
-    "crashes_by_week": (
-        "Crashes per week",
-        {"week": ("ISO week", _plain), "incidents": ("incidents", _plain)},
-    ),
-    "time_to_recovery": (
-        "Time to recovery (incident opened → the service healthy again)",
-        {
-            "resolved": ("incidents resolved", _plain),
-            "mean_s": ("mean", _seconds),
-            "p90_s": ("90th percentile", _seconds),
-        },
-    ),
-    "restart_loops": (
-        "Restart loops (incidents of more than one failed run)",
-        {
-            "loops": ("loops", _plain),
-            "longest": ("longest (failed runs)", _plain),
-            "mean_length": ("mean length (failed runs)", _plain),
-        },
-    ),
-    "gpu_headroom_by_service": (
-        "GPU memory headroom at each run's peak (share of the GPU left free)",
-        {
-            "host": ("host", _plain),
-            "unit": ("unit", _plain),
-            "runs": ("runs", _plain),
-            "p10": ("tightest 10 % of runs", _share),
-            "p50": ("median run", _share),
-        },
-    ),
-    "gpu_release_after_kill": (
-        "GPU memory release after a kill (run killed → its GPUs under 5 % again)",
-        {
-            "host": ("host", _plain),
-            "kills": ("kills", _plain),
-            "measured": ("measured (the run held GPU memory)", _plain),
-            "p50_s": ("median", _seconds),
-            "p95_s": ("95th percentile (what wait_gpu_free waits)", _seconds),
-        },
-    ),
-}
-
-
 def stats_table(section: str, rows: list[dict[str, Any]]) -> str:
     """One section's rows as a table with the names people read; "none" without rows."""
-    heading, columns = SECTIONS.get(section, (section.replace("_", " "), {}))
+    title = f"<h2>{escape(heading(section))}</h2>"
     if not rows:
-        return f'<h2>{escape(heading)}</h2><p class="none">none</p>'
+        return f'{title}<p class="none">none</p>'
     keys = list(rows[0])
-    head = "".join(
-        f"<th>{escape(columns.get(k, (k.replace('_', ' '), _plain))[0])}</th>" for k in keys
-    )
+    head = "".join(f"<th>{escape(header(section, k))}</th>" for k in keys)
     body = "".join(
         "<tr>"
         + "".join(
             f'<td class="{"n" if isinstance(r[k], int | float) else "t"}">'
-            f"{escape(columns.get(k, (k, _plain))[1](r[k]))}</td>"
+            f"{escape(cell(section, k, r[k]))}</td>"
             for k in keys
         )
         + "</tr>"
         for r in rows
     )
-    return f'<h2>{escape(heading)}</h2><table id="{escape(section)}"><tr>{head}</tr>{body}</table>'
+    return f'{title}<table id="{escape(section)}"><tr>{head}</tr>{body}</table>'
 
 
 def render_stats(report: dict[str, list[dict[str, Any]]]) -> str:

@@ -105,7 +105,15 @@ def test_stats_from_the_store_and_from_the_export(loaded: str, tmp_path: Path) -
     )
     assert only["crashes_by_label"] == [] and only["gpu_release_after_kill"] == []
     text = runner.invoke(cli, ["stats", "--since", "2026-02-21T00:33:00Z", "--db", loaded])
-    assert "crashes by label" in text.output and "wedged_stop  1  1" in text.output
+    lines = text.output.splitlines()
+    assert lines[0] == "Crashes by failure"
+    assert lines[1].split() == ["failure", "incidents", "failed", "runs"]
+    row = next(line for line in lines if line.lstrip().startswith("wedged_stop"))
+    assert row.split() == ["wedged_stop", "1", "1"]
+    # each number ends where its column's name ends (right-aligned under it)
+    assert row.rstrip().endswith("1") and len(row.rstrip()) == len(lines[1].rstrip())
+    # Names people read, numbers aligned under their column, no raw column names.
+    assert "failed_runs" not in text.output and "median" in text.output
 
 
 def test_stats_after_the_demo_sees_the_loop_and_the_recovery(sqlite_url: str) -> None:
