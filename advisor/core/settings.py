@@ -3,8 +3,9 @@ host is called, where GPU memory is read from.
 
 One object, `Settings`, filled in this order, each overriding the one before: the defaults,
 the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
-the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; an empty
-value counts as unset), then the command-line flags given (`load_settings(db=...)`).
+the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`, and for a
+section's key `ADVISOR_<SECTION>__<KEY>` such as `ADVISOR_CONSOLE__TOKEN`; an empty value
+counts as unset), then the command-line flags given (`load_settings(db=...)`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -52,16 +53,31 @@ def config_path(environ: dict[str, str] | None = None) -> Path | None:
     return SYSTEM_CONFIG if SYSTEM_CONFIG.is_file() else None
 
 
+class ConsoleSettings(BaseModel):
+    """The `[console]` section: what `advisor serve` listens on, and the token (or password)
+    a person gives before the console changes anything (None: it changes nothing)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen: str = "127.0.0.1:8750"  # HOST:PORT; a loopback address unless the operator says
+    token: str | None = None  # required for approve / reject / rollback / run
+
+
 class Settings(BaseSettings):
     """What every command may need; see the module docstring for where each value comes from."""
 
     model_config = SettingsConfigDict(
-        env_prefix="ADVISOR_", env_ignore_empty=True, extra="forbid", frozen=True
+        env_prefix="ADVISOR_",
+        env_ignore_empty=True,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
     )
 
     db: str | None = None  # the store URL; None: a SQLite file (`db_url`)
     host: str = Field(default_factory=this_host)  # this host's name in events and the fleet
     gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
+    console: ConsoleSettings = ConsoleSettings()  # `advisor serve`
 
     @property
     def db_url(self) -> str:
