@@ -9,10 +9,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from advisor.console.auth import authorised
-from advisor.console.shape import headline_fix, incident_filter
+from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError
 from advisor.core.render import event_json
 from advisor.store import EventFilter
+from advisor.views.actions import plan_actions
 from advisor.views.console import choices, incident_by_id, incident_list, last_seq
 from advisor.views.rows import fresh
 
@@ -67,11 +68,14 @@ def incident_page(request: Request) -> Response:
     if incident is None:
         return render(request, "missing.html", {"what": f"incident {incident_id}"}, 404)
     service = f"{incident.host}/{incident.unit}"
+    problem = None
     try:
         report = build(store, service, incident_id)
-    except AdvisorError as e:
-        return render(request, "missing.html", {"what": str(e)}, 404)
+    except AdvisorError as e:  # shown from its own row: the page must not hide an incident
+        problem = f"the post-mortem cannot be built: {e}"
+        report = bare_report(incident, plan_actions(store, incident_id))
     context = {
+        "problem": problem,
         "incident": incident,
         "report": report,
         "service": service,

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.timefmt import format_us, parse_time_us
 from advisor.views.console import IncidentFilter
+from advisor.views.rows import ActionRow, IncidentView
+
+STEP_KEYS: Final = ("flag", "value", "option", "seconds", "why", "arithmetic")
 
 
 def when(us: int | None) -> str:
@@ -70,3 +73,32 @@ def headline_fix(plan: list[dict[str, Any]], service: str) -> tuple[str, str] | 
     elif step.get("option"):
         what = f"set {step['option']}={step.get('value')}"
     return f"{what}: {step.get('why', '')}", f"advisor remediate {shlex.quote(service)}"
+
+
+def bare_report(incident: IncidentView, plan: list[ActionRow]) -> dict[str, Any]:
+    """The incident page's report from the incident's own row and plan, for an incident whose
+    post-mortem cannot be built (its unit is no unit name `advisor explain` takes, say):
+    no timeline, no GPU memory, the evidence without times."""
+    keys = ("incident_id", "host", "unit", "label", "confidence", "phase", "runs", "status")
+    return {
+        "incident": {k: getattr(incident, k) for k in keys},
+        "opened": when(incident.opened_us),
+        "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
+        "evidence": [
+            {"time": None, "seq": e["seq"], "text": e["text"]} for e in incident.evidence or []
+        ],
+        "timeline": [],
+        "plan": [
+            {
+                "action_id": r.action_id,
+                "kind": r.kind,
+                "status": r.status,
+                "alternative": r.alternative,
+                "detail": r.detail,
+                **{k: v for k, v in r.spec.items() if k in STEP_KEYS},
+            }
+            for r in plan
+        ],
+        "gpu_memory": {},
+        "similar": [],
+    }
