@@ -21,15 +21,21 @@ LIST_LIMIT = 200
 
 
 def render(
-    request: Request, name: str, context: dict[str, Any], status_code: int = 200
+    request: Request,
+    name: str,
+    context: dict[str, Any],
+    status_code: int = 200,
+    seq: int | None = None,
 ) -> HTMLResponse:
     """A template, autoescaped, with what every page shows (the store's position to poll
-    from, the CSRF token for its forms, whether the visitor may change anything)."""
+    from, the CSRF token for its forms, whether the visitor may change anything). `seq`: the
+    store's position taken *before* the page's data was read, so that an event arriving
+    meanwhile still makes the page refresh."""
     console = request.app.state.console
     csrf = request.scope.get("csrftoken")
     base = {
         "request": request,
-        "seq": last_seq(console.store),
+        "seq": last_seq(console.store) if seq is None else seq,
         "csrftoken": csrf() if csrf is not None else "",
         "can_act": authorised(request),
         "store_url": console.store.display_url,
@@ -46,6 +52,7 @@ async def changes(request: Request) -> Response:
 
 def incidents_page(request: Request) -> Response:
     store = request.app.state.console.store
+    seq = last_seq(store)
     flt, problems = incident_filter(request.query_params)
     lines, total = incident_list(store, flt, limit=LIST_LIMIT)
     context = {
@@ -56,13 +63,14 @@ def incidents_page(request: Request) -> Response:
         "query": request.query_params,
         "problems": problems,
     }
-    return render(request, "incidents.html", context)
+    return render(request, "incidents.html", context, seq=seq)
 
 
 def incident_page(request: Request) -> Response:
     from advisor.reports.postmortem import build
 
     store = request.app.state.console.store
+    seq = last_seq(store)
     incident_id = request.path_params["incident_id"]
     incident = incident_by_id(store, incident_id)
     if incident is None:
@@ -82,7 +90,7 @@ def incident_page(request: Request) -> Response:
         "fix": headline_fix(report["plan"], service),
         "backend": request.app.state.console.backend_name,
     }
-    return render(request, "incident.html", context)
+    return render(request, "incident.html", context, seq=seq)
 
 
 def event_page(request: Request) -> Response:
@@ -104,9 +112,10 @@ def fleet_page(request: Request) -> Response:
     from advisor.console.fleet import figures
 
     console = request.app.state.console
+    seq = last_seq(console.store)
     fresh(console.store)  # the figures are read from the projections
     try:
         report = figures(console.db_url)
     except AdvisorError as e:
         return render(request, "missing.html", {"what": f"the fleet's figures: {e}"}, 503)
-    return render(request, "fleet.html", {"figures": report})
+    return render(request, "fleet.html", {"figures": report}, seq=seq)

@@ -1,0 +1,125 @@
+"""The console in real headless Chromium (the system's, driven through /usr/bin/chromedriver):
+the demo leaves a plan waiting for approval; a person opens its incident, logs in, approves a
+step and runs it, and the page follows what the executor records without being reloaded.
+Screenshots are kept in the folder the test prints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.conftest import run_advisor
+from tests.console.serving import served
+
+TOKEN = "s3cret-console-token"
+CHROMIUM = Path("/usr/bin/chromium")
+DRIVER = Path("/usr/bin/chromedriver")
+WAIT_S = 120  # a bound on waiting for the page, not a measurement
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.skip("needs the chromium and chromium-driver packages (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1800",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _shoot(driver: WebDriver, path: Path, action_id: str | None = None) -> None:
+    """A screenshot, scrolled to the step `action_id` (else the top of the page)."""
+    if action_id is not None:
+        step = driver.find_element(By.CSS_SELECTOR, f'li.step[data-action="{action_id}"]')
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", step)
+    assert driver.save_screenshot(str(path))
+
+
+def _status(driver: WebDriver, action_id: str) -> str:
+    step = driver.find_element(By.CSS_SELECTOR, f'li.step[data-action="{action_id}"]')
+    return str(step.find_element(By.CSS_SELECTOR, ".status").text)
+
+
+def test_approve_a_step_of_the_demo_and_watch_it_run(
+    browser: WebDriver, sqlite_url: str, tmp_path: Path
+) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    print(f"\nscreenshots: {shots}")
+    demo = run_advisor("demo", "--db", sqlite_url, input=b"n\n", timeout=300)
+    assert b"plan not approved: nothing changed" in demo.stdout, demo.stdout + demo.stderr
+    # The executor acts for the demo's host, through the systemd backend (its drop-ins under
+    # tmp_path): where no systemd answers, the step runs and fails, and says why.
+    env = {"ADVISOR_HOST": "gpu-node-07"}
+    root = tmp_path / "units"
+    args = ("--token", TOKEN, "--systemd-root", str(root))
+    with served(sqlite_url, *args, env=env, log=tmp_path / "serve.log") as base:
+        browser.get(base + "/")
+        _shoot(browser, shots / "1-incidents.png")
+        pending = browser.find_element(By.CSS_SELECTOR, "tr.pending a.label")
+        assert pending.text == "sampler_warmup_oom"
+        pending.click()
+        assert "set --max-num-seqs 256" in browser.find_element(By.ID, "fix").text
+        plan = browser.find_element(By.CSS_SELECTOR, "li.step").get_attribute("data-action")
+        assert plan is not None and plan.endswith("#0")
+        assert _status(browser, plan) == "proposed"
+        _shoot(browser, shots / "2-incident.png")
+
+        browser.find_element(By.ID, "login").click()
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.ID, "name").send_keys("browser-test")
+        browser.find_element(By.ID, "login-submit").click()
+        step = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"]')
+        step.find_element(By.CSS_SELECTOR, "form.approve button").click()
+        assert "approved 1 action(s)" in browser.find_element(By.ID, "note").text
+        assert _status(browser, plan) == "approved"
+        _shoot(browser, shots / "3-approved.png", plan)
+
+        browser.execute_script("window.notReloaded = true;")
+        browser.find_element(By.CSS_SELECTOR, "form.run button").click()
+        assert "running the approved steps" in browser.find_element(By.ID, "note").text
+        browser.execute_script("window.notReloaded = true;")
+        WebDriverWait(browser, WAIT_S).until(
+            lambda d: _status(d, plan) not in ("approved", "started")
+        )
+        assert browser.execute_script("return window.notReloaded === true;")  # swapped in place
+        assert _status(browser, plan) in ("failed", "succeeded")
+        detail = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"] .detail')
+        assert detail.text.startswith("→ ")
+        _shoot(browser, shots / "4-ran.png", plan)
+
+        # A decision taken elsewhere (the command line) shows up on the open page as well.
+        later = plan[:-1] + "3"
+        assert run_advisor("approve", later, "--db", sqlite_url).returncode == 0
+        WebDriverWait(browser, WAIT_S).until(lambda d: _status(d, later) == "approved")
+        assert browser.execute_script("return window.notReloaded === true;")
+        _shoot(browser, shots / "5-refreshed.png", later)
+
+        browser.get(base + "/fleet")
+        assert "Crashes per week" in browser.page_source
+        _shoot(browser, shots / "6-fleet.png")
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "1-incidents.png",
+        "2-incident.png",
+        "3-approved.png",
+        "4-ran.png",
+        "5-refreshed.png",
+        "6-fleet.png",
+    ]
