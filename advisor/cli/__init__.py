@@ -12,6 +12,7 @@ __all__ = [
     "ingest",
     "main",
     "projections",
+    "serve",
     "verify",
     "watch",
 ]
