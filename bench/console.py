@@ -54,7 +54,8 @@ def _cycle(host: str, unit: str, t: int, key: int) -> Iterator[NewEvent]:
         (True, f"Started {unit} - bench."),
         (
             False,
-            "INFO 12-01 10:00:00 [gpu_model_runner.py:1] Warming up sampler with 1024 dummy requests",
+            "INFO 12-01 10:00:00 [gpu_model_runner.py:1] Warming up sampler with 1024 "
+            "dummy requests",
         ),
         (False, OOM),
         (False, SAMPLER),

@@ -99,10 +99,19 @@ class Settings(BaseSettings):
         return sources
 
 
+def _given(value: Any) -> Any:
+    """A flag's value as given: None for a flag not given; a section's flags (a dict) without
+    those not given, None when none was."""
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if v is not None}
+        return value or None
+    return value
+
+
 def load_settings(**flags: Any) -> Settings:
     """The settings, the flags given (a None flag: not given) over everything else;
     InputError naming the cause when the settings file or a variable is unusable."""
-    given = {name: value for name, value in flags.items() if value is not None}
+    given = {name: _given(value) for name, value in flags.items() if _given(value) is not None}
     try:
         return Settings(**given)
     except tomllib.TOMLDecodeError as e:
