@@ -213,3 +213,35 @@ def test_the_console_reads_the_central_postgresql_store(
         fields = {"csrftoken": client.csrf(), "id": f"{SAMPLER}#0"}
         assert client.post("/approve", fields).status == 303
     assert [p.action_id for p in _approvals(store)] == [f"{SAMPLER}#0"]
+
+
+def test_a_dry_run_console_says_what_it_would_do_and_records_nothing(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    args = ("--token", TOKEN, "--backend", "dry-run")
+    with served(sqlite_url, *args, log=tmp_path / "serve.log") as base:
+        client = Client(base)
+        assert client.login(TOKEN).status == 303
+        here = _page(SAMPLER)
+        for path, ident in (
+            ("/approve", SAMPLER),
+            ("/run", SAMPLER),
+            ("/rollback", f"{SAMPLER}#1"),
+        ):
+            fields = {"csrftoken": client.csrf(), "id": ident, "next": here}
+            assert client.post(path, fields).status == 303
+            if path == "/approve":
+                assert "approved 5 action(s)" in client.get(here).body
+            elif path == "/run":
+                note = client.get(here).body
+                assert "dry run (nothing changed or recorded)" in note
+                assert "hold restarts of vllm-minimax-m25.service" in note
+            else:
+                assert "nothing is changed" in client.get(here).body
+        assert client.post("/approve", {"csrftoken": client.csrf(), "id": ""}).status == 400
+        again = client.post(
+            "/approve", {"csrftoken": client.csrf(), "id": f"{SAMPLER}#0", "next": here}
+        )
+        assert again.status == 303 and "is approved, not proposed" in client.get(here).body
+    types = {e.type for e in diagnosed.read(EventFilter()) if e.type.startswith("action.")}
+    assert types == {"action.proposed", "action.approved"}  # nothing started, nothing done
