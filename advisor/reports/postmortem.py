@@ -17,7 +17,7 @@ from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
+from advisor.views.actions import plan_actions
 from advisor.views.incidents import incident_rows
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows, run_log_events
@@ -193,7 +193,7 @@ def build(
     first = next(i for i, r in enumerate(runs) if r.run_id == incident.first_run_id)
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
-    plan = [r for r in all_actions(store) if r.plan_id == incident.incident_id]
+    plan = plan_actions(store, incident.incident_id)  # its rows only, not every plan's
     timeline = _timeline(store, window, plan)
     gpus = _gpu_memory(store, incident.host, window, series)
     return {
