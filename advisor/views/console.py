@@ -1,6 +1,7 @@
 """What the web console reads: incidents as a list (filtered, pending approvals first, with
-when each was last seen and how many of its plan's steps await a decision), one incident by
-id, the filters' choices, and the store's newest position (the console polls it to refresh)."""
+when each was last seen and how many of its plan's steps await a decision while it is open),
+one incident by id, the filters' choices, and the store's newest position (the console polls
+it to refresh)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class IncidentLine:
 
     incident: IncidentView
     last_seen_us: int  # when its last failed run was last heard from
-    pending: int  # main steps of its plan that await a decision
+    pending: int  # main steps of its plan that await a decision (0 once it is not open)
 
     @property
     def downtime_us(self) -> int:
@@ -56,7 +57,9 @@ def _listing(flt: IncidentFilter) -> Select[Any]:
     i, r = incidents.c, runs.c
     pending = _pending()
     last_seen = func.coalesce(r.last_us, r.ended_us, r.started_us, i.opened_us)
-    waiting = func.coalesce(pending.c.pending, 0)
+    # A plan waits for a decision only while its incident is open (the executor skips the
+    # steps of a resolved one as stale).
+    waiting = case((i.status == "open", func.coalesce(pending.c.pending, 0)), else_=0)
     query = (
         select(incidents, last_seen.label("last_seen_us"), waiting.label("pending"))
         .outerjoin(runs, r.run_id == i.last_run_id)
