@@ -66,8 +66,10 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
     demo = run_advisor("demo", "--db", sqlite_url, input=b"n\n", timeout=300)
     assert b"plan not approved: nothing changed" in demo.stdout, demo.stdout + demo.stderr
     # The executor acts for the demo's host, through the systemd backend (its drop-ins under
-    # tmp_path): where no systemd answers, the step runs and fails, and says why.
-    env = {"ADVISOR_HOST": "gpu-node-07"}
+    # tmp_path) on a system bus that is not there, so that the host's own systemd is never
+    # touched: the step runs, fails, and says why.
+    no_bus = f"unix:path={tmp_path / 'no-system-bus'}"
+    env = {"ADVISOR_HOST": "gpu-node-07", "DBUS_SYSTEM_BUS_ADDRESS": no_bus}
     root = tmp_path / "units"
     args = ("--token", TOKEN, "--systemd-root", str(root))
     with served(sqlite_url, *args, env=env, log=tmp_path / "serve.log") as base:
@@ -100,9 +102,9 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
             lambda d: _status(d, plan) not in ("approved", "started")
         )
         assert browser.execute_script("return window.notReloaded === true;")  # swapped in place
-        assert _status(browser, plan) in ("failed", "succeeded")
+        assert _status(browser, plan) == "failed"
         detail = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"] .detail')
-        assert detail.text.startswith("→ ")
+        assert detail.text.startswith("→ cannot reach systemd at unix:path=")
         _shoot(browser, shots / "4-ran.png", plan)
 
         # A decision taken elsewhere (the command line) shows up on the open page as well.
