@@ -47,7 +47,8 @@ async def logout(request: Request) -> Response:
 def _back(form: FormData) -> str:
     """Where to go after a form: the page it came from, only ever inside the console."""
     target = str(form.get("next") or "/")
-    return target if target.startswith("/") and not target.startswith("//") else "/"
+    elsewhere = not target.startswith("/") or target.startswith("//") or "\\" in target
+    return "/" if elsewhere or any(ord(c) < 32 for c in target) else target
 
 
 def _field(form: FormData, name: str) -> str:

@@ -64,6 +64,23 @@ def test_nothing_changes_without_the_token(
     assert _approvals(diagnosed) == []
 
 
+def test_after_a_form_it_goes_back_only_into_the_console(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        client = Client(base)
+        client.get("/login")
+        for target, location in (
+            ("/fleet", "/fleet"),
+            ("https://evil.example/", "/"),
+            ("//evil.example/", "/"),
+            ("/\\evil.example/", "/"),
+        ):
+            fields = {"csrftoken": client.csrf(), "token": TOKEN, "next": target}
+            answer = client.post("/login", fields)
+            assert (answer.status, answer.headers["location"]) == (303, location), target
+
+
 def test_a_bad_csrf_token_is_refused(
     diagnosed: EventStore, sqlite_url: str, tmp_path: Path
 ) -> None:
