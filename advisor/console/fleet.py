@@ -27,6 +27,7 @@ HEADINGS: Final = {
     "p50_s": "median (s)",
     "p95_s": "95th percentile (s)",
 }
+PERCENT: Final = ("p10", "p50")  # fractions of a GPU's memory, shown as percentages
 TITLES: Final = {
     "crashes_by_week": "Crashes per week",
     "time_to_recovery": "Time to recovery",
@@ -36,6 +37,12 @@ TITLES: Final = {
     "crashes_by_label": "Crashes by label",
     "crashes_by_service": "Crashes by service",
 }
+
+
+def _shown(column: str, value: Any) -> Any:
+    if column in PERCENT and isinstance(value, int | float):
+        return f"{value * 100:.1f} %"
+    return value
 
 
 def figures(url: str) -> list[dict[str, Any]]:
@@ -58,7 +65,7 @@ def figures(url: str) -> list[dict[str, Any]]:
             "name": name,
             "title": title,
             "headings": [HEADINGS.get(c, c) for c in columns],
-            "rows": [[row[c] for c in columns] for row in rows],
+            "rows": [[_shown(c, row[c]) for c in columns] for row in rows],
         }
         if name == "crashes_by_week" and rows:
             top = max(int(r["incidents"]) for r in rows) or 1

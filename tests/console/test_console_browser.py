@@ -5,6 +5,7 @@ Screenshots are kept in the folder the test prints."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +117,8 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
 
         browser.get(base + "/fleet")
         assert "Crashes per week" in browser.page_source
+        headroom = browser.find_element(By.ID, "gpu_headroom_by_service").text
+        assert "gpu-node-07" in headroom and re.search(r"\d+\.\d %", headroom), headroom
         _shoot(browser, shots / "6-fleet.png")
     assert sorted(p.name for p in shots.iterdir()) == [
         "1-incidents.png",
