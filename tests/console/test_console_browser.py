@@ -6,11 +6,12 @@ Screenshots are kept in the folder the test prints."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -53,6 +54,29 @@ def _shoot(driver: WebDriver, path: Path, action_id: str | None = None) -> None:
     assert driver.save_screenshot(str(path))
 
 
+def _navigate(driver: WebDriver, css: str) -> None:
+    """Click the link or button `css` selects and wait until the next page has loaded (a mark
+    set on this page gone, the new one complete). The page may swap its main part in between
+    (it follows the store): the element is then found again."""
+    driver.execute_script("window.leaving = true;")
+    for _ in range(20):
+        try:
+            driver.find_element(By.CSS_SELECTOR, css).click()
+            break
+        except WebDriverException:
+            continue  # swapped under the click: find it again
+    loaded = "return window.leaving === undefined && document.readyState === 'complete';"
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(loaded)
+    )
+
+
+def _until(driver: WebDriver, condition: Callable[[WebDriver], object]) -> None:
+    """Wait for `condition`, through the page swapping its main part meanwhile."""
+    ignored = (WebDriverException,)  # no such element, stale, or a node of the old main
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=ignored).until(condition)
+
+
 def _status(driver: WebDriver, action_id: str) -> str:
     step = driver.find_element(By.CSS_SELECTOR, f'li.step[data-action="{action_id}"]')
     return str(step.find_element(By.CSS_SELECTOR, ".status").text)
@@ -78,30 +102,25 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         _shoot(browser, shots / "1-incidents.png")
         pending = browser.find_element(By.CSS_SELECTOR, "tr.pending a.label")
         assert pending.text == "sampler_warmup_oom"
-        pending.click()
+        _navigate(browser, "tr.pending a.label")
         assert "set --max-num-seqs 256" in browser.find_element(By.ID, "fix").text
         plan = browser.find_element(By.CSS_SELECTOR, "li.step").get_attribute("data-action")
         assert plan is not None and plan.endswith("#0")
         assert _status(browser, plan) == "proposed"
         _shoot(browser, shots / "2-incident.png")
 
-        browser.find_element(By.ID, "login").click()
+        _navigate(browser, "#login")
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         browser.find_element(By.ID, "name").send_keys("browser-test")
-        browser.find_element(By.ID, "login-submit").click()
-        step = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"]')
-        step.find_element(By.CSS_SELECTOR, "form.approve button").click()
+        _navigate(browser, "#login-submit")
+        _navigate(browser, f'li.step[data-action="{plan}"] form.approve button')
         assert "approved 1 action(s)" in browser.find_element(By.ID, "note").text
         assert _status(browser, plan) == "approved"
         _shoot(browser, shots / "3-approved.png", plan)
 
+        _navigate(browser, "form.run button")
         browser.execute_script("window.notReloaded = true;")
-        browser.find_element(By.CSS_SELECTOR, "form.run button").click()
-        assert "running the approved steps" in browser.find_element(By.ID, "note").text
-        browser.execute_script("window.notReloaded = true;")
-        WebDriverWait(browser, WAIT_S).until(
-            lambda d: _status(d, plan) not in ("approved", "started")
-        )
+        _until(browser, lambda d: _status(d, plan) not in ("approved", "started"))
         assert browser.execute_script("return window.notReloaded === true;")  # swapped in place
         assert _status(browser, plan) == "failed"
         detail = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"] .detail')
@@ -111,11 +130,11 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         # A decision taken elsewhere (the command line) shows up on the open page as well.
         later = plan[:-1] + "3"
         assert run_advisor("approve", later, "--db", sqlite_url).returncode == 0
-        WebDriverWait(browser, WAIT_S).until(lambda d: _status(d, later) == "approved")
+        _until(browser, lambda d: _status(d, later) == "approved")
         assert browser.execute_script("return window.notReloaded === true;")
         _shoot(browser, shots / "5-refreshed.png", later)
 
-        browser.get(base + "/fleet")
+        _navigate(browser, 'nav a[href="/fleet"]')
         assert "Crashes per week" in browser.page_source
         headroom = browser.find_element(By.ID, "gpu_headroom_by_service").text
         assert "gpu-node-07" in headroom and re.search(r"\d+\.\d %", headroom), headroom
