@@ -4,11 +4,13 @@ units. The sub-packages are the stages of one pipeline, each importing only thos
     ingest → store (events) → views → diagnosis → planning → execution → store (events)
 
 with `core` under everything, `parsing` under views and diagnosis, and `reports`, `fleet`,
-`pipeline`, `sim`, `demo` and `cli` on top. `.importlinter` holds the contracts.
+`pipeline`, `sim`, `demo`, `console` (the web console) and `cli` on top. `.importlinter`
+holds the contracts.
 """
 
 __all__ = [
     "cli",
+    "console",
     "core",
     "demo",
     "diagnosis",

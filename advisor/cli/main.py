@@ -22,6 +22,7 @@ from advisor.cli.diagnose import classify, model_group, rules_group
 from advisor.cli.group import AdvisorGroup
 from advisor.cli.ingest import ingest
 from advisor.cli.projections import diagnose, explain, incidents, rebuild, runs
+from advisor.cli.serve import serve
 from advisor.cli.verify import verify
 from advisor.cli.watch import watch
 from advisor.core.render import event_json, event_line, safe_text
@@ -183,6 +184,7 @@ for command in (
     ship,
     fold,
     retention,
+    serve,
 ):
     cli.add_command(command)
 

@@ -5,8 +5,9 @@ metrics (`[metrics]`). Every key is listed in docs/config.md.
 One object, `Settings`, filled in this order, each overriding the one before: the defaults,
 the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
 the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; a section's
-key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g. `ADVISOR_NOTIFY__URLS='["json://…"]'`;
-an empty value counts as unset), then the command-line flags given (`load_settings(db=...)`).
+key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g. `ADVISOR_NOTIFY__URLS='["json://…"]'`,
+`ADVISOR_CONSOLE__TOKEN`; an empty value counts as unset), then the command-line flags given
+(`load_settings(db=...)`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,16 @@ class MetricsSettings(BaseModel):
     listen: str | None = None  # HOST:PORT (127.0.0.1:9750); None: no metrics served
 
 
+class ConsoleSettings(BaseModel):
+    """The `[console]` section: what `advisor serve` listens on, and the token (or password)
+    a person gives before the console changes anything (None: it changes nothing)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    listen: str = "127.0.0.1:8750"  # HOST:PORT; a loopback address unless the operator says
+    token: str | None = None  # required for approve / reject / rollback / run
+
+
 class Settings(BaseSettings):
     """What every command may need; see the module docstring for where each value comes from."""
 
@@ -107,6 +118,7 @@ class Settings(BaseSettings):
     policy: Path | None = None  # the auto-remediation policy (`auto`, `watch --auto`)
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
+    console: ConsoleSettings = ConsoleSettings()  # `advisor serve`
 
     @property
     def db_url(self) -> str:
@@ -128,10 +140,19 @@ class Settings(BaseSettings):
         return sources
 
 
+def _given(value: Any) -> Any:
+    """A flag's value as given: None for a flag not given; a section's flags (a dict) without
+    those not given, None when none was."""
+    if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if v is not None}
+        return value or None
+    return value
+
+
 def load_settings(**flags: Any) -> Settings:
     """The settings, the flags given (a None flag: not given) over everything else;
     InputError naming the cause when the settings file or a variable is unusable."""
-    given = {name: value for name, value in flags.items() if value is not None}
+    given = {name: _given(value) for name, value in flags.items() if _given(value) is not None}
     try:
         return Settings(**given)
     except tomllib.TOMLDecodeError as e:

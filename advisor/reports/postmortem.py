@@ -129,7 +129,7 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> Incid
     current = [i for i in incidents if i.status != "superseded"]
     if not current:
         raise InputError(f"{service}: no incident")
-    actions = all_actions(store)
+    actions = all_actions(store, unit=unit, host=host)
     return max(
         current,
         key=lambda i: (_last_seen(i, _plans_of(actions, i.incident_id)), i.started_us or 0),
@@ -219,7 +219,7 @@ def build(
     first = next(i for i, r in enumerate(runs) if r.run_id == incident.first_run_id)
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
-    actions = all_actions(store)
+    actions = all_actions(store, unit=incident.unit, host=incident.host)  # not every plan's
     plan = [r for r in actions if r.plan_id == incident.incident_id]
     timeline = _timeline(store, window, plan)
     totals: dict[int, int] = {}

@@ -2,6 +2,7 @@
 
 __all__ = [
     "actions",
+    "console",
     "cutting",
     "fold",
     "foldbase",

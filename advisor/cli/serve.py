@@ -1,0 +1,72 @@
+"""`advisor serve`: the web console (advisor.console) on uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from advisor.cli.common import backend_option, db_option, gpus_option, root_option, settings
+from advisor.core.errors import InputError
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InputError(f"--listen {listen!r}: give HOST:PORT, such as 127.0.0.1:8750")
+    return host.strip("[]"), int(port)
+
+
+@click.command()
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    default=None,
+    help="Address to listen on. Default: [console] listen in the settings, else "
+    "127.0.0.1:8750 (this host only).",
+)
+@click.option(
+    "--token",
+    default=None,
+    help="The token (or password) a person gives before the console changes anything. "
+    "Default: [console] token in the settings file, ADVISOR_CONSOLE__TOKEN; without one the "
+    "console only reads.",
+)
+@backend_option
+@root_option
+@gpus_option
+@db_option
+def serve(
+    listen: str | None,
+    token: str | None,
+    backend: str,
+    systemd_root: Path,
+    gpus_from: Path | None,
+    db_url: str | None,
+) -> None:
+    """The web console: incidents (pending approvals first), each with its timeline,
+    evidence and plan to approve, reject, roll back and run; the fleet's figures. It
+    refreshes as events arrive. Runs until SIGINT or SIGTERM.
+
+    Example: advisor serve --db sqlite:///$HOME/.local/share/advisor/events.db
+    """
+    import uvicorn
+
+    from advisor.console.app import Console, build_app
+    from advisor.store import open_store
+
+    conf = settings(db=db_url, gpu_twin=gpus_from, console={"listen": listen, "token": token})
+    host, port = _address(conf.console.listen)
+    store = click.get_current_context().with_resource(open_store(conf.db_url))
+    console = Console(
+        store=store,
+        db_url=conf.db_url,
+        token=conf.console.token,
+        backend_name=backend,
+        systemd_root=systemd_root,
+        gpu_twin=conf.gpu_twin,
+        host=conf.host,
+    )
+    acts = "acts with the token" if console.token else "reads only (no token set)"
+    click.echo(f"advisor console on http://{host}:{port}/ ({store.display_url}; {acts})")
+    uvicorn.run(build_app(console), host=host, port=port, log_level="warning")

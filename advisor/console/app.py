@@ -1,0 +1,98 @@
+"""The console as an ASGI app: its settings (`Console`), routes, templates and the middleware
+around them — signed sessions for who logged in, asgi-csrf for every form."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from asgi_csrf import asgi_csrf
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from advisor.console import decisions, pages
+from advisor.console.shape import duration, when
+
+if TYPE_CHECKING:
+    from advisor.execution.backends import Backend
+    from advisor.store import EventStore
+
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Console:
+    """What the console serves and how it acts: the store (and its URL, for the fleet's
+    figures), the token (None: nothing may be changed), the backend steps run through
+    (`systemd`, or `dry-run`: say what would be done)."""
+
+    store: EventStore
+    db_url: str
+    token: str | None
+    backend_name: str = "systemd"
+    systemd_root: Path = Path("/etc/systemd/system")
+    gpu_twin: Path | None = None
+    host: str | None = None
+    secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    templates: jinja2.Environment = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # log lines and unit names are hostile data
+        )
+        self.templates.filters.update(when=when, duration=duration)
+
+    def backend(self) -> Backend | None:
+        """The backend to act through (None for a dry run)."""
+        from advisor.pipeline.remediate import backend_for
+
+        return backend_for(self.backend_name, self.systemd_root, self.gpu_twin, self.host)
+
+
+def routes() -> list[Any]:
+    return [
+        Route("/", pages.incidents_page),
+        Route("/incident/{incident_id:path}", pages.incident_page),
+        Route("/event/{seq:int}", pages.event_page),
+        Route("/fleet", pages.fleet_page),
+        Route("/api/changes", pages.changes),
+        Route("/login", pages.login_page),
+        Route("/login", decisions.login, methods=["POST"]),
+        Route("/logout", decisions.logout, methods=["POST"]),
+        Route("/approve", decisions.approve, methods=["POST"]),
+        Route("/reject", decisions.reject, methods=["POST"]),
+        Route("/rollback", decisions.rollback, methods=["POST"]),
+        Route("/run", decisions.run, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+
+def build_app(console: Console) -> Any:
+    """The ASGI app: every POST needs the CSRF cookie's token in its form (or the
+    `x-csrftoken` header); a state-changing one needs the console's token too."""
+    app = Starlette(
+        routes=routes(),
+        middleware=[
+            Middleware(
+                SessionMiddleware,
+                secret_key=console.secret,
+                session_cookie="advisor_console",
+                same_site="strict",
+            )
+        ],
+    )
+    app.state.console = console
+    protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}
+    return asgi_csrf(
+        app,
+        signing_secret=console.secret,
+        always_protect=protected,
+        cookie_samesite="Strict",
+    )

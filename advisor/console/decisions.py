@@ -1,0 +1,132 @@
+"""The console's forms (POST): logging in and out, and the decisions on a plan — approve a step
+or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what is
+approved. Each is recorded by the very function the command line calls (`advisor approve`,
+`reject`, `rollback`, `remediate`); a plan runs in the background and the page follows its
+events as they arrive."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from advisor.console.auth import NAME, refusal, who
+from advisor.console.pages import render
+from advisor.core.errors import AdvisorError
+from advisor.core.render import safe_text
+
+log = logging.getLogger("advisor.console")
+
+
+async def login(request: Request) -> Response:
+    form = await request.form()
+    token = request.app.state.console.token
+    given = str(form.get("token", ""))
+    name = str(form.get("name", "")).strip()
+    ok = token is not None and hmac.compare_digest(given.encode(), token.encode())
+    if not ok or (name and not NAME.fullmatch(name)):
+        problem = "wrong token" if not ok else "a name is letters, digits, . _ - (64 at most)"
+        context = {"problem": problem, "next": form.get("next")}
+        return render(request, "login.html", context, status_code=401)
+    request.session["authorised"] = True
+    request.session["name"] = name or "console"
+    return RedirectResponse(_back(form), status_code=303)
+
+
+async def logout(request: Request) -> Response:
+    request.session.clear()
+    return RedirectResponse("/", status_code=303)
+
+
+def _back(form: FormData) -> str:
+    """Where to go after a form: the page it came from, only ever inside the console."""
+    target = str(form.get("next") or "/")
+    elsewhere = not target.startswith("/") or target.startswith("//") or "\\" in target
+    return "/" if elsewhere or any(ord(c) < 32 for c in target) else target
+
+
+def _field(form: FormData, name: str) -> str:
+    return str(form.get(name, "")).strip()
+
+
+async def _decide(request: Request, kind: str) -> Response:
+    """Check who asks, then record the decision `kind` as the command line would."""
+    refused = refusal(request)
+    if refused is not None:
+        return refused
+    form = await request.form()
+    ident, why = _field(form, "id"), _field(form, "why")
+    if not ident:
+        return render(request, "missing.html", {"what": "which step (no id given)"}, 400)
+    console = request.app.state.console
+    task = None
+    try:
+        if kind == "run":
+            note, task = _run_in_background(console, ident)
+        else:
+            note = await run_in_threadpool(_record, console, kind, ident, why, who(request))
+    except AdvisorError as e:
+        note = f"{kind} {ident}: {e}"
+    request.session["note"] = safe_text(note)
+    return RedirectResponse(_back(form), status_code=303, background=task)
+
+
+def _record(console: Any, kind: str, ident: str, why: str, by: str) -> str:
+    from advisor.execution.run import approve, reject, rollback
+
+    if kind == "approve":
+        approved = approve(console.store, ident, by)
+        return f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"
+    if kind == "reject":
+        reject(console.store, ident, by, why or "rejected in the console")
+        return f"rejected {ident}"
+    backend = console.backend()
+    if backend is None:
+        return "rollback: this console runs with --backend dry-run: nothing is changed"
+    return str(rollback(console.store, backend, ident, root=console.systemd_root))
+
+
+def _run_in_background(console: Any, plan_id: str) -> tuple[str, BackgroundTask | None]:
+    from advisor.pipeline.remediate import preview
+
+    backend = console.backend()
+    if backend is None:
+        lines = preview(
+            console.store, plan_id, console.systemd_root, console.gpu_twin, console.host
+        )
+        return "dry run (nothing changed or recorded): " + "; ".join(lines), None
+    return f"running the approved steps of {plan_id}", BackgroundTask(_carry_out, console, plan_id)
+
+
+def _carry_out(console: Any, plan_id: str) -> None:
+    """Run the plan (in the background: the page follows its events)."""
+    from advisor.pipeline.remediate import carry_out
+
+    try:
+        outcome = carry_out(console.store, console.backend(), plan_id)
+    except AdvisorError as e:  # the executor recorded what it could; say the rest
+        log.warning("running %s: %s", safe_text(plan_id), safe_text(str(e)))
+        return
+    log.info("plan %s: %s", safe_text(plan_id), outcome.report.state)
+
+
+async def approve(request: Request) -> Response:
+    return await _decide(request, "approve")
+
+
+async def reject(request: Request) -> Response:
+    return await _decide(request, "reject")
+
+
+async def rollback(request: Request) -> Response:
+    return await _decide(request, "rollback")
+
+
+async def run(request: Request) -> Response:
+    return await _decide(request, "run")

@@ -1,0 +1,121 @@
+"""The console's pages (GET): incidents, one incident, one raw event, the fleet; and the small
+endpoint the pages poll to refresh when events arrive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from advisor.console.auth import authorised
+from advisor.console.shape import bare_report, headline_fix, incident_filter
+from advisor.core.errors import AdvisorError
+from advisor.core.render import event_json
+from advisor.store import EventFilter
+from advisor.views.actions import plan_actions
+from advisor.views.console import choices, incident_by_id, incident_list, last_seq
+from advisor.views.rows import fresh
+
+LIST_LIMIT = 200
+
+
+def render(
+    request: Request,
+    name: str,
+    context: dict[str, Any],
+    status_code: int = 200,
+    seq: int | None = None,
+) -> HTMLResponse:
+    """A template, autoescaped, with what every page shows (the store's position to poll
+    from, the CSRF token for its forms, whether the visitor may change anything). `seq`: the
+    store's position taken *before* the page's data was read, so that an event arriving
+    meanwhile still makes the page refresh."""
+    console = request.app.state.console
+    csrf = request.scope.get("csrftoken")
+    base = {
+        "request": request,
+        "seq": last_seq(console.store) if seq is None else seq,
+        "csrftoken": csrf() if csrf is not None else "",
+        "can_act": authorised(request),
+        "store_url": console.store.display_url,
+        "note": request.session.pop("note", None),
+    }
+    html = console.templates.get_template(name).render({**base, **context})
+    return HTMLResponse(html, status_code=status_code)
+
+
+async def changes(request: Request) -> Response:
+    """The store's newest position: a page refreshes itself when it moves."""
+    return JSONResponse({"seq": last_seq(request.app.state.console.store)})
+
+
+def incidents_page(request: Request) -> Response:
+    store = request.app.state.console.store
+    seq = last_seq(store)
+    flt, problems = incident_filter(request.query_params)
+    lines, total = incident_list(store, flt, limit=LIST_LIMIT)
+    context = {
+        "lines": lines,
+        "total": total,
+        "pending": sum(1 for line in lines if line.pending),
+        "choices": choices(store),
+        "query": request.query_params,
+        "problems": problems,
+    }
+    return render(request, "incidents.html", context, seq=seq)
+
+
+def incident_page(request: Request) -> Response:
+    from advisor.reports.postmortem import build
+
+    store = request.app.state.console.store
+    seq = last_seq(store)
+    incident_id = request.path_params["incident_id"]
+    incident = incident_by_id(store, incident_id)
+    if incident is None:
+        return render(request, "missing.html", {"what": f"incident {incident_id}"}, 404)
+    service = f"{incident.host}/{incident.unit}"
+    problem = None
+    try:
+        report = build(store, service, incident_id)
+    except AdvisorError as e:  # shown from its own row: the page must not hide an incident
+        problem = f"the post-mortem cannot be built: {e}"
+        report = bare_report(incident, plan_actions(store, incident_id))
+    context = {
+        "problem": problem,
+        "incident": incident,
+        "report": report,
+        "service": service,
+        "fix": headline_fix(report["plan"], service),
+        "backend": request.app.state.console.backend_name,
+    }
+    return render(request, "incident.html", context, seq=seq)
+
+
+def event_page(request: Request) -> Response:
+    store = request.app.state.console.store
+    seq = int(request.path_params["seq"])
+    event = next(iter(store.read(EventFilter(after_seq=seq - 1), chunk=1)), None)
+    if event is None or event.seq != seq:
+        return render(request, "missing.html", {"what": f"event {seq}"}, 404)
+    return render(request, "event.html", {"event": event_json(event)})
+
+
+def login_page(request: Request) -> Response:
+    return render(
+        request, "login.html", {"problem": None, "next": request.query_params.get("next")}
+    )
+
+
+def fleet_page(request: Request) -> Response:
+    from advisor.console.fleet import figures
+
+    console = request.app.state.console
+    seq = last_seq(console.store)
+    fresh(console.store)  # the figures are read from the projections
+    try:
+        report = figures(console.db_url)
+    except AdvisorError as e:
+        return render(request, "missing.html", {"what": f"the fleet's figures: {e}"}, 503)
+    return render(request, "fleet.html", {"figures": report}, seq=seq)

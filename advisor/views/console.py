@@ -1,0 +1,129 @@
+"""What the web console reads: incidents as a list (filtered, pending approvals first, with
+when each was last seen and how many of its plan's steps await a decision while it is open),
+one incident by id, the filters' choices, and the store's newest position (the console polls
+it to refresh)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, and_, case, func, select
+
+from advisor.store import EventStore
+from advisor.store.schema import actions, events, incidents, runs
+from advisor.views.rows import IncidentView, fresh
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentFilter:
+    """Which incidents to list; None: any."""
+
+    host: str | None = None
+    unit: str | None = None
+    label: str | None = None
+    since_us: int | None = None
+    until_us: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentLine:
+    """One incident as the list shows it."""
+
+    incident: IncidentView
+    last_seen_us: int  # when its last failed run was last heard from
+    pending: int  # main steps of its plan that await a decision (0 once it is not open)
+
+    @property
+    def downtime_us(self) -> int:
+        """From the first failed run's start to recovery (open: to the last run seen)."""
+        start = self.incident.started_us or self.incident.opened_us
+        end = self.incident.resolved_us or self.last_seen_us
+        return max(0, end - start)
+
+
+def _pending() -> Any:
+    a = actions.c
+    return (
+        select(a.incident_id, func.count().label("pending"))
+        .where(a.status == "proposed")
+        .where(a.alternative.is_(False))
+        .group_by(a.incident_id)
+        .subquery()
+    )
+
+
+def _listing(flt: IncidentFilter) -> Select[Any]:
+    i, r = incidents.c, runs.c
+    pending = _pending()
+    last_seen = func.coalesce(r.last_us, r.ended_us, r.started_us, i.opened_us)
+    # A plan waits for a decision only while its incident is open (the executor skips the
+    # steps of a resolved one as stale).
+    waiting = case((i.status == "open", func.coalesce(pending.c.pending, 0)), else_=0)
+    query = (
+        select(incidents, last_seen.label("last_seen_us"), waiting.label("pending"))
+        .outerjoin(runs, r.run_id == i.last_run_id)
+        .outerjoin(pending, pending.c.incident_id == i.incident_id)
+        .where(i.status != "superseded")
+    )
+    conditions = [
+        column == value
+        for column, value in ((i.host, flt.host), (i.unit, flt.unit), (i.label, flt.label))
+        if value is not None
+    ]
+    if flt.since_us is not None:
+        conditions.append(last_seen >= flt.since_us)
+    if flt.until_us is not None:
+        conditions.append(i.opened_us <= flt.until_us)
+    if conditions:
+        query = query.where(and_(*conditions))
+    first = case((waiting > 0, 0), else_=1)
+    return query.order_by(first, i.opened_us.desc(), i.incident_id)
+
+
+def incident_list(
+    store: EventStore, flt: IncidentFilter, *, limit: int = 200
+) -> tuple[list[IncidentLine], int]:
+    """The incidents `flt` selects, pending approvals first then newest first (at most
+    `limit`), and how many it selects in all; what is new is folded first."""
+    fresh(store)
+    query = _listing(flt)
+    with store.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+        rows = conn.execute(query.limit(limit)).all()
+    lines = []
+    for row in rows:
+        mapping = row._mapping
+        lines.append(
+            IncidentLine(
+                IncidentView.from_row(mapping),
+                int(mapping["last_seen_us"]),
+                int(mapping["pending"]),
+            )
+        )
+    return lines, int(total)
+
+
+def incident_by_id(store: EventStore, incident_id: str) -> IncidentView | None:
+    """One `incidents` row (None: no such incident); what is new is folded first."""
+    fresh(store)
+    with store.connect() as conn:
+        row = conn.execute(select(incidents).where(incidents.c.incident_id == incident_id)).first()
+    return None if row is None else IncidentView.from_row(row._mapping)
+
+
+def choices(store: EventStore) -> dict[str, list[str]]:
+    """The hosts, units and labels there are incidents of (the filters' choices)."""
+    i = incidents.c
+    out: dict[str, list[str]] = {}
+    with store.connect() as conn:
+        for name, column in (("host", i.host), ("unit", i.unit), ("label", i.label)):
+            values = conn.execute(select(column).distinct().where(column.is_not(None))).scalars()
+            out[name] = sorted(str(v) for v in values)
+    return out
+
+
+def last_seq(store: EventStore) -> int:
+    """The newest event's position (0: none): it changes whenever an event arrives."""
+    with store.connect() as conn:
+        return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())

@@ -1,0 +1,149 @@
+"""The console in real headless Chromium (the system's, driven through /usr/bin/chromedriver):
+the demo leaves a plan waiting for approval; a person opens its incident, logs in, approves a
+step and runs it, and the page follows what the executor records without being reloaded.
+Screenshots are kept in the folder the test prints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.conftest import run_advisor
+from tests.console.serving import served
+
+TOKEN = "s3cret-console-token"
+CHROMIUM = Path("/usr/bin/chromium")
+DRIVER = Path("/usr/bin/chromedriver")
+WAIT_S = 120  # a bound on waiting for the page, not a measurement
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.skip("needs the chromium and chromium-driver packages (.ci/run installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1800",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _shoot(driver: WebDriver, path: Path, action_id: str | None = None) -> None:
+    """A screenshot, scrolled to the step `action_id` (else the top of the page)."""
+    if action_id is not None:
+        step = driver.find_element(By.CSS_SELECTOR, f'li.step[data-action="{action_id}"]')
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", step)
+    assert driver.save_screenshot(str(path))
+
+
+def _navigate(driver: WebDriver, css: str) -> None:
+    """Click the link or button `css` selects and wait until the next page has loaded (a mark
+    set on this page gone, the new one complete). The page may swap its main part in between
+    (it follows the store): the element is then found again."""
+    driver.execute_script("window.leaving = true;")
+    for _ in range(20):
+        try:
+            driver.find_element(By.CSS_SELECTOR, css).click()
+            break
+        except WebDriverException:
+            continue  # swapped under the click: find it again
+    loaded = "return window.leaving === undefined && document.readyState === 'complete';"
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(loaded)
+    )
+
+
+def _until(driver: WebDriver, condition: Callable[[WebDriver], object]) -> None:
+    """Wait for `condition`, through the page swapping its main part meanwhile."""
+    ignored = (WebDriverException,)  # no such element, stale, or a node of the old main
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=ignored).until(condition)
+
+
+def _status(driver: WebDriver, action_id: str) -> str:
+    step = driver.find_element(By.CSS_SELECTOR, f'li.step[data-action="{action_id}"]')
+    return str(step.find_element(By.CSS_SELECTOR, ".status").text)
+
+
+def test_approve_a_step_of_the_demo_and_watch_it_run(
+    browser: WebDriver, sqlite_url: str, tmp_path: Path
+) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    print(f"\nscreenshots: {shots}")
+    demo = run_advisor("demo", "--db", sqlite_url, input=b"n\n", timeout=300)
+    assert b"plan not approved: nothing changed" in demo.stdout, demo.stdout + demo.stderr
+    # The executor acts for the demo's host, through the systemd backend (its drop-ins under
+    # tmp_path) on a system bus that is not there, so that the host's own systemd is never
+    # touched: the step runs, fails, and says why.
+    no_bus = f"unix:path={tmp_path / 'no-system-bus'}"
+    env = {"ADVISOR_HOST": "gpu-node-07", "DBUS_SYSTEM_BUS_ADDRESS": no_bus}
+    root = tmp_path / "units"
+    args = ("--token", TOKEN, "--systemd-root", str(root))
+    with served(sqlite_url, *args, env=env, log=tmp_path / "serve.log") as base:
+        browser.get(base + "/")
+        _shoot(browser, shots / "1-incidents.png")
+        pending = browser.find_element(By.CSS_SELECTOR, "tr.pending a.label")
+        assert pending.text == "sampler_warmup_oom"
+        _navigate(browser, "tr.pending a.label")
+        assert "set --max-num-seqs 256" in browser.find_element(By.ID, "fix").text
+        plan = browser.find_element(By.CSS_SELECTOR, "li.step").get_attribute("data-action")
+        assert plan is not None and plan.endswith("#0")
+        assert _status(browser, plan) == "proposed"
+        _shoot(browser, shots / "2-incident.png")
+
+        _navigate(browser, "#login")
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.ID, "name").send_keys("browser-test")
+        _navigate(browser, "#login-submit")
+        _navigate(browser, f'li.step[data-action="{plan}"] form.approve button')
+        assert "approved 1 action(s)" in browser.find_element(By.ID, "note").text
+        assert _status(browser, plan) == "approved"
+        _shoot(browser, shots / "3-approved.png", plan)
+
+        _navigate(browser, "form.run button")
+        browser.execute_script("window.notReloaded = true;")
+        _until(browser, lambda d: _status(d, plan) not in ("approved", "started"))
+        assert browser.execute_script("return window.notReloaded === true;")  # swapped in place
+        assert _status(browser, plan) == "failed"
+        detail = browser.find_element(By.CSS_SELECTOR, f'li.step[data-action="{plan}"] .detail')
+        assert detail.text.startswith("→ cannot reach systemd at unix:path=")
+        _shoot(browser, shots / "4-ran.png", plan)
+
+        # A decision taken elsewhere (the command line) shows up on the open page as well.
+        later = plan[:-1] + "3"
+        assert run_advisor("approve", later, "--db", sqlite_url).returncode == 0
+        _until(browser, lambda d: _status(d, later) == "approved")
+        assert browser.execute_script("return window.notReloaded === true;")
+        _shoot(browser, shots / "5-refreshed.png", later)
+
+        _navigate(browser, 'nav a[href="/fleet"]')
+        assert "Crashes per week" in browser.page_source
+        headroom = browser.find_element(By.ID, "gpu_headroom_by_service").text
+        assert "gpu-node-07" in headroom and re.search(r"\d+\.\d %", headroom), headroom
+        _shoot(browser, shots / "6-fleet.png")
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "1-incidents.png",
+        "2-incident.png",
+        "3-approved.png",
+        "4-ran.png",
+        "5-refreshed.png",
+        "6-fleet.png",
+    ]
