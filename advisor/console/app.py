@@ -1,5 +1,6 @@
 """The console as an ASGI app: its settings (`Console`), routes, templates and the middleware
-around them — signed sessions for who logged in, asgi-csrf for every form."""
+around them — signed sessions for who logged in, asgi-csrf for every form; plotly.js for the
+charts and Prometheus' /metrics beside the pages."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from advisor.console import decisions, pages
+from advisor.console.charts import PATH as PLOTLY_PATH
+from advisor.console.charts import plotly_script
 from advisor.console.shape import duration, when
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ def routes() -> list[Any]:
         Route("/event/{seq:int}", pages.event_page),
         Route("/fleet", pages.fleet_page),
         Route("/api/changes", pages.changes),
+        Route(PLOTLY_PATH, plotly_script),
         Route("/login", pages.login_page),
         Route("/login", decisions.login, methods=["POST"]),
         Route("/logout", decisions.logout, methods=["POST"]),
@@ -74,11 +78,27 @@ def routes() -> list[Any]:
     ]
 
 
+class _Metrics:
+    """/metrics: the metrics `advisor watch --metrics` serves, each scrape reading the
+    console's store on its own read-only connection (an ASGI app, so that Starlette's Route
+    hands it the request as it came)."""
+
+    def __init__(self, db_url: str) -> None:
+        from advisor.pipeline.metrics import asgi_app, registry_for
+        from advisor.store import open_store
+
+        self.app = asgi_app(registry_for(lambda: open_store(db_url, read_only=True)))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
 def build_app(console: Console) -> Any:
     """The ASGI app: every POST needs the CSRF cookie's token in its form (or the
-    `x-csrftoken` header); a state-changing one needs the console's token too."""
+    `x-csrftoken` header); a state-changing one needs the console's token too. /metrics
+    reads like the pages: no login."""
     app = Starlette(
-        routes=routes(),
+        routes=[Route("/metrics", _Metrics(console.db_url)), *routes()],
         middleware=[
             Middleware(
                 SessionMiddleware,
