@@ -173,8 +173,9 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
 
         # A decision taken elsewhere (the command line) shows up on the open page as well.
         later = plan[:-1] + "3"
-        old_chart = "window.oldChart = document.querySelector('#charts .js-plotly-plot');"
-        browser.execute_script(old_chart)
+        # drawn after the run's refreshes too; kept, to tell the next swap's chart from it
+        old_chart = "return (window.oldChart = document.querySelector('#charts .js-plotly-plot'));"
+        assert browser.execute_script(old_chart) is not None
         assert run_advisor("approve", later, "--db", sqlite_url).returncode == 0
         _until(browser, lambda d: _status(d, later) == "approved")
         assert browser.execute_script("return window.notReloaded === true;")
