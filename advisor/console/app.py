@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from advisor.store import EventStore
 
 HERE = Path(__file__).parent
+# Every answer's Content-Security-Policy: scripts, styles and requests of the console's own
+# origin only (plotly.js at /plotly.js; no page carries an inline script). plotly.js builds
+# some functions at run time ('unsafe-eval') and styles its plots inline ('unsafe-inline').
+CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 
 @dataclass
@@ -93,6 +101,22 @@ class _Metrics:
         await self.app(scope, receive, send)
 
 
+def _with_policy(app: Any) -> Any:
+    """`app` with the console's Content-Security-Policy on every HTTP answer."""
+
+    async def policed(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_policy(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"content-security-policy", CSP.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_policy if scope["type"] == "http" else send)
+
+    return policed
+
+
 def build_app(console: Console) -> Any:
     """The ASGI app: every POST needs the CSRF cookie's token in its form (or the
     `x-csrftoken` header); a state-changing one needs the console's token too. /metrics
@@ -110,9 +134,11 @@ def build_app(console: Console) -> Any:
     )
     app.state.console = console
     protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}
-    return asgi_csrf(
-        app,
-        signing_secret=console.secret,
-        always_protect=protected,
-        cookie_samesite="Strict",
+    return _with_policy(
+        asgi_csrf(
+            app,
+            signing_secret=console.secret,
+            always_protect=protected,
+            cookie_samesite="Strict",
+        )
     )

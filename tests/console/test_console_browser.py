@@ -41,6 +41,7 @@ def browser() -> Iterator[WebDriver]:
         "--window-size=1400,1800",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP violations show there
     driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
     try:
         yield driver
@@ -195,6 +196,8 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         headroom = browser.find_element(By.ID, "gpu_headroom_by_service").text
         assert "gpu-node-07" in headroom and re.search(r"\d+\.\d %", headroom), headroom
         _shoot(browser, shots / "6-fleet.png")
+        refused = [m for m in browser.get_log("browser") if "Content Security Policy" in str(m)]
+        assert refused == []
     assert sorted(p.name for p in shots.iterdir()) == [
         "1-incidents.png",
         "2-incident.png",

@@ -288,7 +288,10 @@ def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
                 for line in incidents
             ), incidents
         assert "advisor_plans_pending 2.0" in incidents, incidents  # both incidents wait
-        page = client.get(_page(SAMPLER)).body
+        answer = client.get(_page(SAMPLER))
+        policy = _header(answer, "content-security-policy")
+        assert "script-src 'self' 'unsafe-eval';" in policy and "default-src 'self'" in policy
+        page = answer.body
         # every script is a file of the console's: the charts are data, drawn by console.js
         scripts = re.findall(r"<script[^>]*>", page)
         assert scripts == [
