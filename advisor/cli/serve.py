@@ -45,10 +45,14 @@ def serve(
     db_url: str | None,
 ) -> None:
     """The web console: incidents (pending approvals first), each with its timeline,
-    evidence and plan to approve, reject, roll back and run; the fleet's figures. It
-    refreshes as events arrive. Runs until SIGINT or SIGTERM.
+    evidence, charts and plan to approve, reject, roll back and run; the fleet's figures
+    and charts; Prometheus metrics at /metrics. It refreshes as events arrive. Runs until
+    SIGINT or SIGTERM.
 
-    Example: advisor serve --db sqlite:///$HOME/.local/share/advisor/events.db
+    \b
+    Examples:
+      advisor serve --db sqlite:///$HOME/.local/share/advisor/events.db
+      advisor serve --listen 0.0.0.0:8750 --token "$CONSOLE_TOKEN" --backend dry-run
     """
     import uvicorn
 

@@ -1,5 +1,6 @@
 """The console as an ASGI app: its settings (`Console`), routes, templates and the middleware
-around them — signed sessions for who logged in, asgi-csrf for every form."""
+around them — signed sessions for who logged in, asgi-csrf for every form; plotly.js for the
+charts and Prometheus' /metrics beside the pages."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from advisor.console import decisions, pages
+from advisor.console.charts import PATH as PLOTLY_PATH
+from advisor.console.charts import plotly_script
 from advisor.console.shape import duration, when
 
 if TYPE_CHECKING:
@@ -24,6 +27,14 @@ if TYPE_CHECKING:
     from advisor.store import EventStore
 
 HERE = Path(__file__).parent
+# Every answer's Content-Security-Policy: scripts, styles and requests of the console's own
+# origin only (plotly.js at /plotly.js; no page carries an inline script). plotly.js builds
+# some functions at run time ('unsafe-eval') and styles its plots inline ('unsafe-inline').
+CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 
 @dataclass
@@ -63,6 +74,7 @@ def routes() -> list[Any]:
         Route("/event/{seq:int}", pages.event_page),
         Route("/fleet", pages.fleet_page),
         Route("/api/changes", pages.changes),
+        Route(PLOTLY_PATH, plotly_script),
         Route("/login", pages.login_page),
         Route("/login", decisions.login, methods=["POST"]),
         Route("/logout", decisions.logout, methods=["POST"]),
@@ -74,11 +86,43 @@ def routes() -> list[Any]:
     ]
 
 
+class _Metrics:
+    """/metrics: the metrics `advisor watch --metrics` serves, each scrape reading the
+    console's store on its own read-only connection (an ASGI app, so that Starlette's Route
+    hands it the request as it came)."""
+
+    def __init__(self, db_url: str) -> None:
+        from advisor.pipeline.metrics import asgi_app, registry_for
+        from advisor.store import open_store
+
+        self.app = asgi_app(registry_for(lambda: open_store(db_url, read_only=True)))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def _with_policy(app: Any) -> Any:
+    """`app` with the console's Content-Security-Policy on every HTTP answer."""
+
+    async def policed(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_policy(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"content-security-policy", CSP.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_with_policy if scope["type"] == "http" else send)
+
+    return policed
+
+
 def build_app(console: Console) -> Any:
     """The ASGI app: every POST needs the CSRF cookie's token in its form (or the
-    `x-csrftoken` header); a state-changing one needs the console's token too."""
+    `x-csrftoken` header); a state-changing one needs the console's token too. /metrics
+    reads like the pages: no login."""
     app = Starlette(
-        routes=routes(),
+        routes=[Route("/metrics", _Metrics(console.db_url)), *routes()],
         middleware=[
             Middleware(
                 SessionMiddleware,
@@ -90,9 +134,11 @@ def build_app(console: Console) -> Any:
     )
     app.state.console = console
     protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}
-    return asgi_csrf(
-        app,
-        signing_secret=console.secret,
-        always_protect=protected,
-        cookie_samesite="Strict",
+    return _with_policy(
+        asgi_csrf(
+            app,
+            signing_secret=console.secret,
+            always_protect=protected,
+            cookie_samesite="Strict",
+        )
     )

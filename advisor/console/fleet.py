@@ -45,9 +45,9 @@ def _shown(column: str, value: Any) -> Any:
     return value
 
 
-def figures(url: str) -> list[dict[str, Any]]:
-    """The sections in the page's order: title, column headings, rows (a section whose one row
-    is all empty has no rows), and for the weekly trend each week's share of the busiest."""
+def stats_report(url: str) -> dict[str, list[dict[str, Any]]]:
+    """`advisor stats` over the store at `url`; a section whose one row is all empty (the
+    aggregates of nothing) has no rows."""
     from advisor.reports.analytics import connect_store, stats
 
     conn = connect_store(url, sandbox=True)
@@ -55,11 +55,18 @@ def figures(url: str) -> list[dict[str, Any]]:
         report = stats(conn)
     finally:
         conn.close()
+    return {
+        name: [] if rows and all(v in (None, 0) for v in rows[0].values()) else rows
+        for name, rows in report.items()
+    }
+
+
+def figures(report: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The sections in the page's order: title, column headings, rows, and for the weekly
+    trend each week's share of the busiest."""
     out = []
     for name, title in TITLES.items():
         rows = report.get(name, [])
-        if rows and all(v in (None, 0) for v in rows[0].values()):
-            rows = []
         columns = list(rows[0]) if rows else []
         section: dict[str, Any] = {
             "name": name,

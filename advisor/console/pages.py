@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from advisor.console.auth import authorised
+from advisor.console.charts import fleet_charts, incident_charts, plotly_src
 from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError
 from advisor.core.render import event_json
@@ -40,6 +41,7 @@ def render(
         "can_act": authorised(request),
         "store_url": console.store.display_url,
         "note": request.session.pop("note", None),
+        "plotly_src": plotly_src(),
     }
     html = console.templates.get_template(name).render({**base, **context})
     return HTMLResponse(html, status_code=status_code)
@@ -77,8 +79,9 @@ def incident_page(request: Request) -> Response:
         return render(request, "missing.html", {"what": f"incident {incident_id}"}, 404)
     service = f"{incident.host}/{incident.unit}"
     problem = None
+    samples: dict[str, list[tuple[int, float]]] = {}  # the GPU series `explain` draws too
     try:
-        report = build(store, service, incident_id)
+        report = build(store, service, incident_id, samples)
     except AdvisorError as e:  # shown from its own row: the page must not hide an incident
         problem = f"the post-mortem cannot be built: {e}"
         report = bare_report(incident, plan_actions(store, incident_id))
@@ -89,6 +92,7 @@ def incident_page(request: Request) -> Response:
         "service": service,
         "fix": headline_fix(report["plan"], service),
         "backend": request.app.state.console.backend_name,
+        "charts": incident_charts(report, samples),
     }
     return render(request, "incident.html", context, seq=seq)
 
@@ -109,13 +113,14 @@ def login_page(request: Request) -> Response:
 
 
 def fleet_page(request: Request) -> Response:
-    from advisor.console.fleet import figures
+    from advisor.console.fleet import figures, stats_report
 
     console = request.app.state.console
     seq = last_seq(console.store)
     fresh(console.store)  # the figures are read from the projections
     try:
-        report = figures(console.db_url)
+        report = stats_report(console.db_url)
     except AdvisorError as e:
         return render(request, "missing.html", {"what": f"the fleet's figures: {e}"}, 503)
-    return render(request, "fleet.html", {"figures": report}, seq=seq)
+    context = {"figures": figures(report), "charts": fleet_charts(report)}
+    return render(request, "fleet.html", context, seq=seq)

@@ -5,9 +5,11 @@ Screenshots are kept in the folder the test prints."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -39,6 +41,7 @@ def browser() -> Iterator[WebDriver]:
         "--window-size=1400,1800",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP violations show there
     driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
     try:
         yield driver
@@ -82,6 +85,44 @@ def _status(driver: WebDriver, action_id: str) -> str:
     return str(step.find_element(By.CSS_SELECTOR, ".status").text)
 
 
+# What plotly drew in the incident page's chart section: its plots, the subplots of the first
+# (`xy`, `x2y2`, …: the timeline, then a panel per GPU), the GPU panels' titles, and the tick
+# labels of its time axes (plotly's `xtick`, `x2tick`, …).
+DRAWN = """
+var section = document.getElementById("charts");
+var plots = section ? section.querySelectorAll(".js-plotly-plot") : [];
+if (!plots.length || !plots[0].querySelector("g.subplot")) { return null; }
+var texts = function (css) {
+  return Array.prototype.map.call(plots[0].querySelectorAll(css), function (t) {
+    return t.getAttribute("data-unformatted") || t.textContent;
+  });
+};
+return {
+  plots: plots.length,
+  subplots: Array.prototype.map.call(plots[0].querySelectorAll("g.subplot"), function (g) {
+    return g.getAttribute("class").replace("subplot ", "");
+  }),
+  gpu_titles: texts("text[class$='title']").filter(function (t) { return /^gpu/.test(t); }),
+  times: texts("g[class^='x'][class$='tick'] text"),
+};
+"""
+
+
+def _drawn(driver: WebDriver) -> dict[str, Any]:
+    """The incident's chart as plotly drew it (waiting for it to be drawn)."""
+    found: list[dict[str, Any]] = []
+    _until(driver, lambda d: found.append(d.execute_script(DRAWN)) or found[-1])
+    return found[-1]
+
+
+def _check_chart(drawn: dict[str, Any], gpus: list[str]) -> None:
+    """One plot: the timeline, then one panel per GPU with samples, on a time axis."""
+    assert drawn["plots"] == 1, drawn
+    assert drawn["subplots"] == ["xy", *(f"x{n}y{n}" for n in range(2, len(gpus) + 2))], drawn
+    assert [t.split("<br>")[0] for t in drawn["gpu_titles"]] == [f"gpu{g}" for g in gpus]
+    assert any(re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d+)?)?", t) for t in drawn["times"]), drawn
+
+
 def test_approve_a_step_of_the_demo_and_watch_it_run(
     browser: WebDriver, sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -90,6 +131,9 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
     print(f"\nscreenshots: {shots}")
     demo = run_advisor("demo", "--db", sqlite_url, input=b"n\n", timeout=300)
     assert b"plan not approved: nothing changed" in demo.stdout, demo.stdout + demo.stderr
+    report = run_advisor("explain", "gpu-node-07/vllm-minimax-m25", "--json", "--db", sqlite_url)
+    gpus = sorted(json.loads(report.stdout)["gpu_memory"], key=lambda g: (len(g), g))
+    assert gpus, "the demo records GPU samples: the chart has a panel for each GPU"
     # The executor acts for the demo's host, through the systemd backend (its drop-ins under
     # tmp_path) on a system bus that is not there, so that the host's own systemd is never
     # touched: the step runs, fails, and says why.
@@ -104,6 +148,7 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         assert pending.text == "sampler_warmup_oom"
         _navigate(browser, "tr.pending a.label")
         assert "set --max-num-seqs 256" in browser.find_element(By.ID, "fix").text
+        _check_chart(_drawn(browser), gpus)
         plan = browser.find_element(By.CSS_SELECTOR, "li.step").get_attribute("data-action")
         assert plan is not None and plan.endswith("#0")
         assert _status(browser, plan) == "proposed"
@@ -129,16 +174,30 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
 
         # A decision taken elsewhere (the command line) shows up on the open page as well.
         later = plan[:-1] + "3"
+        # drawn after the run's refreshes too; kept, to tell the next swap's chart from it
+        old_chart = "return (window.oldChart = document.querySelector('#charts .js-plotly-plot'));"
+        assert browser.execute_script(old_chart) is not None
         assert run_advisor("approve", later, "--db", sqlite_url).returncode == 0
         _until(browser, lambda d: _status(d, later) == "approved")
         assert browser.execute_script("return window.notReloaded === true;")
+        # the chart of the swapped-in main part is a new one, drawn again
+        swapped = "return document.querySelector('#charts .js-plotly-plot') !== window.oldChart;"
+        assert browser.execute_script(swapped)
+        _check_chart(_drawn(browser), gpus)
         _shoot(browser, shots / "5-refreshed.png", later)
 
         _navigate(browser, 'nav a[href="/fleet"]')
         assert "Crashes per week" in browser.page_source
+        for section in ("crashes_by_week", "crashes_by_label", "crashes_by_service"):
+            _until(
+                browser,
+                lambda d, s=section: d.find_element(By.CSS_SELECTOR, f"#chart-{s} .main-svg"),
+            )
         headroom = browser.find_element(By.ID, "gpu_headroom_by_service").text
         assert "gpu-node-07" in headroom and re.search(r"\d+\.\d %", headroom), headroom
         _shoot(browser, shots / "6-fleet.png")
+        refused = [m for m in browser.get_log("browser") if "Content Security Policy" in str(m)]
+        assert refused == []
     assert sorted(p.name for p in shots.iterdir()) == [
         "1-incidents.png",
         "2-incident.png",

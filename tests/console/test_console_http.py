@@ -1,12 +1,16 @@
 """`advisor serve` over real HTTP (the server a real process on 127.0.0.1): nothing changes
 without the token and a good CSRF token, decisions are recorded as the command line records
-them, hostile text from the logs is escaped, and the pages read SQLite and PostgreSQL alike."""
+them, hostile text from the logs is escaped, and the pages read SQLite and PostgreSQL alike;
+/metrics and plotly.js are served beside them."""
 
 from __future__ import annotations
 
+import gzip
+import html
 import json
 import re
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -262,3 +266,47 @@ def test_a_dry_run_console_says_what_it_would_do_and_records_nothing(
         assert again.status == 303 and "is approved, not proposed" in client.get(here).body
     types = {e.type for e in diagnosed.read(EventFilter()) if e.type.startswith("action.")}
     assert types == {"action.proposed", "action.approved"}  # nothing started, nothing done
+
+
+def _header(answer: Any, name: str) -> str:
+    return next(v for k, v in answer.headers.items() if k.lower() == name)
+
+
+def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    from advisor.reports.charts import plotly_js
+
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        client = Client(base)  # nobody logged in: /metrics reads like the pages
+        metrics = client.get("/metrics")
+        assert metrics.status == 200 and _header(metrics, "content-type").startswith("text/plain")
+        incidents = [line for line in metrics.body.splitlines() if line.startswith("advisor_")]
+        for label in ("sampler_warmup_oom", "wedged_stop"):
+            assert any(
+                line.startswith("advisor_incidents{") and f'label="{label}"' in line
+                for line in incidents
+            ), incidents
+        assert "advisor_plans_pending 2.0" in incidents, incidents  # both incidents wait
+        answer = client.get(_page(SAMPLER))
+        policy = _header(answer, "content-security-policy")
+        assert "script-src 'self' 'unsafe-eval';" in policy and "default-src 'self'" in policy
+        page = answer.body
+        # every script is a file of the console's: the charts are data, drawn by console.js
+        scripts = re.findall(r"<script[^>]*>", page)
+        assert scripts == [
+            f'<script src="{scripts[0][13:-8]}" defer>',
+            '<script src="/static/console.js" defer>',
+        ] and scripts[0].startswith('<script src="/plotly.js?v='), scripts
+        figures = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
+        assert len(figures) == 1 and figures[0]["config"]["displaylogo"] is False
+        assert "phase sampler_warmup" in json.dumps(figures[0]["data"])
+        assert len(re.findall(r"data-figure=", client.get("/fleet").body)) == 3
+        lib = client.get(scripts[0][13:-8])
+        assert lib.status == 200 and lib.body == plotly_js(), lib.headers
+        assert _header(lib, "cache-control") == "public, max-age=31536000, immutable"
+        assert _header(lib, "content-type").startswith("text/javascript")
+        request = urllib.request.Request(base + "/plotly.js", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            assert answer.headers["content-encoding"] == "gzip"
+            assert gzip.decompress(answer.read()).decode() == plotly_js()
