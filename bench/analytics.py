@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
+from bench_events import journal_event  # noqa: E402
 
 from advisor.core.events import NewEvent  # noqa: E402
 from advisor.pipeline.processing import Processor  # noqa: E402
@@ -69,23 +70,7 @@ def _events(hosts: int) -> Iterator[NewEvent]:
                     (False, "INFO:     Application startup complete."),
                 )
             ):
-                yield NewEvent.model_validate(
-                    {
-                        "stream": stream,
-                        "time_us": t + n * 1000,
-                        "source": "bench",
-                        "key": i * 10 + n,
-                        "payload": {
-                            "type": "log.recorded",
-                            "origin": "journald",
-                            "host": host,
-                            "unit": unit,
-                            "message": message,
-                            "identifier": "systemd" if by_systemd else "vllm",
-                            "pid": 1 if by_systemd else 4242,
-                        },
-                    }
-                )
+                yield journal_event(host, unit, t + n * 1000, i * 10 + n, message, by_systemd)
         elif i % 10 == 0:
             yield NewEvent.model_validate(
                 {

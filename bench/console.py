@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_events import journal_event  # noqa: E402
+
 from advisor.core.events import NewEvent  # noqa: E402
 from advisor.pipeline.processing import Processor  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
@@ -66,23 +68,7 @@ def _cycle(host: str, unit: str, t: int, key: int) -> Iterator[NewEvent]:
         (False, "INFO:     Application startup complete."),
     )
     for n, (by_systemd, message) in enumerate(lines):
-        yield NewEvent.model_validate(
-            {
-                "stream": f"{host}/{unit}",
-                "time_us": t + n * 1_000_000,
-                "source": "bench",
-                "key": key * 16 + n,
-                "payload": {
-                    "type": "log.recorded",
-                    "origin": "journald",
-                    "host": host,
-                    "unit": unit,
-                    "message": message,
-                    "identifier": "systemd" if by_systemd else "vllm",
-                    "pid": 1 if by_systemd else 4242,
-                },
-            }
-        )
+        yield journal_event(host, unit, t + n * 1_000_000, key * 16 + n, message, by_systemd)
 
 
 def _events(incidents: int, hosts: int) -> Iterator[NewEvent]:

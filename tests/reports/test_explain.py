@@ -12,25 +12,13 @@ from advisor.execution.backends import DryRunBackend
 from advisor.execution.run import approve, execute
 from advisor.reports.postmortem import sparkline
 from advisor.store import open_store
-
-UNIT = "vllm-minimax-m25.service"
-FIRST = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
-
-
-def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path) -> CliRunner:
-    runner = CliRunner()
-    for argv in (
-        ["ingest", "journal", "--file", str(seed_journal)],
-        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
-    ):
-        assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
-    return runner
+from tests.reports.seeded import FIRST, UNIT, seeded
 
 
 def test_explain_tells_the_story_with_numbers(
     sqlite_url: str, seed_journal: Path, seed_csv: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     text = runner.invoke(cli, ["explain", UNIT, "--incident", FIRST, "--db", sqlite_url]).output
     assert text.startswith(f"gpu-node-07/{UNIT}: sampler_warmup_oom (confidence 0.9")
     for expected in (
@@ -70,7 +58,7 @@ def test_explain_tells_the_story_with_numbers(
 def test_explain_shows_what_the_actions_did(
     sqlite_url: str, seed_journal: Path, seed_csv: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     store = open_store(sqlite_url)
     plan = f"gpu-node-07/{UNIT}@2026-02-21T00:33:27.400000Z"
     approve(store, plan, "human:test")
@@ -111,7 +99,7 @@ def test_explain_markdown_shows_hostile_log_text_and_never_runs_it(
     lines[40] = json.dumps(entry)
     journal = tmp_path / "hostile.jsonl"
     journal.write_text("\n".join(lines) + "\n")
-    runner = _store(sqlite_url, journal, seed_csv)
+    runner = seeded(sqlite_url, journal, seed_csv)
     md = runner.invoke(
         cli, ["explain", UNIT, "--incident", FIRST, "--format", "markdown", "--db", sqlite_url]
     )

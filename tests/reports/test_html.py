@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from advisor.cli.main import cli
 from advisor.reports.html import render, render_stats
 from tests.conftest import run_advisor
+from tests.reports.seeded import UNIT, seeded
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None,
     reason="headless Chromium is needed (Debian package chromium; .ci/run installs it)",
 )
-UNIT = "vllm-minimax-m25.service"
 # Every request a page could make leaves through the proxy; Chromium's own background
 # traffic is switched off, and loopback is not exempt ("<-loopback>").
 QUIET = (
@@ -113,15 +113,6 @@ def _self_contained(html: str) -> None:
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
 
 
-def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path | None) -> None:
-    runner = CliRunner()
-    argvs = [["ingest", "journal", "--file", str(seed_journal)]]
-    if seed_csv is not None:
-        argvs.insert(0, ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"])
-    for argv in argvs:
-        assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
-
-
 def _subplots(dom: str) -> dict[str, str]:
     """Each plotly subplot's id (`xy`, `x2y2`, …) → its part of the DOM."""
     parts = re.split(r'<g class="subplot ([a-z0-9]+)">', dom)
@@ -150,7 +141,7 @@ def test_the_post_mortem_draws_one_panel_per_gpu_on_a_time_axis(
     tmp_path: Path,
     proxy: tuple[str, list[str]],
 ) -> None:
-    _store(sqlite_url, seed_journal, seed_csv)
+    seeded(sqlite_url, seed_journal, seed_csv)
     page = tmp_path / "post-mortem.html"
     result = CliRunner().invoke(
         cli, ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
@@ -222,7 +213,7 @@ def test_hovering_shows_the_time_and_the_value(
     tmp_path: Path,
     proxy: tuple[str, list[str]],
 ) -> None:
-    _store(sqlite_url, seed_journal, seed_csv)
+    seeded(sqlite_url, seed_journal, seed_csv)
     page = tmp_path / "post-mortem.html"
     argv = ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
     assert CliRunner().invoke(cli, argv).exit_code == 0
@@ -237,7 +228,7 @@ def test_hovering_shows_the_time_and_the_value(
 def test_without_gpu_samples_only_the_timeline_is_drawn(
     sqlite_url: str, seed_journal: Path, tmp_path: Path, proxy: tuple[str, list[str]]
 ) -> None:
-    _store(sqlite_url, seed_journal, None)
+    seeded(sqlite_url, seed_journal, None)
     page = tmp_path / "post-mortem.html"
     result = CliRunner().invoke(
         cli, ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
@@ -274,7 +265,7 @@ def test_the_fleet_page_draws_scaled_bars_and_a_weekly_trend(
     tmp_path: Path,
     proxy: tuple[str, list[str]],
 ) -> None:
-    _store(sqlite_url, seed_journal, seed_csv)
+    seeded(sqlite_url, seed_journal, seed_csv)
     page = tmp_path / "fleet.html"
     done = run_advisor("stats", "--format", "html", "--out", str(page), "--db", sqlite_url)
     assert done.returncode == 0, done.stderr

@@ -15,23 +15,11 @@ from markdown_it.token import Token
 from advisor.cli.main import cli
 from advisor.core.ids import short_id
 from advisor.core.render import clip
-
-UNIT = "vllm-minimax-m25.service"
-FIRST = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
+from tests.reports.seeded import FIRST, UNIT, seeded
 
 
 def _explain(runner: CliRunner, sqlite_url: str, *args: str) -> Any:
     return runner.invoke(cli, ["explain", UNIT, *args, "--db", sqlite_url])
-
-
-def _store(sqlite_url: str, seed_journal: Path, seed_csv: Path) -> CliRunner:
-    runner = CliRunner()
-    for argv in (
-        ["ingest", "journal", "--file", str(seed_journal)],
-        ["ingest", "nvidia-smi", str(seed_csv), "--host", "gpu-node-07"],
-    ):
-        assert runner.invoke(cli, [*argv, "--db", sqlite_url]).exit_code == 0
-    return runner
 
 
 def _sections(tokens: list[Token]) -> dict[str, list[Token]]:
@@ -59,7 +47,7 @@ def _kinds(tokens: list[Token]) -> list[str]:
 def test_markdown_is_lists_and_code_blocks_not_paragraphs(
     sqlite_url: str, seed_journal: Path, seed_csv: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     md = _explain(runner, sqlite_url, "--incident", FIRST, "--format", "markdown")
     assert md.exit_code == 0, md.output
     report = json.loads(_explain(runner, sqlite_url, "--incident", FIRST, "--json").output)
@@ -109,7 +97,7 @@ def test_markdown_is_lists_and_code_blocks_not_paragraphs(
 def test_evidence_is_cut_at_a_word_with_an_ellipsis(
     sqlite_url: str, seed_journal: Path, seed_csv: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     report = json.loads(_explain(runner, sqlite_url, "--incident", FIRST, "--json").output)
     text = _explain(runner, sqlite_url, "--incident", FIRST).output
     long = next(e["text"] for e in report["evidence"] if len(e["text"]) > 300)
@@ -123,7 +111,7 @@ def test_evidence_is_cut_at_a_word_with_an_ellipsis(
 def test_latest_is_last_seen_and_ids_are_taken_by_prefix(
     sqlite_url: str, seed_journal: Path, seed_csv: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     incidents = json.loads(runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url]).output)
     first, wedged = (i["incident_id"] for i in incidents)
     assert [i["short_id"] for i in incidents] == [short_id(first), short_id(wedged)]
@@ -157,7 +145,7 @@ def test_latest_is_last_seen_and_ids_are_taken_by_prefix(
 def test_steps_are_rejected_by_short_id_and_a_plan_is_no_step(
     sqlite_url: str, seed_journal: Path, seed_csv: Path, tmp_path: Path
 ) -> None:
-    runner = _store(sqlite_url, seed_journal, seed_csv)
+    runner = seeded(sqlite_url, seed_journal, seed_csv)
     actions = runner.invoke(cli, ["actions", "--db", sqlite_url]).output.splitlines()
     first = actions[0].split()[0]
     assert len(first.split("#")[0]) == 12 and first.endswith("#0")
