@@ -226,11 +226,10 @@ def stats(
     if as_json or fmt == "json":
         echo_json(report)
         return
-    from advisor.reports.stats_columns import text_table
+    from advisor.reports.stats_columns import shown_rows, text_table
 
     for section, rows in report.items():
-        empty = not rows or all(v in (None, 0) for v in rows[0].values())
-        click.echo("\n".join(text_table(section, [] if empty else rows)))
+        click.echo("\n".join(text_table(section, shown_rows(rows))))
 
 
 @click.command()

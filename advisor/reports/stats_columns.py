@@ -85,6 +85,11 @@ SECTIONS: Final[dict[str, tuple[str, dict[str, Column]]]] = {
 }
 
 
+def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A section's rows, none when its one row is all empty (the aggregates of nothing)."""
+    return [] if rows and all(v in (None, 0) for v in rows[0].values()) else rows
+
+
 def heading(section: str) -> str:
     """A section's heading (its name with spaces when it has none)."""
     return SECTIONS.get(section, (section.replace("_", " "), {}))[0]
