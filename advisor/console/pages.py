@@ -14,8 +14,9 @@ from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError
 from advisor.core.render import event_json
 from advisor.store import EventFilter
+from advisor.store.audit import last_seq
 from advisor.views.actions import plan_actions
-from advisor.views.console import choices, incident_by_id, incident_list, last_seq
+from advisor.views.console import choices, incident_by_id, incident_list
 from advisor.views.rows import fresh
 
 LIST_LIMIT = 200

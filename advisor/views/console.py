@@ -1,7 +1,6 @@
 """What the web console reads: incidents as a list (filtered, pending approvals first, with
 when each was last seen and how many of its plan's steps await a decision while it is open),
-one incident by id, the filters' choices, and the store's newest position (the console polls
-it to refresh)."""
+one incident by id, and the filters' choices."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from typing import Any
 from sqlalchemy import Select, and_, case, func, select
 
 from advisor.store import EventStore
-from advisor.store.schema import actions, events, incidents, runs
+from advisor.store.schema import actions, incidents, runs
 from advisor.views.rows import IncidentView, fresh
 
 
@@ -121,9 +120,3 @@ def choices(store: EventStore) -> dict[str, list[str]]:
             values = conn.execute(select(column).distinct().where(column.is_not(None))).scalars()
             out[name] = sorted(str(v) for v in values)
     return out
-
-
-def last_seq(store: EventStore) -> int:
-    """The newest event's position (0: none): it changes whenever an event arrives."""
-    with store.connect() as conn:
-        return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
