@@ -7,14 +7,7 @@ from pathlib import Path
 import click
 
 from advisor.cli.common import backend_option, db_option, gpus_option, root_option, settings
-from advisor.core.errors import InputError
-
-
-def _address(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InputError(f"--listen {listen!r}: give HOST:PORT, such as 127.0.0.1:8750")
-    return host.strip("[]"), int(port)
+from advisor.core.address import host_port
 
 
 @click.command()
@@ -60,7 +53,7 @@ def serve(
     from advisor.store import open_store
 
     conf = settings(db=db_url, gpu_twin=gpus_from, console={"listen": listen, "token": token})
-    host, port = _address(conf.console.listen)
+    host, port = host_port(conf.console.listen, "--listen", "127.0.0.1:8750")
     store = click.get_current_context().with_resource(open_store(conf.db_url))
     console = Console(
         store=store,

@@ -5,6 +5,7 @@ journalctl, the GPU sampler's shape).
 
 __all__ = [
     "actions",
+    "address",
     "errors",
     "events",
     "host",

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, make_asgi_app, start_http_serve
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from advisor.core.address import host_port
 from advisor.core.errors import InputError
 from advisor.core.payloads import GpuSampled
 from advisor.fleet.ship import checkpoint_name
@@ -178,11 +179,8 @@ def asgi_app(registry: CollectorRegistry) -> Any:
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """`HOST:PORT` (`127.0.0.1:9750`, `[::1]:9750`); InputError naming it otherwise."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InputError(f"--metrics {listen[:80]!r}: not HOST:PORT (e.g. 127.0.0.1:9750)")
-    return host.strip("[]"), int(port)
+    """`--metrics HOST:PORT` as (host, port); InputError naming it otherwise."""
+    return host_port(listen, "--metrics", "127.0.0.1:9750")
 
 
 def serve_metrics(listen: str, registry: CollectorRegistry) -> Callable[[], None]:

@@ -52,4 +52,4 @@ def test_an_unknown_console_key_is_refused(tmp_path: Path, monkeypatch: pytest.M
 def test_serve_refuses_a_listen_address_it_cannot_use(listen: str, sqlite_url: str) -> None:
     result = CliRunner().invoke(cli, ["serve", "--listen", listen, "--db", sqlite_url])
     assert result.exit_code == 4, result.output
-    assert result.output.startswith(f"Error: --listen {listen!r}: give HOST:PORT")
+    assert result.output == f"Error: --listen {listen!r}: not HOST:PORT (e.g. 127.0.0.1:8750)\n"
