@@ -89,8 +89,7 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
         title = f"advisor: a plan for {_service(i)} waits for approval"
         return Told((i.incident_id, "plan_pending"), what, _notice(i, "plan_pending", title, what))
     if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
-        end_us = i.resolved_us or max(r.updated_us for r in main)
-        downtime = f"{max(0, end_us - (i.started_us or i.opened_us)) / 1e6:.0f} s"
+        downtime = f"{i.downtime_us(max(r.updated_us for r in main)) / 1e6:.0f} s"
         what = f"plan done: {plan_id} ({_service(i)}, {i.label}); downtime {downtime}"
         title = f"advisor: {_service(i)} recovered"
         notice = _notice(i, "plan_done", title, what, resolved=True)

@@ -36,9 +36,7 @@ class IncidentLine:
     @property
     def downtime_us(self) -> int:
         """From the first failed run's start to recovery (open: to the last run seen)."""
-        start = self.incident.started_us or self.incident.opened_us
-        end = self.incident.resolved_us or self.last_seen_us
-        return max(0, end - start)
+        return self.incident.downtime_us(self.last_seen_us)
 
 
 def _pending() -> Any:

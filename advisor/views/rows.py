@@ -177,6 +177,11 @@ class IncidentView:
     started_us: int | None
     superseded_by: str | None
 
+    def downtime_us(self, until_us: int) -> int:
+        """From the first failed run's start to recovery (not recovered: to `until_us`)."""
+        end = self.resolved_us or until_us
+        return max(0, end - (self.started_us or self.opened_us))
+
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> IncidentView:
         """The row as the table holds it (`{column: value}`, JSON columns as text)."""
