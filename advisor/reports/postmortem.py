@@ -7,6 +7,7 @@ the same thing. Everything in it comes from events and the projections folded fr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor.core.errors import InputError
@@ -104,36 +105,58 @@ def _plans_of(actions: list[ActionRow], incident_id: str) -> list[ActionRow]:
     return [r for r in actions if r.plan_id.split("~")[0] == incident_id]
 
 
-def _incident(store: EventStore, service: str, incident_id: str | None) -> IncidentView:
+@dataclass(frozen=True)
+class _Chosen:
+    """The incident a post-mortem is about, with its service's incidents on its host and
+    their plans' steps (read once: the plan, the latest and the others all come from them)."""
+
+    incident: IncidentView
+    incidents: list[IncidentView]
+    actions: list[ActionRow]
+
+
+def _incident(store: EventStore, service: str, incident_id: str | None) -> _Chosen:
     """The `incidents` row the post-mortem is about: SERVICE's latest that is not superseded
     (the one last seen failing or acted on), or `incident_id` (the id, a prefix of it or of
     its short id; an error if that one is superseded). The projections are caught up first."""
     host, unit = parse_service(service)
     Projector(store).catch_up()
     incidents = incident_rows(store, unit=unit, host=host)
-    if incident_id is not None:
-        if not incidents:
-            raise InputError(f"{service}: no incident {incident_id}")
-        try:
-            wanted = resolve_id(incident_id, [i.incident_id for i in incidents], "incident")
-        except InputError as e:
-            raise InputError(f"{service}: {e}") from e
-        chosen = next(i for i in incidents if i.incident_id == wanted)
-        if chosen.status == "superseded":  # no incident (docs/fold.md)
-            by = chosen.superseded_by
-            raise InputError(
-                f"{service}: incident {wanted} is superseded"
-                + (f" by {by}" if by else ": its run is cut differently now")
-            )
-        return chosen
-    current = [i for i in incidents if i.status != "superseded"]
-    if not current:
-        raise InputError(f"{service}: no incident")
     actions = all_actions(store, unit=unit, host=host)
-    return max(
-        current,
-        key=lambda i: (_last_seen(i, _plans_of(actions, i.incident_id)), i.started_us or 0),
+    if incident_id is not None:
+        chosen = _named(service, incidents, incident_id)
+    else:
+        current = [i for i in incidents if i.status != "superseded"]
+        if not current:
+            raise InputError(f"{service}: no incident")
+        chosen = max(
+            current,
+            key=lambda i: (_last_seen(i, _plans_of(actions, i.incident_id)), i.started_us or 0),
+        )
+    return _Chosen(
+        chosen,
+        [i for i in incidents if i.host == chosen.host],
+        [r for r in actions if r.host == chosen.host],
     )
+
+
+def _named(service: str, incidents: list[IncidentView], incident_id: str) -> IncidentView:
+    """The incident `incident_id` names (the id or a prefix); InputError if none or
+    superseded."""
+    if not incidents:
+        raise InputError(f"{service}: no incident {incident_id}")
+    try:
+        wanted = resolve_id(incident_id, [i.incident_id for i in incidents], "incident")
+    except InputError as e:
+        raise InputError(f"{service}: {e}") from e
+    chosen = next(i for i in incidents if i.incident_id == wanted)
+    if chosen.status == "superseded":  # no incident (docs/fold.md)
+        by = chosen.superseded_by
+        raise InputError(
+            f"{service}: incident {wanted} is superseded"
+            + (f" by {by}" if by else ": its run is cut differently now")
+        )
+    return chosen
 
 
 def _timeline(
@@ -214,12 +237,12 @@ def build(
     """The post-mortem of SERVICE's latest incident (or of `incident_id`); SERVICE is `UNIT` or
     `HOST/UNIT` as systemctl takes it (`units.parse_service`). With `series`, the
     GPU samples of the incident's window go there too (time µs, used fraction, per GPU)."""
-    incident = _incident(store, service, incident_id)
+    chosen = _incident(store, service, incident_id)
+    incident, actions = chosen.incident, chosen.actions
     runs = unit_runs(store, incident.unit, incident.host)
     first = next(i for i, r in enumerate(runs) if r.run_id == incident.first_run_id)
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
-    actions = all_actions(store, unit=incident.unit, host=incident.host)  # not every plan's
     plan = [r for r in actions if r.plan_id == incident.incident_id]
     timeline = _timeline(store, window, plan)
     totals: dict[int, int] = {}
@@ -246,7 +269,7 @@ def build(
             for g, v in sorted(gpus.items())
         },
         "similar": _similar(store, incident),
-        "others": _others(store, incident, actions),
+        "others": _others(chosen),
     }
 
 
@@ -282,13 +305,12 @@ def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     ]
 
 
-def _others(
-    store: EventStore, incident: IncidentView, actions: list[ActionRow]
-) -> list[dict[str, Any]]:
+def _others(chosen: _Chosen) -> list[dict[str, Any]]:
     """The service's other incidents, superseded ones left out, newest seen first."""
+    incident, actions = chosen.incident, chosen.actions
     others = [
         i
-        for i in incident_rows(store, unit=incident.unit, host=incident.host)
+        for i in chosen.incidents
         if i.incident_id != incident.incident_id and i.status != "superseded"
     ]
     seen = {i.incident_id: _last_seen(i, _plans_of(actions, i.incident_id)) for i in others}
