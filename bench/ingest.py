@@ -26,10 +26,13 @@ import psutil
 
 try:
     from bench import journal_gen
+    from bench.figures import Figure, emit
 except ImportError:  # run as a script: python bench/ingest.py
     import journal_gen  # type: ignore[no-redef]
+    from figures import Figure, emit  # type: ignore[no-redef]
 
 TARGET_LINES_PER_S = 100_000
+TARGET_RATIO = 1.0  # advisor's lines/s over DuckDB's, measured side by side
 TARGET_PEAK_RSS_MB = 200.0
 POLL_S = 0.05
 MB = 1024 * 1024
@@ -74,6 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=pathlib.Path, default=pathlib.Path("bench/out"))
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--report", action="store_true", help="end with bench/report.py's line")
     parser.add_argument("--timeout", type=float, default=3600, help="limit for the ingest run (s)")
     return parser.parse_args(argv)
 
@@ -384,7 +388,35 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(orjson.dumps(fig).decode() + "\n")
     else:
         print_table(args.lines, journal, adv, duck, verdict)
+    if args.report and adv.ok:
+        emit(report_figures(adv, duck, verdict))
     return 0 if adv.ok and duck.ok else 2
+
+
+def report_figures(adv: AdvisorRun, duck: DuckRun, verdict: Verdict) -> list[Figure]:
+    """bench/report.py's rows: lines/s against DuckDB's on the same file, and peak RSS."""
+    rate = adv.lines_per_s or 0.0
+    return [
+        Figure(
+            "ingest",
+            "advisor ingest journal --file",
+            rate,
+            "lines/s",
+            f">= {TARGET_RATIO:.1f}x DuckDB read_json",
+            verdict.ratio is not None and verdict.ratio >= TARGET_RATIO,
+            duck.lines_per_s,
+            "lines/s DuckDB",
+            verdict.ratio,
+        ),
+        Figure(
+            "ingest",
+            "peak RSS (process tree)",
+            adv.peak_rss_mb or 0.0,
+            "MB",
+            f"<= {TARGET_PEAK_RSS_MB:.0f} MB",
+            bool(verdict.rss_pass),
+        ),
+    ]
 
 
 if __name__ == "__main__":

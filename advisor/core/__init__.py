@@ -21,6 +21,7 @@ __all__ = [
     "render",
     "sampler",
     "settings",
+    "shapes",
     "timefmt",
     "toml",
     "units",

@@ -33,9 +33,14 @@ def event_hash(
 ) -> bytes:
     """SHA-256 over the previous hash and the event's canonical content (with a shipped
     event's origin envelope, so that it cannot be altered either)."""
-    header = orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key])
-    tail = b"" if origin is None else b"\n" + origin
-    return hashlib.sha256(prev + header + b"\n" + payload + tail).digest()
+    h = hashlib.sha256(prev)
+    h.update(orjson.dumps([seq, stream, type_, version, time_us, recorded_us, source, key]))
+    h.update(b"\n")
+    h.update(payload)
+    if origin is not None:
+        h.update(b"\n")
+        h.update(origin)
+    return h.digest()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, select, text
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.core.errors import IntegrityError, InvalidEventError, StoreError
@@ -221,16 +221,15 @@ class EventStore:
                     )
                 )
             return found
-        query = (
-            select(events.c.idem_key)
-            .where(events.c.source_id == bindparam("sid"))
-            .where(events.c.idem_key.in_(bindparam("keys", expanding=True)))
-        )
+        # Plain driver SQL, one statement per chunk size: SQLAlchemy's expanding IN compiled
+        # a new statement for each chunk, which cost more than the look-up.
         for sid, keys in by_source.items():
             unique = sorted(set(keys))
             for i in range(0, len(unique), _IN_CHUNK):
                 chunk = unique[i : i + _IN_CHUNK]
-                found.update((sid, k) for (k,) in conn.execute(query, {"sid": sid, "keys": chunk}))
+                marks = ", ".join("?" * len(chunk))
+                query = f"SELECT idem_key FROM events WHERE source_id = ? AND idem_key IN ({marks})"
+                found.update((sid, k) for (k,) in conn.exec_driver_sql(query, (sid, *chunk)))
         return found
 
     # -- reading ---------------------------------------------------------------------------
