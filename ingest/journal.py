@@ -283,7 +283,8 @@ def json_line_record(
     position: dict[str, Any] | None = None,
 ) -> Record:
     """Decode one `journalctl -o json` line; malformed lines come back with `error` set."""
-    stripped = line.strip()
+    # A copy only when there is something to strip: lines are a kilobyte or more.
+    stripped = line.strip() if line[:1].isspace() or line[-1:].isspace() else line
     if stripped.startswith(b"\x1e"):  # -o json-seq record separator
         stripped = stripped[1:]
     try:
