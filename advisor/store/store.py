@@ -64,6 +64,14 @@ _PG_EXISTING_KEYS = text(
 )
 
 
+_EVENT_COLUMNS = (
+    "seq, stream, type, schema_version, event_time_us, recorded_time_us, "
+    "source_id, idem_key, payload, hash, origin"
+)
+_SQLITE_INSERT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join(['?'] * 11)})"
+_PG_COPY = f"COPY events ({_EVENT_COLUMNS}) FROM STDIN"
+
+
 class EventStore:
     def __init__(self, engine: Engine, url: str) -> None:
         self._engine = engine
@@ -167,7 +175,7 @@ class EventStore:
                         text("SELECT advisor_ensure_partitions(:s)"), {"s": last_seq}
                     ).scalar_one()
                 if rows:
-                    conn.exec_driver_sql(self._insert_sql(), rows)
+                    self._insert(conn, rows)
                 if checkpoint is not None:
                     save_checkpoint(conn, checkpoint.name, checkpoint.position)
             self._source_ids.update(source_ids)
@@ -176,13 +184,17 @@ class EventStore:
         result.last_seq = last_seq
         return result
 
-    def _insert_sql(self) -> str:
-        mark = "?" if self.dialect == "sqlite" else "%s"
-        cols = (
-            "seq, stream, type, schema_version, event_time_us, recorded_time_us, "
-            "source_id, idem_key, payload, hash, origin"
-        )
-        return f"INSERT INTO events ({cols}) VALUES ({', '.join([mark] * 11)})"
+    def _insert(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """PostgreSQL: by COPY, in this transaction (an INSERT per row cost the server and
+        psycopg a statement each: 68 µs an event where COPY takes a few); SQLite: one
+        prepared INSERT run for every row."""
+        if self.dialect == "postgresql":
+            dbapi: Any = conn.connection.dbapi_connection  # psycopg's: it has copy()
+            with dbapi.cursor() as cursor, cursor.copy(_PG_COPY) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        conn.exec_driver_sql(_SQLITE_INSERT, rows)
 
     def _intern_sources(self, conn: Connection, names: set[str]) -> tuple[dict[str, int], set[str]]:
         ids = {n: self._source_ids[n] for n in names if n in self._source_ids}

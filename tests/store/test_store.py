@@ -81,7 +81,13 @@ def test_a_batch_is_all_or_nothing(
 ) -> None:
     store = opener(store_url)
     store.append(validate_batch([log_event(0)]))
-    monkeypatch.setattr(store, "_insert_sql", lambda: "INSERT INTO no_such_table VALUES (1)")
+    insert = store._insert
+
+    def insert_then_fail(conn: Any, rows: list[tuple[Any, ...]]) -> None:
+        insert(conn, rows)  # the events are in (by COPY on PostgreSQL), then a statement fails
+        conn.exec_driver_sql("INSERT INTO no_such_table VALUES (1)")
+
+    monkeypatch.setattr(store, "_insert", insert_then_fail)
     with pytest.raises(StoreError):
         store.append(
             validate_batch([log_event(i, source="new-source") for i in range(1, 50)]),
