@@ -132,7 +132,8 @@ def time_pg(url: str, journal: Path, events: int) -> Timing:
     return seconds, idle
 
 
-def line(name: str, events: int, timing: Timing) -> float:
+def line(name: str, events: int, timing: Timing) -> tuple[float, float]:
+    """Print the figures of one store; (events/s, events/s of CPU time)."""
     (seconds, cpu), (idle, idle_cpu) = timing
     rate = events / seconds
     print(
@@ -141,7 +142,7 @@ def line(name: str, events: int, timing: Timing) -> float:
         f"events/s); start-up {idle:.2f} s (CPU {idle_cpu:.2f} s), without it "
         f"{events / max(seconds - idle, 1e-9):,.0f} events/s"
     )
-    return rate
+    return rate, events / cpu
 
 
 def main() -> None:
@@ -159,24 +160,28 @@ def main() -> None:
     rows: list[figures.Figure] = []
     if not args.no_sqlite:
         timing = time_sqlite(sqlite_base(args.workdir, journal, args.events), args.workdir)
-        rate = line("SQLite", args.events, timing)
-        rows.append(_figure("SQLite", rate, TARGET_SQLITE))
+        rows += _figures("SQLite", line("SQLite", args.events, timing), TARGET_SQLITE)
     if args.pg:
-        rate = line("PostgreSQL", args.events, time_pg(args.pg, journal, args.events))
-        rows.append(_figure("PostgreSQL", rate, TARGET_PG))
+        timing = time_pg(args.pg, journal, args.events)
+        rows += _figures("PostgreSQL", line("PostgreSQL", args.events, timing), TARGET_PG)
     if args.report:
         figures.emit(rows)
 
 
-def _figure(store: str, rate: float, target: int) -> figures.Figure:
-    return figures.Figure(
-        bench="diagnose",
-        name=f"advisor diagnose, {store}",
-        value=round(rate),
-        unit="events/s",
-        target=f"≥ {target:,} events/s",
-        met=rate >= target,
-    )
+def _figures(store: str, rates: tuple[float, float], target: int) -> list[figures.Figure]:
+    """Wall time's events/s, and CPU time's (what the target means on a machine others share
+    too)."""
+    return [
+        figures.Figure(
+            bench="diagnose",
+            name=f"advisor diagnose, {store}{kind}",
+            value=round(rate),
+            unit="events/s",
+            target=f"≥ {target:,} events/s",
+            met=rate >= target,
+        )
+        for kind, rate in zip(("", " (CPU time)"), rates, strict=True)
+    ]
 
 
 if __name__ == "__main__":
