@@ -11,7 +11,7 @@ out of the store are here; the payload models themselves are in `advisor.core.pa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -87,6 +87,7 @@ __all__ = [
     "load_payload",
     "prepare",
     "prepare_events",
+    "stored_event",
     "validate_batch",
 ]
 
@@ -288,5 +289,46 @@ def load_payload(type_: str, version: int, text: str | bytes) -> Payload:
         data = UPCASTERS[(type_, version)](data)
         version += 1
     data["type"] = type_  # the column is authoritative
-    result: Payload = _PAYLOAD.validate_python(data)
+    # The column names the model: its own validator, not the union's (same result, cheaper)
+    result: Payload = current.__pydantic_validator__.validate_python(data)
     return result
+
+
+_STORED_FIELDS: Final = frozenset(StoredEvent.model_fields)
+
+
+def stored_event(
+    seq: int,
+    stream: str,
+    type_: str,
+    version: int,
+    time_us: int,
+    recorded_us: int,
+    source: str,
+    key: int,
+    payload: Any,
+) -> StoredEvent:
+    """A `StoredEvent` of a stored row's values, unvalidated: what
+    `StoredEvent.model_construct(...)` with every field makes, at a fraction of its cost (the
+    store reads events by the million). The row's types are the table's."""
+    event = StoredEvent.__new__(StoredEvent)
+    _set = object.__setattr__
+    _set(
+        event,
+        "__dict__",
+        {
+            "seq": seq,
+            "stream": stream,
+            "type": type_,
+            "version": version,
+            "time_us": time_us,
+            "recorded_us": recorded_us,
+            "source": source,
+            "key": key,
+            "payload": payload,
+        },
+    )
+    _set(event, "__pydantic_fields_set__", set(_STORED_FIELDS))
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event

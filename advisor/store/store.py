@@ -17,7 +17,14 @@ from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.core.errors import IntegrityError, InvalidEventError, StoreError
-from advisor.core.events import NewEvent, Prepared, StoredEvent, load_payload, prepare_events
+from advisor.core.events import (
+    NewEvent,
+    Prepared,
+    StoredEvent,
+    load_payload,
+    prepare_events,
+    stored_event,
+)
 from advisor.store import migrate
 from advisor.store.chain import GENESIS_HASH, RawEvent, chain_rows, event_hash, stored_hash
 from advisor.store.checkpointing import latest_checkpoint, latest_checkpoints, save_checkpoint
@@ -318,20 +325,12 @@ class EventStore:
                 q = query if after is None else query.where(events.c.seq > after)
                 rows = conn.execute(q).all()
                 for r in rows:
-                    payload = read_payload(r[0], r[2], r[3], r[8], tolerant)
-                    # (model_construct: the row's types are the table's, and a payload
-                    # that could not be read is carried as its reason, unvalidated)
-                    yield StoredEvent.model_construct(
-                        seq=r[0],
-                        stream=r[1],
-                        type=r[2],
-                        version=r[3],
-                        time_us=r[4],
-                        recorded_us=r[5],
-                        source=r[6],
-                        key=r[7],
-                        payload=payload,
-                    )
+                    # (unvalidated: the row's types are the table's, and a payload that
+                    # could not be read is carried as its reason)
+                    yield stored_event(
+                        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                        read_payload(r[0], r[2], r[3], r[8], tolerant),
+                    )  # fmt: skip
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]

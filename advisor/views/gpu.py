@@ -4,14 +4,16 @@ time window, those attributed to its unit where there are any)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
 from advisor.core.events import GpuSampled, StoredEvent
 from advisor.store.schema import gpu_samples, runs
 from advisor.views.foldbase import FoldBase
 from advisor.views.runrow import RunRow
+
+HOSTS: Final = 100  # hosts' sample spans in one query
 
 
 class GpuPeaks(FoldBase):
@@ -37,16 +39,7 @@ class GpuPeaks(FoldBase):
             by_host.setdefault(sample["host"], []).append(sample)
         if self.samples:
             self.conn.execute(gpu_samples.insert(), self.samples)
-        for host, new in by_host.items():
-            low, high = min(s["time_us"] for s in new), max(s["time_us"] for s in new)
-            covering = self.conn.execute(
-                select(runs.c.run_id)
-                .where(runs.c.host == host)
-                .where(runs.c.started_us <= high)
-                .where((runs.c.ended_us.is_(None)) | (runs.c.ended_us >= low))
-            ).scalars()
-            for run_id in covering:
-                self._run(run_id)
+        self._load_covering(by_host)
         for run in self.runs.values():
             loaded = None if run.run_id in self.fresh else self.loaded.get(run.run_id)
             window_kept = loaded is not None and loaded.window == (run.started_us, run.ended_us)
@@ -54,6 +47,31 @@ class GpuPeaks(FoldBase):
                 self._raise_peak(run, by_host.get(run.host, ()))
             else:
                 self._peak(run)
+
+    def _load_covering(self, by_host: dict[str, list[dict[str, Any]]]) -> None:
+        """Load the stored runs whose windows the new samples fall in: one query for all
+        the chunk's hosts (`HOSTS` at a time: SQLite bounds an expression's depth), the rows
+        themselves."""
+        spans = [
+            (host, min(s["time_us"] for s in new), max(s["time_us"] for s in new))
+            for host, new in sorted(by_host.items())
+        ]
+        for i in range(0, len(spans), HOSTS):
+            covering = self.conn.execute(
+                select(runs).where(
+                    or_(
+                        *(
+                            (runs.c.host == host)
+                            & (runs.c.started_us <= high)
+                            & (runs.c.ended_us.is_(None) | (runs.c.ended_us >= low))
+                            for host, low, high in spans[i : i + HOSTS]
+                        )
+                    )
+                )
+            ).all()
+            for row in covering:
+                if row.run_id not in self.deleted and row.run_id not in self.runs:
+                    self._loaded(RunRow.from_row(row))
 
     def _raise_peak(self, run: RunRow, new: Iterable[dict[str, Any]]) -> None:
         """Keep the peak of a run whose window did not change up to date with new samples

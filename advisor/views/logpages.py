@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Select, select
 
-from advisor.core.events import LogRecorded, StoredEvent
+from advisor.core.events import LogRecorded, StoredEvent, stored_event
 from advisor.store.schema import events, sources
 from advisor.views.foldbase import PAGE
 
@@ -54,14 +54,14 @@ def log_rows(conn: Connection, query: Select[Any], since: int) -> Iterator[Row[A
 
 def log_event(row: Row[Any], stream: str, payload: LogRecorded) -> StoredEvent:
     """A row of `log_query` as the stored event it is."""
-    return StoredEvent.model_construct(
-        seq=row.seq,
-        stream=stream,
-        type="log.recorded",
-        version=row.schema_version,
-        time_us=row.event_time_us,
-        recorded_us=row.recorded_time_us,
-        source=row.name,
-        key=row.idem_key,
-        payload=payload,
+    return stored_event(
+        row.seq,
+        stream,
+        "log.recorded",
+        row.schema_version,
+        row.event_time_us,
+        row.recorded_time_us,
+        row.name,
+        row.idem_key,
+        payload,
     )

@@ -119,8 +119,9 @@ def run_lines(store: EventStore, run: RunView) -> list[LogLine]:
         ),
         key=lambda e: e.time_us,
     )
+    # (a payload's own attributes: what model_dump gives, without copying each line's)
     return [
-        line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
+        line_from_payload(event.seq, vars(event.payload), event.time_us)
         for event in in_line_order(
             heapq.merge(run_log_events(store, run), kernel, key=lambda e: e.time_us)
         )

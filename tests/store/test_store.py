@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from advisor.core.errors import InvalidEventError, StoreError
-from advisor.core.events import UPCASTERS, LogRecorded, validate_batch
+from advisor.core.events import UPCASTERS, LogRecorded, StoredEvent, validate_batch
 from advisor.store import Checkpoint, EventFilter, EventStore
 from advisor.store.audit import status, verify
 
@@ -44,6 +45,23 @@ def test_append_and_read_back(store_url: str, opener: Opener) -> None:
     assert isinstance(got[0].payload, LogRecorded)
     assert got[5].source == "test" and got[5].key == 5
     assert [e.seq for e in store.read(EventFilter(limit=2))] == [2999, 3000]
+
+
+def test_an_event_read_back_is_the_validated_event(store_url: str, opener: Opener) -> None:
+    """What `read` builds without validating (`stored_event`) is what validating the row
+    makes: equal, the same fields set, frozen and hashable alike."""
+    store = opener(store_url)
+    store.append(validate_batch([log_event(7, message="hello")]))
+    (got,) = store.read()
+    valid = StoredEvent.model_validate(
+        {**got.__dict__, "payload": got.payload.model_dump()}  # type: ignore[union-attr]
+    )
+    assert got == valid
+    assert got.model_fields_set == valid.model_fields_set
+    assert got.model_dump() == valid.model_dump()
+    assert hash(got) == hash(valid)
+    with pytest.raises(ValidationError):
+        got.seq = 8  # type: ignore[misc]
 
 
 def test_appends_are_idempotent_per_source_and_key(store_url: str, opener: Opener) -> None:
