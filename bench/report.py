@@ -42,6 +42,7 @@ BENCHES = (
         ("bench/soak.py", "--duration", "{soak_seconds}", "--rate", "2000"),
     ),
     Bench("idle", ("bench/soak.py", "--duration", "{idle_seconds}", "--rate", "200")),
+    Bench("analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}")),
 )
 
 
