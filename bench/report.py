@@ -28,7 +28,8 @@ from figures import Figure, parse  # noqa: E402
 class Bench:
     name: str
     argv: tuple[str, ...]  # formatted with the options: {lines}, {crashes}, {soak_seconds}
-    pg_argv: tuple[str, ...] = ()  # added with --pg ({pg})
+    pg_argv: tuple[str, ...] = ()  # added with --pg ({pg}: a database of the bench's own)
+    pg_fresh: bool = False  # that database dropped and made again before each run
 
 
 BENCHES = (
@@ -42,7 +43,9 @@ BENCHES = (
         ("bench/soak.py", "--duration", "{soak_seconds}", "--rate", "2000"),
     ),
     Bench("idle", ("bench/soak.py", "--duration", "{idle_seconds}", "--rate", "200")),
-    Bench("analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}")),
+    Bench(
+        "analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}"), pg_fresh=True
+    ),
 )
 
 
@@ -52,10 +55,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crashes", type=int, default=30, help="crashes timed by latency.py")
     p.add_argument("--soak-seconds", type=int, default=300, help="watch at 2,000 lines/s")
     p.add_argument("--idle-seconds", type=int, default=120, help="watch at 200 lines/s")
-    p.add_argument("--pg", help="also PostgreSQL (a URL; benchmarks make their own schema)")
+    p.add_argument(
+        "--pg",
+        help="also PostgreSQL: a server URL; each benchmark gets a database of its own there "
+        "(bench_report_NAME, made if missing: the user needs CREATEDB)",
+    )
     p.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], metavar="NAME")
     p.add_argument("--markdown", action="store_true", help="the table in Markdown")
     return p.parse_args(argv)
+
+
+def pg_database(server: str, bench: Bench) -> str:
+    """The URL of `bench`'s own database on `server`, made (or made afresh) for this run."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"bench_report_{bench.name}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if bench.pg_fresh:
+                conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+            found = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name})
+            if found.first() is None:
+                conn.execute(text(f"CREATE DATABASE {name}"))
+    finally:
+        admin.dispose()
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
 
 
 def command(bench: Bench, args: argparse.Namespace) -> list[str]:
@@ -64,7 +90,7 @@ def command(bench: Bench, args: argparse.Namespace) -> list[str]:
         "crashes": args.crashes,
         "soak_seconds": args.soak_seconds,
         "idle_seconds": args.idle_seconds,
-        "pg": args.pg,
+        "pg": pg_database(args.pg, bench) if args.pg and bench.pg_argv else None,
     }
     argv = [*bench.argv, *(bench.pg_argv if args.pg else ())]
     return [sys.executable, *(a.format(**values) for a in argv), "--report"]
