@@ -198,9 +198,24 @@ def _about(
 def entry_event(
     fields: Mapping[str, Any], *, default_host: str | None = None, identity: bytes | None = None
 ) -> dict[str, Any]:
-    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable.
+    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable."""
+    realtime, payload, stream_unit = entry_payload(fields, default_host=default_host)
+    source, key = _source_key(payload.get("cursor"), fields, identity)
+    return {
+        "stream": f"{clean_name(payload['host'])}/{clean_name(stream_unit)}",
+        "time_us": realtime,
+        "source": source,
+        "key": key,
+        "payload": payload,
+    }
 
-    Almost every value is a plain string; anything else goes through `_first`."""
+
+def entry_payload(
+    fields: Mapping[str, Any], *, default_host: str | None = None
+) -> tuple[int, dict[str, Any], str]:
+    """(time, `log.recorded` payload, unit of its stream) of one journal entry: what
+    `entry_event` builds, less the stream's name and the idempotency key; EntryError if
+    unusable. Almost every value is a plain string; anything else goes through `_first`."""
     get = fields.get
 
     def text(name: str) -> str | None:
@@ -235,20 +250,17 @@ def entry_event(
             payload[attr] = number
     if invocation is not None:
         payload["invocation_id"] = invocation
-    kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
+    kept = (
+        {}
+        if fields.keys().isdisjoint(KEPT_FIELDS)  # the common case: none of them
+        else {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
+    )
     kept.update(claims)
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
     if kept:
         payload["fields"] = kept
-    source, key = _source_key(payload.get("cursor"), fields, identity)
-    return {
-        "stream": f"{clean_name(host)}/{clean_name(stream_unit)}",
-        "time_us": realtime,
-        "source": source,
-        "key": key,
-        "payload": payload,
-    }
+    return realtime, payload, stream_unit
 
 
 def _put_message(payload: dict[str, Any], value: Any) -> None:
@@ -275,6 +287,20 @@ def _source_key(
     )
 
 
+def _json_object(line: bytes) -> tuple[bytes, dict[str, Any] | str]:
+    """(the line stripped, its JSON object or why it is not one)."""
+    stripped = line.strip()
+    if stripped.startswith(b"\x1e"):  # -o json-seq record separator
+        stripped = stripped[1:]
+    try:
+        obj = orjson.loads(stripped)
+    except orjson.JSONDecodeError as e:
+        return stripped, f"invalid JSON: {str(e).splitlines()[0][:120]}"
+    if not isinstance(obj, dict):
+        return stripped, f"expected a JSON object, got {type(obj).__name__}"
+    return stripped, obj
+
+
 def json_line_record(
     line: bytes,
     line_no: int,
@@ -283,21 +309,24 @@ def json_line_record(
     position: dict[str, Any] | None = None,
 ) -> Record:
     """Decode one `journalctl -o json` line; malformed lines come back with `error` set."""
-    stripped = line.strip()
-    if stripped.startswith(b"\x1e"):  # -o json-seq record separator
-        stripped = stripped[1:]
-    try:
-        obj = orjson.loads(stripped)
-    except orjson.JSONDecodeError as e:
-        return Record(
-            line_no, None, f"invalid JSON: {str(e).splitlines()[0][:120]}", position, len(line)
-        )
-    if not isinstance(obj, dict):
-        return Record(
-            line_no, None, f"expected a JSON object, got {type(obj).__name__}", position, len(line)
-        )
+    stripped, obj = _json_object(line)
+    if isinstance(obj, str):
+        return Record(line_no, None, obj, position, len(line))
     try:
         event = entry_event(obj, default_host=default_host, identity=stripped)
     except EntryError as e:
         return Record(line_no, None, str(e), position, len(line))
     return Record(line_no, event, None, position, len(line))
+
+
+def json_line_payload(line: bytes) -> tuple[int, dict[str, Any]] | str:
+    """(time, payload) of one `journalctl -o json` line, as `json_line_record`'s event holds
+    them (without its stream and key, which cost a hash), or its `error` when malformed."""
+    _, obj = _json_object(line)
+    if isinstance(obj, str):
+        return obj
+    try:
+        realtime, payload, _ = entry_payload(obj)
+    except EntryError as e:
+        return str(e)
+    return realtime, payload

@@ -1,5 +1,5 @@
 """The ground every stage stands on: the event and action models, errors, settings, unit
-names, times, text safety, and the outside formats several stages read (journal export,
+names, times, text safety, the speed of objects made per log line, and the outside formats several stages read (journal export,
 journalctl, the GPU sampler's shape).
 """
 
@@ -8,6 +8,7 @@ __all__ = [
     "address",
     "errors",
     "events",
+    "gcpause",
     "host",
     "ids",
     "journal_export",
@@ -21,6 +22,7 @@ __all__ = [
     "render",
     "sampler",
     "settings",
+    "slots",
     "timefmt",
     "toml",
     "units",

@@ -17,6 +17,7 @@ import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from re._constants import BRANCH as _BRANCH
 from re._constants import LITERAL as _LITERAL
 from typing import Any, Final
 
@@ -49,6 +50,7 @@ __all__ = [
     "build_ruleset",
     "catalog_rules",
     "literal_cue",
+    "literal_cues",
     "load_file",
     "load_rules",
     "match_run",
@@ -84,8 +86,35 @@ class RuleSet:
 
 def literal_cue(pattern: str) -> str | None:
     """The longest run of literal characters that every match of `pattern` contains (taken
-    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer."""
+    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer; none
+    for a pattern that ignores case."""
+    parsed = _parsed(pattern)
+    return None if parsed is None else _longest_literal(parsed)
+
+
+def literal_cues(pattern: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of `pattern` contains: its `literal_cue`, or, for a
+    pattern that is one alternation (`a|b|c`), each alternative's when all have one."""
+    parsed = _parsed(pattern)
+    if parsed is None:
+        return None
+    cue = _longest_literal(parsed)
+    if cue is not None:
+        return (cue,)
+    if len(parsed) != 1 or parsed[0][0] is not _BRANCH:
+        return None
+    cues = [_longest_literal(branch) for branch in parsed[0][1][1]]
+    return tuple(c for c in cues if c is not None) if None not in cues else None
+
+
+def _parsed(pattern: str) -> Any:
+    """`pattern` parsed (its named groups plain ones), or None when it ignores case: then
+    its literals are not the text it finds."""
     parsed = _sre_parse.parse(_NAMED_GROUP.sub("(?:", pattern))
+    return None if parsed.state.flags & re.IGNORECASE else parsed
+
+
+def _longest_literal(parsed: Any) -> str | None:
     best, run = "", []
     for op, arg in parsed:
         if op is _LITERAL:

@@ -14,24 +14,26 @@ from pathlib import Path
 from typing import BinaryIO
 
 from advisor.core.errors import InputError
+from advisor.core.gcpause import gc_paused
 from advisor.parsing.lines import LogLine, line_from_payload
 from ingest.kinds import JOURNAL_JSON, SNIFF_BYTES, binary_message, line_kind, looks_binary
 
 JOURNALD = "journald-json"
 TEXT = "text"
+_BLOCK = 1 << 20
 
 
 def _journal_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[LogLine]:
-    from ingest.journal import json_line_record
+    from ingest.journal import json_line_payload
 
     for number, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
-        record = json_line_record(raw, number)
-        if record.event is None:
-            raise InputError(f"{name}: line {number}: {record.error}")
-        event = record.event
-        yield line_from_payload(number, event["payload"], event["time_us"])
+        decoded = json_line_payload(raw)
+        if isinstance(decoded, str):
+            raise InputError(f"{name}: line {number}: {decoded}")
+        time_us, payload = decoded
+        yield line_from_payload(number, payload, time_us)
 
 
 def _text_lines(raw_lines: Iterable[bytes]) -> Iterator[LogLine]:
@@ -57,8 +59,13 @@ def _raw_lines(stream: BinaryIO, head: bytes, name: str) -> Iterator[bytes]:
         if first.endswith(b"\n"):
             parts.pop()
         yield from parts
-        for raw in stream:
-            yield raw[:-1] if raw.endswith(b"\n") else raw
+        rest = b""
+        while block := stream.read(_BLOCK):  # a block at a time: cheaper than a line
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
+            yield from lines
+        if rest:
+            yield rest
     except OSError as e:
         raise _cannot_read(name, e) from e
     finally:
@@ -104,4 +111,5 @@ def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
 def read_log(path: str) -> tuple[str, list[LogLine]]:
     """(format, lines) of a log file, or of stdin for `-`. InputError when unreadable."""
     fmt, lines = open_log(path)
-    return fmt, list(lines)
+    with gc_paused():
+        return fmt, list(lines)
