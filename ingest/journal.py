@@ -123,6 +123,8 @@ def _first(name: str, v: Any) -> str | None:
 def _int(text: str | None) -> int | None:
     if text is None or len(text) > 18:
         return None
+    if text.isascii() and text.isdigit():  # the common case: plain digits, no sign
+        return int(text)
     try:
         value = int(text)
     except ValueError:

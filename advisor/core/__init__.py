@@ -1,6 +1,7 @@
 """The ground every stage stands on: the event and action models, errors, settings, unit
-names, times, text safety, the speed of objects made per log line, and the outside formats several stages read (journal export,
-journalctl, the GPU sampler's shape).
+names, times, text safety, the outside formats several stages read (journal export,
+journalctl, the GPU sampler's shape), and what keeps per-line work cheap (a paused garbage
+collector, slot-setting dataclass constructors).
 """
 
 __all__ = [

@@ -12,6 +12,7 @@ Users add a folder with `--rules DIR`; a rule there with the id of a shipped rul
 
 from __future__ import annotations
 
+import functools
 import re
 import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
 from collections.abc import Iterable, Sequence
@@ -105,6 +106,12 @@ def literal_cues(pattern: str) -> tuple[str, ...] | None:
         return None
     cues = [_longest_literal(branch) for branch in parsed[0][1][1]]
     return tuple(c for c in cues if c is not None) if None not in cues else None
+
+
+@functools.lru_cache(maxsize=4096)
+def pattern_cues(pattern: str) -> tuple[str, ...] | None:
+    """`literal_cues`, worked out once per pattern."""
+    return literal_cues(pattern)
 
 
 def _parsed(pattern: str) -> Any:
@@ -202,14 +209,30 @@ class _RunSearch:
         self.run = run
         self.parsed = parsed
         self._cache: dict[str, int | None] = {}
+        self._bodies: list[str] | None = None  # of the run's lines, read once
 
     def first(self, pattern: re.Pattern[str]) -> int | None:
         key = pattern.pattern
         if key not in self._cache:
+            # A line without one of the pattern's literals is not searched: most are not.
+            if self._bodies is None:
+                self._bodies = [self.parsed[i].body for i in self.run.indexes]
+            cues = pattern_cues(key)
             self._cache[key] = next(
-                (i for i in self.run.indexes if pattern.search(self.parsed[i].body)), None
+                (
+                    i
+                    for i, body in zip(self.run.indexes, self._bodies, strict=True)
+                    if _found(pattern, cues, body)
+                ),
+                None,
             )
         return self._cache[key]
+
+
+def _found(pattern: re.Pattern[str], cues: tuple[str, ...] | None, body: str) -> bool:
+    if cues is not None and not any(c in body for c in cues):
+        return False
+    return pattern.search(body) is not None
 
 
 def phase_at(run: Run, position: int, parsed: Sequence[Parsed] | None = None) -> str | None:

@@ -188,8 +188,8 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
     leveled = body.startswith(_LOGGER_LEVELS)  # what both a logger header and uvicorn begin with
     m = _VLLM_HEADER.match(body) if leveled else None
     if m:
-        level = m.group("level")
-        logger = f"{m.group('file') or m.group('file0')}:{m.group('line') or m.group('line0')}"
+        level, file, line, file0, line0 = m.group("level", "file", "line", "file0", "line0")
+        logger = f"{file or file0}:{line or line0}"
         body = body[m.end() :]
         engine = "vllm"
     else:
