@@ -228,8 +228,11 @@ def entry_payload(
     if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
-    if "MESSAGE" in fields:
-        _put_message(payload, fields["MESSAGE"])
+    message = get("MESSAGE")
+    if message.__class__ is str:  # the common case, as _put_message would put it
+        payload["message"] = message
+    elif "MESSAGE" in fields:
+        _put_message(payload, message)
     host = text("_HOSTNAME") or default_host or "localhost"
     systemd_unit = text("_SYSTEMD_UNIT")
     unit, invocation, claims = _about(fields, text, systemd_unit)

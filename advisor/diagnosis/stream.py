@@ -184,6 +184,8 @@ class _Kept:
         return not f.noise and (says_died(body) or self._rules.may_match(body))
 
     def _new_facts(self, p: Parsed) -> bool:
+        if not p.facts.facts:  # most lines state none
+            return False
         new = [k for k, v in p.facts.facts.items() if v is not None and k not in self._fact_keys]
         self._fact_keys.update(new)
         return any(k not in CONFIG_FACTS for k in new)
