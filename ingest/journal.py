@@ -153,6 +153,11 @@ _CLAIMS = (
 )
 
 
+_KEPT = frozenset(KEPT_FIELDS)
+# The fields that make `_about` look further than _SYSTEMD_UNIT (see the module's docstring).
+_UNUSUAL = frozenset(("UNIT", "COREDUMP_UNIT", "OBJECT_SYSTEMD_UNIT", *_CLAIMS))
+
+
 def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
     """Does journald's field `name` hold exactly `value` (one value, not several)?"""
     v = fields.get(name)
@@ -224,7 +229,8 @@ def entry_payload(
         v = get(name)
         return v if v is None or v.__class__ is str else _first(name, v)
 
-    realtime = _int(text("__REALTIME_TIMESTAMP"))
+    v = get("__REALTIME_TIMESTAMP")
+    realtime = _int(v if v.__class__ is str else text("__REALTIME_TIMESTAMP"))
     if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
@@ -233,10 +239,17 @@ def entry_payload(
         payload["message"] = message
     elif "MESSAGE" in fields:
         _put_message(payload, message)
-    host = text("_HOSTNAME") or default_host or "localhost"
-    systemd_unit = text("_SYSTEMD_UNIT")
-    unit, invocation, claims = _about(fields, text, systemd_unit)
-    if text("_TRANSPORT") == "kernel":
+    v = get("_HOSTNAME")
+    host = (v if v.__class__ is str else text("_HOSTNAME")) or default_host or "localhost"
+    v = get("_SYSTEMD_UNIT")
+    systemd_unit = v if v.__class__ is str else text("_SYSTEMD_UNIT")
+    claims: dict[str, str] = {}
+    if fields.keys().isdisjoint(_UNUSUAL):  # the common case: no unit named, no claims
+        unit, invocation = systemd_unit, text("_SYSTEMD_INVOCATION_ID")
+    else:
+        unit, invocation, claims = _about(fields, text, systemd_unit)
+    v = get("_TRANSPORT")
+    if (v if v.__class__ is str else text("_TRANSPORT")) == "kernel":
         unit, stream_unit = None, "kernel"
     elif unit is not None:
         payload["unit"] = stream_unit = unit
@@ -250,14 +263,15 @@ def entry_payload(
         if v is not None and (v.__class__ is str or (v := _first(name, v)) is not None):
             payload[attr] = v
     for name, attr in _INT_FIELDS:
-        number = _int(text(name))
+        v = get(name)
+        number = _int(v if v.__class__ is str else text(name))
         if number is not None:
             payload[attr] = number
     if invocation is not None:
         payload["invocation_id"] = invocation
     kept = (
         {}
-        if fields.keys().isdisjoint(KEPT_FIELDS)  # the common case: none of them
+        if not claims and fields.keys().isdisjoint(_KEPT)  # the common case: none of them
         else {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
     )
     kept.update(claims)
@@ -327,9 +341,14 @@ def json_line_record(
 def json_line_payload(line: bytes) -> tuple[int, dict[str, Any]] | str:
     """(time, payload) of one `journalctl -o json` line, as `json_line_record`'s event holds
     them (without its stream and key, which cost a hash), or its `error` when malformed."""
-    _, obj = _json_object(line)
-    if isinstance(obj, str):
-        return obj
+    try:  # the common case: a JSON object, nothing around it to strip
+        obj: Any = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        obj = None
+    if obj.__class__ is not dict:  # the line as json_line_record reads it, and its error
+        _, obj = _json_object(line)
+        if isinstance(obj, str):
+            return obj
     try:
         realtime, payload, _ = entry_payload(obj)
     except EntryError as e:
