@@ -269,17 +269,23 @@ def entry_payload(
             payload[attr] = number
     if invocation is not None:
         payload["invocation_id"] = invocation
-    kept = (
-        {}
-        if not claims and fields.keys().isdisjoint(_KEPT)  # the common case: none of them
-        else {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
-    )
-    kept.update(claims)
+    kept = _kept(fields, text, claims)
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
     if kept:
         payload["fields"] = kept
     return realtime, payload, stream_unit
+
+
+def _kept(
+    fields: Mapping[str, Any], text: Callable[[str], str | None], claims: dict[str, str]
+) -> dict[str, str]:
+    """The payload's `fields`: the KEPT_FIELDS the entry has, then the claims not believed."""
+    if not claims and fields.keys().isdisjoint(_KEPT):  # the common case: none of them
+        return {}
+    kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
+    kept.update(claims)
+    return kept
 
 
 def _put_message(payload: dict[str, Any], value: Any) -> None:
