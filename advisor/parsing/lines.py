@@ -54,7 +54,9 @@ _TGI = re.compile(
     r"(?:[\w/.-]+\.rs:\d+: )?"
 )
 _TGI_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
-_STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
+_BULLETS = "●○×↻◌*"
+_STATUS_BULLET = re.compile(f"^[{_BULLETS}]\\s")
+_BULLET_CHARS = frozenset(_BULLETS)
 _LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: a larger "pid" is no process
 
@@ -154,7 +156,7 @@ def split_line(
 ) -> Split:
     """Peel the wrappers off one cleaned line of text."""
     stripped = text.lstrip()
-    status_line = _STATUS_BULLET.match(stripped)
+    status_line = _STATUS_BULLET.match(stripped) if stripped[:1] in _BULLET_CHARS else None
     if status_line:  # `systemctl status` header bullet: "● vllm.service - desc"
         return Split(body=stripped[status_line.end() :], engine="systemd", identifier="systemctl")
     body, identifier, outer_pid = _strip_journal_wrapper(stripped)
