@@ -1,7 +1,7 @@
 """Memory and speed of `advisor classify` on a large journal, streaming against the old path.
 
     .venv/bin/python bench/classify_memory.py [--lines 300000] [--journal FILE]
-        [--floor-lines 50000] [--keep]
+        [--floor-lines 50000] [--keep] [--report]
 
 1. `advisor classify FILE --json` as a process (the streaming path) on `--lines` lines of a
    generated `journalctl -o json` journal (bench/journal_gen.py: three vLLM services serving
@@ -9,6 +9,10 @@
 2. The old path — `read_log` (the whole file) → `diagnose` → `to_contract` — as a process on
    `--floor-lines` lines (it holds every line: about 3.7 KB of memory each), and the
    streaming path on the same lines: both figures, and whether their JSON is byte-identical.
+
+With `--report`, `grep -E` (as bench/classify.py runs it) over the same `--lines` lines too,
+and the figures last as one `REPORT` line (bench/figures.py): the streaming path's lines/s
+(target ≥ 150,000), against grep -E's (target ≥ 0.5×), its peak RSS (target ≤ 256 MB).
 
 Peak RSS is each child's own `ru_maxrss` (os.wait4). The journal is generated under a
 temporary folder unless `--journal` names one (generated there if missing or too short);
@@ -90,6 +94,7 @@ def main() -> None:
     parser.add_argument("--journal", type=Path, default=None)
     parser.add_argument("--floor-lines", type=int, default=50_000)
     parser.add_argument("--keep", action="store_true", help="keep a generated journal")
+    parser.add_argument("--report", action="store_true", help="print the figures last")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -106,6 +111,13 @@ def main() -> None:
         print(new.line("advisor classify (streaming)"))
         same = "byte-identical" if old.output == new.output else "DIFFERENT"
         print(f"classify --json of the {args.floor_lines:,} lines, old and streaming: {same}")
+        if args.report:
+            from classify import grep_floor, report  # bench/classify.py
+
+            grep_s, given, total, _ = grep_floor(sample, tmp)
+            grep_lines_s = args.lines / grep_s
+            print(f"grep -E ({given} of {total} patterns): {grep_lines_s:,.0f} lines/s")
+            report("classify_memory", args.lines / streamed.seconds, grep_lines_s, streamed.peak_mb)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,8 @@ def _first(name: str, v: Any) -> str | None:
 def _int(text: str | None) -> int | None:
     if text is None or len(text) > 18:
         return None
+    if text.isascii() and text.isdigit():  # the common case: plain digits, no sign
+        return int(text)
     try:
         value = int(text)
     except ValueError:
@@ -149,6 +151,11 @@ _CLAIMS = (
     "USER_UNIT",
     "USER_INVOCATION_ID",
 )
+
+
+_KEPT = frozenset(KEPT_FIELDS)
+# The fields that make `_about` look further than _SYSTEMD_UNIT (see the module's docstring).
+_UNUSUAL = frozenset(("UNIT", "COREDUMP_UNIT", "OBJECT_SYSTEMD_UNIT", *_CLAIMS))
 
 
 def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
@@ -198,25 +205,51 @@ def _about(
 def entry_event(
     fields: Mapping[str, Any], *, default_host: str | None = None, identity: bytes | None = None
 ) -> dict[str, Any]:
-    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable.
+    """Build the raw `NewEvent` dict for one journal entry; raise EntryError if unusable."""
+    realtime, payload, stream_unit = entry_payload(fields, default_host=default_host)
+    source, key = _source_key(payload.get("cursor"), fields, identity)
+    return {
+        "stream": f"{clean_name(payload['host'])}/{clean_name(stream_unit)}",
+        "time_us": realtime,
+        "source": source,
+        "key": key,
+        "payload": payload,
+    }
 
-    Almost every value is a plain string; anything else goes through `_first`."""
+
+def entry_payload(
+    fields: Mapping[str, Any], *, default_host: str | None = None
+) -> tuple[int, dict[str, Any], str]:
+    """(time, `log.recorded` payload, unit of its stream) of one journal entry: what
+    `entry_event` builds, less the stream's name and the idempotency key; EntryError if
+    unusable. Almost every value is a plain string; anything else goes through `_first`."""
     get = fields.get
 
     def text(name: str) -> str | None:
         v = get(name)
         return v if v is None or v.__class__ is str else _first(name, v)
 
-    realtime = _int(text("__REALTIME_TIMESTAMP"))
+    v = get("__REALTIME_TIMESTAMP")
+    realtime = _int(v if v.__class__ is str else text("__REALTIME_TIMESTAMP"))
     if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
-    if "MESSAGE" in fields:
-        _put_message(payload, fields["MESSAGE"])
-    host = text("_HOSTNAME") or default_host or "localhost"
-    systemd_unit = text("_SYSTEMD_UNIT")
-    unit, invocation, claims = _about(fields, text, systemd_unit)
-    if text("_TRANSPORT") == "kernel":
+    message = get("MESSAGE")
+    if message.__class__ is str:  # the common case, as _put_message would put it
+        payload["message"] = message
+    elif "MESSAGE" in fields:
+        _put_message(payload, message)
+    v = get("_HOSTNAME")
+    host = (v if v.__class__ is str else text("_HOSTNAME")) or default_host or "localhost"
+    v = get("_SYSTEMD_UNIT")
+    systemd_unit = v if v.__class__ is str else text("_SYSTEMD_UNIT")
+    claims: dict[str, str] = {}
+    if fields.keys().isdisjoint(_UNUSUAL):  # the common case: no unit named, no claims
+        unit, invocation = systemd_unit, text("_SYSTEMD_INVOCATION_ID")
+    else:
+        unit, invocation, claims = _about(fields, text, systemd_unit)
+    v = get("_TRANSPORT")
+    if (v if v.__class__ is str else text("_TRANSPORT")) == "kernel":
         unit, stream_unit = None, "kernel"
     elif unit is not None:
         payload["unit"] = stream_unit = unit
@@ -230,25 +263,29 @@ def entry_event(
         if v is not None and (v.__class__ is str or (v := _first(name, v)) is not None):
             payload[attr] = v
     for name, attr in _INT_FIELDS:
-        number = _int(text(name))
+        v = get(name)
+        number = _int(v if v.__class__ is str else text(name))
         if number is not None:
             payload[attr] = number
     if invocation is not None:
         payload["invocation_id"] = invocation
-    kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
-    kept.update(claims)
+    kept = _kept(fields, text, claims)
     if systemd_unit is not None and systemd_unit != unit:
         kept["_SYSTEMD_UNIT"] = systemd_unit
     if kept:
         payload["fields"] = kept
-    source, key = _source_key(payload.get("cursor"), fields, identity)
-    return {
-        "stream": f"{clean_name(host)}/{clean_name(stream_unit)}",
-        "time_us": realtime,
-        "source": source,
-        "key": key,
-        "payload": payload,
-    }
+    return realtime, payload, stream_unit
+
+
+def _kept(
+    fields: Mapping[str, Any], text: Callable[[str], str | None], claims: dict[str, str]
+) -> dict[str, str]:
+    """The payload's `fields`: the KEPT_FIELDS the entry has, then the claims not believed."""
+    if not claims and fields.keys().isdisjoint(_KEPT):  # the common case: none of them
+        return {}
+    kept = {name: v for name in KEPT_FIELDS if name in fields and (v := text(name)) is not None}
+    kept.update(claims)
+    return kept
 
 
 def _put_message(payload: dict[str, Any], value: Any) -> None:
@@ -275,6 +312,21 @@ def _source_key(
     )
 
 
+def _json_object(line: bytes) -> tuple[bytes, dict[str, Any] | str]:
+    """(the line stripped, its JSON object or why it is not one)."""
+    # A copy only when there is something to strip: lines are a kilobyte or more.
+    stripped = line.strip() if line[:1].isspace() or line[-1:].isspace() else line
+    if stripped.startswith(b"\x1e"):  # -o json-seq record separator
+        stripped = stripped[1:]
+    try:
+        obj = orjson.loads(stripped)
+    except orjson.JSONDecodeError as e:
+        return stripped, f"invalid JSON: {str(e).splitlines()[0][:120]}"
+    if not isinstance(obj, dict):
+        return stripped, f"expected a JSON object, got {type(obj).__name__}"
+    return stripped, obj
+
+
 def json_line_record(
     line: bytes,
     line_no: int,
@@ -283,22 +335,29 @@ def json_line_record(
     position: dict[str, Any] | None = None,
 ) -> Record:
     """Decode one `journalctl -o json` line; malformed lines come back with `error` set."""
-    # A copy only when there is something to strip: lines are a kilobyte or more.
-    stripped = line.strip() if line[:1].isspace() or line[-1:].isspace() else line
-    if stripped.startswith(b"\x1e"):  # -o json-seq record separator
-        stripped = stripped[1:]
-    try:
-        obj = orjson.loads(stripped)
-    except orjson.JSONDecodeError as e:
-        return Record(
-            line_no, None, f"invalid JSON: {str(e).splitlines()[0][:120]}", position, len(line)
-        )
-    if not isinstance(obj, dict):
-        return Record(
-            line_no, None, f"expected a JSON object, got {type(obj).__name__}", position, len(line)
-        )
+    stripped, obj = _json_object(line)
+    if isinstance(obj, str):
+        return Record(line_no, None, obj, position, len(line))
     try:
         event = entry_event(obj, default_host=default_host, identity=stripped)
     except EntryError as e:
         return Record(line_no, None, str(e), position, len(line))
     return Record(line_no, event, None, position, len(line))
+
+
+def json_line_payload(line: bytes) -> tuple[int, dict[str, Any]] | str:
+    """(time, payload) of one `journalctl -o json` line, as `json_line_record`'s event holds
+    them (without its stream and key, which cost a hash), or its `error` when malformed."""
+    try:  # the common case: a JSON object, nothing around it to strip
+        obj: Any = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        obj = None
+    if obj.__class__ is not dict:  # the line as json_line_record reads it, and its error
+        _, obj = _json_object(line)
+        if isinstance(obj, str):
+            return obj
+    try:
+        realtime, payload, _ = entry_payload(obj)
+    except EntryError as e:
+        return str(e)
+    return realtime, payload

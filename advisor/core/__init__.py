@@ -1,6 +1,7 @@
 """The ground every stage stands on: the event and action models, errors, settings, unit
-names, times, text safety, and the outside formats several stages read (journal export,
-journalctl, the GPU sampler's shape).
+names, times, text safety, the outside formats several stages read (journal export,
+journalctl, the GPU sampler's shape), and what keeps per-line work cheap (a paused garbage
+collector, slot-setting dataclass constructors).
 """
 
 __all__ = [
@@ -8,6 +9,7 @@ __all__ = [
     "address",
     "errors",
     "events",
+    "gcpause",
     "host",
     "ids",
     "journal_export",
@@ -22,6 +24,7 @@ __all__ = [
     "sampler",
     "settings",
     "shapes",
+    "slots",
     "timefmt",
     "toml",
     "units",

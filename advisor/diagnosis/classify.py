@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from advisor.core.gcpause import gc_paused
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
@@ -268,9 +269,10 @@ class Diagnosis:
 
 
 def diagnose(lines: Sequence[LogLine], rules: RuleSet, model: LinearModel | None) -> Diagnosis:
-    parsed = parse(lines)
-    runs = segment(parsed)
-    return Diagnosis(parsed, [judge_run(run, parsed, rules, model) for run in runs])
+    with gc_paused():
+        parsed = parse(lines)
+        runs = segment(parsed)
+        return Diagnosis(parsed, [judge_run(run, parsed, rules, model) for run in runs])
 
 
 def verdict_facts(

@@ -12,11 +12,13 @@ Users add a folder with `--rules DIR`; a rule there with the id of a shipped rul
 
 from __future__ import annotations
 
+import functools
 import re
 import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from re._constants import BRANCH as _BRANCH
 from re._constants import LITERAL as _LITERAL
 from typing import Any, Final
 
@@ -49,6 +51,7 @@ __all__ = [
     "build_ruleset",
     "catalog_rules",
     "literal_cue",
+    "literal_cues",
     "load_file",
     "load_rules",
     "match_run",
@@ -84,8 +87,41 @@ class RuleSet:
 
 def literal_cue(pattern: str) -> str | None:
     """The longest run of literal characters that every match of `pattern` contains (taken
-    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer."""
+    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer; none
+    for a pattern that ignores case."""
+    parsed = _parsed(pattern)
+    return None if parsed is None else _longest_literal(parsed)
+
+
+def literal_cues(pattern: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of `pattern` contains: its `literal_cue`, or, for a
+    pattern that is one alternation (`a|b|c`), each alternative's when all have one."""
+    parsed = _parsed(pattern)
+    if parsed is None:
+        return None
+    cue = _longest_literal(parsed)
+    if cue is not None:
+        return (cue,)
+    if len(parsed) != 1 or parsed[0][0] is not _BRANCH:
+        return None
+    cues = [_longest_literal(branch) for branch in parsed[0][1][1]]
+    return tuple(c for c in cues if c is not None) if None not in cues else None
+
+
+@functools.lru_cache(maxsize=4096)
+def pattern_cues(pattern: str) -> tuple[str, ...] | None:
+    """`literal_cues`, worked out once per pattern."""
+    return literal_cues(pattern)
+
+
+def _parsed(pattern: str) -> Any:
+    """`pattern` parsed (its named groups plain ones), or None when it ignores case: then
+    its literals are not the text it finds."""
     parsed = _sre_parse.parse(_NAMED_GROUP.sub("(?:", pattern))
+    return None if parsed.state.flags & re.IGNORECASE else parsed
+
+
+def _longest_literal(parsed: Any) -> str | None:
     best, run = "", []
     for op, arg in parsed:
         if op is _LITERAL:
@@ -173,14 +209,30 @@ class _RunSearch:
         self.run = run
         self.parsed = parsed
         self._cache: dict[str, int | None] = {}
+        self._bodies: list[str] | None = None  # of the run's lines, read once
 
     def first(self, pattern: re.Pattern[str]) -> int | None:
         key = pattern.pattern
         if key not in self._cache:
+            # A line without one of the pattern's literals is not searched: most are not.
+            if self._bodies is None:
+                self._bodies = [self.parsed[i].body for i in self.run.indexes]
+            cues = pattern_cues(key)
             self._cache[key] = next(
-                (i for i in self.run.indexes if pattern.search(self.parsed[i].body)), None
+                (
+                    i
+                    for i, body in zip(self.run.indexes, self._bodies, strict=True)
+                    if _found(pattern, cues, body)
+                ),
+                None,
             )
         return self._cache[key]
+
+
+def _found(pattern: re.Pattern[str], cues: tuple[str, ...] | None, body: str) -> bool:
+    if cues is not None and not any(c in body for c in cues):
+        return False
+    return pattern.search(body) is not None
 
 
 def phase_at(run: Run, position: int, parsed: Sequence[Parsed] | None = None) -> str | None:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final, overload
 
+from advisor.core.gcpause import gc_paused
 from advisor.diagnosis.classify import Diagnosis, RunVerdict, judge_run
 from advisor.diagnosis.model import LinearModel
-from advisor.diagnosis.rules import RuleSet, literal_cue
+from advisor.diagnosis.rules import RuleSet, literal_cues
 from advisor.parsing.facts import CONFIG_FACTS
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
@@ -76,25 +77,44 @@ class StreamDiagnosis:
         return Diagnosis([], self.verdicts).primary
 
 
+# A watched pattern: literals one of which every line it finds contains (None: unknown).
+_Watched = tuple[tuple[str, ...] | None, re.Pattern[str]]
+
+
 @dataclass(frozen=True)
 class _Watch:
-    """The rules' `also` and `absent` patterns, each with a literal it must contain."""
+    """The rules' `also` and `absent` patterns, each with the literals one of which it
+    needs."""
 
-    patterns: tuple[tuple[str | None, re.Pattern[str]], ...]
+    patterns: tuple[_Watched, ...]
 
     @classmethod
     def of(cls, rules: RuleSet) -> _Watch:
-        found: dict[str, tuple[str | None, re.Pattern[str]]] = {}
+        found: dict[str, _Watched] = {}
         for rule in rules.rules:
             texts = (*rule.spec.also, *rule.spec.absent)
             for text, compiled in zip(texts, (*rule.also, *rule.absent), strict=True):
-                found.setdefault(text, (literal_cue(text), compiled))
+                found.setdefault(text, (literal_cues(text), compiled))
         return cls(tuple(found.values()))
 
 
-def _hits(pattern: tuple[str | None, re.Pattern[str]], body: str) -> bool:
-    cue, compiled = pattern
-    return (cue is None or cue in body) and compiled.search(body) is not None
+def _hits(pattern: _Watched, body: str) -> bool:
+    cues, compiled = pattern
+    if cues is not None and not any(cue in body for cue in cues):
+        return False
+    return compiled.search(body) is not None
+
+
+def _gates(patterns: Iterable[_Watched]) -> tuple[str, ...] | None:
+    """Substrings one of which a line must contain for any of `patterns` to find it: their
+    literals, less each that contains another (it is absent where that one is); None when a
+    pattern has none."""
+    cues: set[str] = set()
+    for found_in, _ in patterns:
+        if found_in is None:
+            return None
+        cues.update(found_in)
+    return tuple(sorted(c for c in cues if not any(o != c and o in c for o in cues)))
 
 
 class _Kept:
@@ -105,7 +125,8 @@ class _Kept:
         self.stitcher = Stitcher(limit=TRACEBACKS)
         self._rules = rules
         self._watch = watch
-        self._unseen: list[tuple[str | None, re.Pattern[str]]] | None = None
+        self._unseen: list[_Watched] | None = None
+        self._gates: tuple[str, ...] | None = None
         self._fact_keys: set[str] = set()
         self._count = self._marked = self._noise = 0
         self._head_end = -1
@@ -163,6 +184,8 @@ class _Kept:
         return not f.noise and (says_died(body) or self._rules.may_match(body))
 
     def _new_facts(self, p: Parsed) -> bool:
+        if not p.facts.facts:  # most lines state none
+            return False
         new = [k for k, v in p.facts.facts.items() if v is not None and k not in self._fact_keys]
         self._fact_keys.update(new)
         return any(k not in CONFIG_FACTS for k in new)
@@ -172,9 +195,17 @@ class _Kept:
         if self._unseen is None:
             head = [p.body for i, p in self.lines.items() if i <= self._head_end]
             self._unseen = [w for w in self._watch.patterns if not any(_hits(w, b) for b in head)]
+            self._gates = _gates(self._unseen)
+        if self._gates is not None:  # this runs on every line: most contain no gate
+            for gate in self._gates:
+                if gate in body:
+                    break
+            else:
+                return False
         found = [w for w in self._unseen if _hits(w, body)]
-        for w in found:
-            self._unseen.remove(w)
+        if found:
+            self._unseen = [w for w in self._unseen if w not in found]
+            self._gates = _gates(self._unseen)
         return bool(found)
 
 
@@ -267,7 +298,8 @@ def diagnose_stream(
 ) -> StreamDiagnosis:
     """`diagnose` over lines as they are read, in memory bounded whatever their number."""
     state = _Stream(rules, model)
-    for batch in _batches(lines):
-        for p in parse(batch):
-            state.add(p)
-    return state.finish()
+    with gc_paused():
+        for batch in _batches(lines):
+            for p in parse(batch):
+                state.add(p)
+        return state.finish()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from advisor.core.slots import quick_init
+
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -51,7 +53,10 @@ _TGI = re.compile(
     r"^\s*(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) (?P<target>(?:[\w-]+(?:\{[^}]*\})?:{1,2})+) "
     r"(?:[\w/.-]+\.rs:\d+: )?"
 )
-_STATUS_BULLET = re.compile(r"^[●○×↻◌*]\s")
+_TGI_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR")
+_BULLETS = "●○×↻◌*"
+_STATUS_BULLET = re.compile(f"^[{_BULLETS}]\\s")
+_BULLET_CHARS = frozenset(_BULLETS)
 _LOGGER_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT: a larger "pid" is no process
 
@@ -68,6 +73,7 @@ def pid_of(value: object) -> int | None:
     return value if 1 <= value <= PID_MAX else None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class LogLine:
     """A line with what its source knew about it. `number` is its 1-based position in the
@@ -86,6 +92,7 @@ class LogLine:
     fields: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Split:
     """`body` is the message without wrappers; the rest is what the wrappers said."""
@@ -114,7 +121,17 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
     identifier = None
     pid = None
     stripped = False
-    for pattern in (_ISO_PREFIX, _EPOCH_PREFIX, _SYSLOG_TIME):
+    # Each pattern is tried only where its first character could begin it (a digit, an
+    # uppercase ASCII letter, `[`): most lines begin with none of them matching.
+    first = text[:1]
+    patterns = (
+        (_ISO_PREFIX, _EPOCH_PREFIX)
+        if first.isdigit()
+        else (_SYSLOG_TIME,)
+        if "A" <= first <= "Z"
+        else ()
+    )
+    for pattern in patterns:
         m = pattern.match(text)
         if m:
             text = text[m.end() :]
@@ -127,7 +144,7 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
             identifier = m.group(2)
             pid = pid_of(m.group(3))
             text = text[m.end() :]
-    m = _DMESG_TIME.match(text)
+    m = _DMESG_TIME.match(text) if text[:1] == "[" else None
     if m:
         text = text[m.end() :]
         identifier = identifier or "kernel"
@@ -139,7 +156,7 @@ def split_line(
 ) -> Split:
     """Peel the wrappers off one cleaned line of text."""
     stripped = text.lstrip()
-    status_line = _STATUS_BULLET.match(stripped)
+    status_line = _STATUS_BULLET.match(stripped) if stripped[:1] in _BULLET_CHARS else None
     if status_line:  # `systemctl status` header bullet: "● vllm.service - desc"
         return Split(body=stripped[status_line.end() :], engine="systemd", identifier="systemctl")
     body, identifier, outer_pid = _strip_journal_wrapper(stripped)
@@ -161,28 +178,29 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
     pid = None
     level = None
     logger = None
-    m = _RANK.match(body)
+    m = _RANK.match(body) if body.startswith("[rank") else None
     if m:
         process = f"rank{m.group(1)}"
         body = body[m.end() :]
-    m = _VLLM_PROCESS.match(body)
+    m = _VLLM_PROCESS.match(body) if body[:1] == "(" else None
     if m:
         process, pid = m.group("name"), pid_of(m.group("pid"))
         body = body[m.end() :]
         engine = "vllm"
-    m = _VLLM_HEADER.match(body)
+    leveled = body.startswith(_LOGGER_LEVELS)  # what both a logger header and uvicorn begin with
+    m = _VLLM_HEADER.match(body) if leveled else None
     if m:
-        level = m.group("level")
-        logger = f"{m.group('file') or m.group('file0')}:{m.group('line') or m.group('line0')}"
+        level, file, line, file0, line0 = m.group("level", "file", "line", "file0", "line0")
+        logger = f"{file or file0}:{line or line0}"
         body = body[m.end() :]
         engine = "vllm"
     else:
-        m = _UVICORN.match(body)
+        m = _UVICORN.match(body) if leveled else None
         if m:
             level = m.group("level")
             body = body[m.end() :]
         else:
-            m = _SGLANG.match(body)
+            m = _SGLANG.match(body) if body[:1] == "[" else None
             if m:
                 engine = "sglang"
                 process = m.group("proc").strip() or process
@@ -206,10 +224,10 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
 
 def _split_tgi(body: str) -> tuple[str, str | None]:
     candidate = body
-    m = _ISO_PREFIX.match(candidate)
+    m = _ISO_PREFIX.match(candidate) if candidate[:1].isdigit() else None
     if m:
         candidate = candidate[m.end() :]
-    m = _TGI.match(candidate)
+    m = _TGI.match(candidate) if candidate.lstrip().startswith(_TGI_LEVELS) else None
     if m and (
         "text_generation" in m.group("target")
         or "shard-manager" in m.group("target")

@@ -6,11 +6,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from advisor.core.slots import quick_init
 from advisor.parsing.catalog import Catalog, shipped_catalog
 from advisor.parsing.facts import CONFIG_FACTS, LineFacts, engine_hint, read_facts
 from advisor.parsing.lines import LogLine, Split, clean_text, split_line
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Parsed:
     line: LogLine

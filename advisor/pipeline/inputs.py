@@ -14,31 +14,39 @@ from pathlib import Path
 from typing import BinaryIO
 
 from advisor.core.errors import InputError
+from advisor.core.gcpause import gc_paused
 from advisor.parsing.lines import LogLine, line_from_payload
 from ingest.kinds import JOURNAL_JSON, SNIFF_BYTES, binary_message, line_kind, looks_binary
 
 JOURNALD = "journald-json"
 TEXT = "text"
+_BLOCK = 1 << 20
 
 
-def _journal_lines(raw_lines: Iterable[bytes], name: str) -> Iterator[LogLine]:
-    from ingest.journal import json_line_record
+def _journal_lines(blocks: Iterable[list[bytes]], name: str) -> Iterator[LogLine]:
+    from ingest.journal import json_line_payload
 
-    for number, raw in enumerate(raw_lines, start=1):
-        if not raw.strip():
-            continue
-        record = json_line_record(raw, number)
-        if record.event is None:
-            raise InputError(f"{name}: line {number}: {record.error}")
-        event = record.event
-        yield line_from_payload(number, event["payload"], event["time_us"])
+    number = 0
+    for block in blocks:
+        for raw in block:
+            number += 1
+            if not raw.strip():
+                continue
+            decoded = json_line_payload(raw)
+            if isinstance(decoded, str):
+                raise InputError(f"{name}: line {number}: {decoded}")
+            time_us, payload = decoded
+            yield line_from_payload(number, payload, time_us)
 
 
-def _text_lines(raw_lines: Iterable[bytes]) -> Iterator[LogLine]:
-    for number, raw in enumerate(raw_lines, start=1):
-        text = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if text.strip():
-            yield LogLine(number=number, text=text)
+def _text_lines(blocks: Iterable[list[bytes]]) -> Iterator[LogLine]:
+    number = 0
+    for block in blocks:
+        for raw in block:
+            number += 1
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if text.strip():
+                yield LogLine(number=number, text=text)
 
 
 def _cannot_read(name: str, e: OSError) -> InputError:
@@ -49,16 +57,22 @@ def _cannot_read(name: str, e: OSError) -> InputError:
     return InputError(f"{name}: cannot read: {e.strerror or e}")
 
 
-def _raw_lines(stream: BinaryIO, head: bytes, name: str) -> Iterator[bytes]:
-    """The input split at b"\\n" (without it), `head` (already read) first."""
+def _raw_blocks(stream: BinaryIO, head: bytes, name: str) -> Iterator[list[bytes]]:
+    """The input split at b"\\n" (without it), `head` (already read) first: lists of lines,
+    a block of the file at a time (cheaper than a line at a time)."""
     try:
         first = head + stream.readline() if head else b""  # head's last line completed
         parts = first.split(b"\n")
         if first.endswith(b"\n"):
             parts.pop()
-        yield from parts
-        for raw in stream:
-            yield raw[:-1] if raw.endswith(b"\n") else raw
+        yield parts
+        rest = b""
+        while block := stream.read(_BLOCK):
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
+            yield lines
+        if rest:
+            yield [rest]
     except OSError as e:
         raise _cannot_read(name, e) from e
     finally:
@@ -66,13 +80,15 @@ def _raw_lines(stream: BinaryIO, head: bytes, name: str) -> Iterator[bytes]:
             stream.close()
 
 
-def _first_line(raw_lines: Iterator[bytes]) -> tuple[list[bytes], bytes]:
-    """The lines up to and including the first non-empty one, and that one (b"" if none)."""
+def _first_line(blocks: Iterator[list[bytes]]) -> tuple[list[list[bytes]], bytes]:
+    """The blocks up to and including the one with the first non-empty line, and that line
+    (b"" if none)."""
     seen = []
-    for raw in raw_lines:
-        seen.append(raw)
-        if raw.strip():
-            return seen, raw
+    for block in blocks:
+        seen.append(block)
+        for raw in block:
+            if raw.strip():
+                return seen, raw
     return seen, b""
 
 
@@ -91,11 +107,11 @@ def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
         if stream is not sys.stdin.buffer:
             stream.close()
         raise InputError(binary_message(name))
-    raw_lines = _raw_lines(stream, head, name)
-    seen, first = _first_line(raw_lines)
+    blocks = _raw_blocks(stream, head, name)
+    seen, first = _first_line(blocks)
     if not first:
         raise InputError(f"{name}: empty log")
-    everything = chain(seen, raw_lines)
+    everything = chain(seen, blocks)
     if line_kind(first) == JOURNAL_JSON:
         return JOURNALD, _journal_lines(everything, name)
     return TEXT, _text_lines(everything)
@@ -104,4 +120,5 @@ def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
 def read_log(path: str) -> tuple[str, list[LogLine]]:
     """(format, lines) of a log file, or of stdin for `-`. InputError when unreadable."""
     fmt, lines = open_log(path)
-    return fmt, list(lines)
+    with gc_paused():
+        return fmt, list(lines)

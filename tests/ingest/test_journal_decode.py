@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from advisor.core.journal_export import ExportFormatError, iter_export, write_export_entry
 from advisor.core.records import stable_key
 from advisor.store import EventStore, open_store
-from ingest.journal import JOURNALD_SOURCE, entry_event, json_line_record
+from ingest.journal import JOURNALD_SOURCE, entry_event, json_line_payload, json_line_record
 from ingest.journal_sources import export_records, ingest_json_stream
 from tests.journal_fixtures import entry, json_line
 
@@ -185,3 +185,31 @@ def test_round_trip_ingest_then_read(items: list[tuple[bytes | str, str, int]]) 
             assert ev.time_us == 1_742_105_558_000_000 + (ev.seq - 1) * 1000
     finally:
         store.close()
+
+
+_SHAPES = [
+    orjson.dumps(PID1),
+    b"\x1e" + orjson.dumps(PID1),  # -o json-seq
+    b"  " + orjson.dumps({**PID1, "MESSAGE": list(b"caf\xe9")}) + b"\x0c",
+    orjson.dumps({**PID1, "_PID": "4242", "UNIT": "other.service", "USER_UNIT": "x.service"}),
+    orjson.dumps({**PID1, "_UID": "0", "COREDUMP_UNIT": "vllm.service", "MESSAGE": None}),
+    orjson.dumps({k: v for k, v in PID1.items() if k != "_SYSTEMD_UNIT"}),
+    orjson.dumps({**PID1, "_TRANSPORT": "kernel", "_PID": ["1", "2"]}),
+    b"[1, 2]",
+    b'"text"',
+    b"{bad",
+    b"  {bad",
+    b'{"MESSAGE": "x"}',
+    orjson.dumps(PID1) + b" trailing",
+]
+
+
+@pytest.mark.parametrize("line", _SHAPES)
+def test_json_line_payload_is_json_line_record_s_event_or_error(line: bytes) -> None:
+    """`advisor classify` decodes lines with `json_line_payload` (no stream, no key): it
+    must give the time and payload, or the error, that `json_line_record` gives."""
+    record = json_line_record(line, 1)
+    expected = (
+        record.error if record.event is None else (record.event["time_us"], record.event["payload"])
+    )
+    assert json_line_payload(line) == expected
