@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from advisor.pipeline.sdnotify import Notifier
     from advisor.planning.policy import Policy
     from advisor.store import EventStore
-    from ingest.journal_sources import Selection
+    from ingest.follow import Selection
 
 Say = Callable[[str], None]
 
