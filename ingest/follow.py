@@ -4,12 +4,13 @@ stream flows.
 A reader thread hands records over through a bounded queue (a slow store slows the reader
 instead of growing memory). What has come is committed, batch and checkpoint in one
 transaction, as soon as the stream is quiet for `idle_s` (a few milliseconds: entries that
-arrive together, like the lines of one traceback, go in one transaction) and the last commit
-is at least `min_gap_s` old, or once the oldest record waiting has waited `max_wait_s` while
-entries keep coming, or when a batch is full. A crash after a quiet spell is stored within
-milliseconds; under load commits come at most every `min_gap_s` (each one also runs the
-diagnosis after it), so batches grow with the rate instead of one transaction a line. While
-nothing is pending the loop blocks on the queue: no polling."""
+arrive together, like the lines of one traceback, go in one transaction), or once the oldest
+record waiting has waited `max_wait_s` while entries keep coming, or when a batch is full.
+Quick commits are budgeted: `burst` of them at once, then one every `min_gap_s` (a token
+bucket). A crash after a quiet spell, which journalctl hands over in a few pieces, is stored
+within milliseconds; under load commits come about every `min_gap_s` (each one also runs
+the diagnosis after it), so batches grow with the rate instead of one transaction a line.
+While nothing is pending the loop blocks on the queue: no polling."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class Selection(Protocol):
 @dataclass(frozen=True)
 class Timing:
     idle_s: float = 0.005  # a pause this long commits what is pending
-    min_gap_s: float = 0.1  # under load, commits at most this often...
+    burst: int = 8  # quick commits at once...
+    min_gap_s: float = 0.05  # ...then one this often, under load...
     max_wait_s: float = 0.1  # ...and a record waits at most this long while entries flow
     tick_s: float = 0.5  # the selection's tick, at least this often
     save_every_s: float = 5.0  # the position past dropped entries, at most this often
@@ -123,7 +125,8 @@ class _Loop:
         self.selection = selection
         self.timing = timing
         self.first_at: float | None = None  # when the oldest pending record came
-        self.committed_at = 0.0
+        self.tokens = float(timing.burst)  # quick commits left (see the module)
+        self.counted_at = time.monotonic()
         self.next_tick = 0.0
 
     def timeout(self) -> float:
@@ -134,7 +137,8 @@ class _Loop:
             self.selection.tick()
             self.next_tick = now + t.tick_s
         if self.first_at is not None:
-            quiet = max(t.idle_s, self.committed_at + t.min_gap_s - now)
+            short = 1.0 - self._tokens(now)
+            quiet = max(t.idle_s, short * t.min_gap_s)
             return max(0.0, min(quiet, self.first_at + t.max_wait_s - now))
         wait = t.max_block_s
         if self.selection is not None:
@@ -168,4 +172,10 @@ class _Loop:
     def _commit(self) -> None:
         self.ingester.flush()
         self.first_at = None
-        self.committed_at = time.monotonic()
+        now = time.monotonic()
+        self.tokens = max(0.0, self._tokens(now) - 1.0)
+        self.counted_at = now
+
+    def _tokens(self, now: float) -> float:
+        t = self.timing
+        return min(float(t.burst), self.tokens + (now - self.counted_at) / t.min_gap_s)
