@@ -6,6 +6,7 @@ __all__ = [
     "cgroup",
     "filejob",
     "files",
+    "follow",
     "gpu",
     "gpu_recording",
     "gpu_samples",

@@ -8,15 +8,12 @@ later."""
 
 from __future__ import annotations
 
-import queue
 import shutil
 import tempfile
-import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 from advisor.core.journalctl import (
     build_argv,
@@ -29,12 +26,12 @@ from advisor.core.records import Progress, Record
 from advisor.core.units import mangle
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
+from ingest.follow import Reader, Selection, flush_on_idle, kept
 from ingest.journal import EntryError, entry_event, json_line_record
 from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.store.types import AppendResult
 
 JSON_KIND = "journal-json"
 FOLLOW_KIND = "journalctl"
@@ -127,20 +124,6 @@ def export_records(
         yield Record(n, event, None, position)
 
 
-class Selection(Protocol):
-    """Which followed entries are stored. `name` goes into the checkpoint's name: another
-    selection has another position."""
-
-    @property
-    def name(self) -> str: ...
-
-    def keep(self, event: Mapping[str, Any]) -> bool:
-        """Whether to store this entry (the event `entry_event` built)."""
-
-    def tick(self) -> None:
-        """Called when the stream pauses and at least every half second while it flows."""
-
-
 class UnitGlobs:
     """The entries about units matching globs — the unit `entry_event` says an entry is
     about: `UNIT=` on PID 1's messages, else the sender's unit — as `journalctl -u` chooses
@@ -215,14 +198,14 @@ def ingest_journalctl(
                 export_entries(out), default_host=default_host, skip_cursor=cursor
             )
             check_strict(_selected(records, selection), name)
-    ingester = _Reader(store, name, checkpoint=name, strict=strict, batch_size=batch_size)
+    ingester = Reader(store, name, checkpoint=name, strict=strict, batch_size=batch_size)
     with spawn(argv) as out:
         records = export_records(export_entries(out), default_host=default_host, skip_cursor=cursor)
         if follow:
-            _flush_on_idle(ingester, records, selection)
+            flush_on_idle(ingester, records, selection)
         else:
             for record in records:
-                if selection is None or _kept(record, selection):
+                if selection is None or kept(record, selection):
                     ingester.add(record)
                 else:
                     ingester.skip(record)
@@ -230,92 +213,8 @@ def ingest_journalctl(
     return ingester.report
 
 
-def _kept(record: Record, selection: Selection) -> bool:
-    """Malformed entries are kept (to be counted): which unit they are about is unknown."""
-    return record.event is None or selection.keep(record.event)
-
-
 def _selected(records: Iterable[Record], selection: Selection | None) -> Iterator[Record]:
-    return (r for r in records if selection is None or _kept(r, selection))
-
-
-class _Reader(Ingester):
-    """An ingester that also moves its saved position past entries it does not store."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.unsaved = False  # skipped entries after the saved position
-        self.saved_at = time.monotonic()
-
-    def skip(self, record: Record) -> None:
-        if record.position is not None:
-            self._position = record.position
-            self.unsaved = True
-
-    def flush(self) -> AppendResult:
-        result = super().flush()
-        self.unsaved = False
-        self.saved_at = time.monotonic()
-        return result
-
-
-_END = object()
-
-
-def _flush_on_idle(
-    ingester: _Reader,
-    records: Iterator[Record],
-    selection: Selection | None = None,
-    idle_s: float = 0.2,
-    tick_s: float = 0.5,
-    save_every_s: float = 5.0,
-) -> None:
-    """Add records as they come; whenever the stream pauses for `idle_s`, commit what we
-    have, so a live entry is stored within moments instead of waiting for a full batch.
-    The queue is bounded: a slow store slows the reader instead of growing memory.
-
-    Entries the selection drops move the saved position too, committed at most every
-    `save_every_s` (a restart re-reads at most those, and drops them again)."""
-    pending: queue.Queue[object] = queue.Queue(maxsize=10_000)
-
-    def pump() -> None:
-        try:
-            for record in records:
-                pending.put(record)
-        except BaseException as e:  # surfaced in the caller's thread
-            pending.put(e)
-        pending.put(_END)
-
-    threading.Thread(target=pump, name="journalctl-reader", daemon=True).start()
-    next_tick = 0.0
-    try:
-        while True:
-            try:
-                item = pending.get(timeout=idle_s)
-            except queue.Empty:
-                item = None
-            if selection is not None:
-                now = time.monotonic()
-                if now >= next_tick:
-                    selection.tick()
-                    next_tick = now + tick_s
-            if item is None:
-                if ingester.pending or (
-                    ingester.unsaved and time.monotonic() - ingester.saved_at >= save_every_s
-                ):
-                    ingester.flush()
-                continue
-            if item is _END:
-                break
-            if isinstance(item, BaseException):
-                raise item
-            assert isinstance(item, Record)
-            if selection is None or _kept(item, selection):
-                ingester.add(item)
-            else:
-                ingester.skip(item)
-    finally:
-        ingester.flush()
+    return (r for r in records if selection is None or kept(r, selection))
 
 
 def checkpoint_name_for(

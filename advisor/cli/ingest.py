@@ -74,7 +74,8 @@ def _check_journal_sources(
     "journal_files",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="A binary .journal file, read through journalctl --file (repeatable).",
+    help="A binary .journal file, read through journalctl --file (repeatable); a folder: "
+    "all its .journal files (journalctl --directory).",
 )
 @click.option("--follow", is_flag=True, help="Follow the live journal until interrupted.")
 @click.option("--unit", "units", multiple=True, help="Only these units (globs allowed).")

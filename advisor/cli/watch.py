@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     "journal_files",
     multiple=True,
     type=click.Path(path_type=Path),
-    help="Follow these .journal files instead of the system journal.",
+    help="Follow these .journal files instead of the system journal; a folder: all its "
+    ".journal files, across rotations.",
 )
 @click.option(
     "--gpu-interval",

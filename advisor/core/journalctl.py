@@ -55,7 +55,9 @@ def build_argv(
     adds a unit that appears later) and chooses the entries itself."""
     argv = [executable, "--output=export", "--all", "--no-pager", "--quiet"]
     for path in files:
-        argv.append(f"--file={path}")
+        # a folder of .journal files (as journald and systemd-journal-remote write them) is
+        # read whole, and followed across its rotations: --file stays on the file it opened
+        argv.append(f"--directory={path}" if path.is_dir() else f"--file={path}")
     for unit in units:
         argv.append(f"--unit={validate_unit(unit)}")
     if cursor is not None:

@@ -6,6 +6,7 @@ SIGINT or SIGTERM, committing what it has."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from advisor.pipeline.sdnotify import Notifier
     from advisor.planning.policy import Policy
     from advisor.store import EventStore
-    from ingest.journal_sources import Selection
+    from ingest.follow import Selection
 
 Say = Callable[[str], None]
 
@@ -79,7 +80,7 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     watching = _watching(config, notifier, say)
     store = open_store()
     stop_metrics = _serve_metrics(store, config, say)
-    _start_processing(store, config, say)
+    finish = _start_processing(store, config, say)
     stop = threading.Event()
     threads = _Threads(stop)
     if not config.no_gpu:
@@ -88,6 +89,7 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
         )
     if config.ship_to is not None:
         threads.start_shipping(store, config.ship_to, config.host, notifier, say)
+    stopped = False
     try:
         # SIGTERM stops the daemon cleanly from the moment it says it is ready.
         with sigterm_as_interrupt():
@@ -95,15 +97,25 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
             notifier.keep_alive()
             say(f"watching {safe_text(watching.text)}")
             _follow(store, config, watching)
+        stopped = True
     except KeyboardInterrupt:
-        pass
+        stopped = True
     finally:
         notifier.stopping()
+        if stopped:
+            _last_pass(finish)
         threads.stop_all()
         if stop_metrics is not None:
             stop_metrics()
     if threads.shipper_died:
         raise StoreError(f"the shipper stopped while watching: {threads.shipper_died[0]}")
+
+
+def _last_pass(finish: Callable[[], None]) -> None:
+    """The stop may have cut a diagnosis pass short: the plans for the last lines stored are
+    made now rather than at the next start (a second SIGINT skips it)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        finish()
 
 
 def _watching(config: WatchConfig, notifier: Notifier, say: Say) -> Watching:
@@ -139,9 +151,9 @@ def _serve_metrics(store: EventStore, config: WatchConfig, say: Say) -> Callable
     return stop
 
 
-def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
+def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> Callable[[], None]:
     """Diagnose (and with --auto apply) after every batch, then tell what is new; first what
-    arrived while the watcher was down."""
+    arrived while the watcher was down. Returns a last pass, for when it stops."""
     from advisor.pipeline.auto import auto_lines, auto_once
     from advisor.pipeline.processing import Processor
     from advisor.pipeline.remediate import backend_for
@@ -164,9 +176,14 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> None:
                 say(line)
         teller.tell()
 
+    def catch_up() -> None:
+        processor.run(final=False)
+        after()
+
     processor.follow(after=after)
     processor.run(final=False)
     teller.tell()
+    return catch_up
 
 
 def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:

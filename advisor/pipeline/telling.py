@@ -19,7 +19,7 @@ from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
-from advisor.store import EventFilter
+from advisor.store.retained import last_seq
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
 
@@ -125,9 +125,9 @@ class Teller:
     seen: tuple[int, ...] | None = None  # the mark of the last pass
 
     def mark(self) -> tuple[int, ...]:
-        """The newest event of each kind in TOLD_FROM (a few index reads)."""
-        newest = (list(self.store.read(EventFilter(type=t, limit=1))) for t in TOLD_FROM)
-        return tuple(e[-1].seq if e else 0 for e in newest)
+        """The newest event of the kinds in TOLD_FROM (one read of the type index): it
+        moves whenever there may be something new to tell."""
+        return (last_seq(self.store, TOLD_FROM),)
 
     def baseline(self) -> None:
         """Count what holds now as told: a restarted daemon does not tell it again."""

@@ -3,6 +3,8 @@ the store's chain, and each shipping host's, goes on after the events retained."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import func, select
 
 from advisor.core.events import ChainAnchor, StoreRetained
@@ -35,6 +37,11 @@ def anchors(store: EventStore) -> tuple[dict[int, ChainAnchor], dict[str, ChainA
     return chain, hosts
 
 
-def last_seq(store: EventStore) -> int:
+def last_seq(store: EventStore, types: Sequence[str] = ()) -> int:
+    """The newest event's seq (0: none); with `types`, the newest of those types (one read
+    of the type index)."""
+    query = select(func.coalesce(func.max(events.c.seq), 0))
+    if types:
+        query = query.where(events.c.type.in_(types))
     with store.connect() as conn:
-        return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
+        return int(conn.execute(query).scalar_one())

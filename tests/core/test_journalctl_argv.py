@@ -124,3 +124,12 @@ def test_checkpoint_names() -> None:
         checkpoint_name_for([], [], selection="vllm-*.service+kernel")
         == "journalctl:system:vllm-*.service+kernel"
     )
+
+
+def test_a_folder_is_read_as_a_journal_directory(tmp_path: Path) -> None:
+    """A folder of .journal files goes to --directory, which follows its rotations."""
+    one = tmp_path / "system.journal"
+    one.write_bytes(b"")
+    argv = build_argv(files=[tmp_path, one], follow=True)
+    assert f"--directory={tmp_path}" in argv
+    assert f"--file={one}" in argv

@@ -248,3 +248,22 @@ def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
         found = conn.execute(_PG_EXISTING_KEYS, {"sid": sid, "keys": [5, 19_999, 20_000]})
         assert sorted(k for (k,) in found) == [5, 19_999]
     assert re.search(r"Index Cond: \(\(source_id = [^)]+\) AND \(idem_key = ANY", plan), plan
+
+
+def test_last_seq_of_some_types(store_url: str, opener: Opener) -> None:
+    from advisor.store.retained import last_seq
+
+    store = opener(store_url)
+    assert last_seq(store, ("pipeline.skipped",)) == 0
+    skipped = {
+        "stream": "h/u.service",
+        "time_us": 1_700_000_000_000_000,
+        "source": "test",
+        "key": 100,
+        "payload": {"type": "pipeline.skipped", "stage": "fold", "seq": 1, "reason": "r"},
+    }
+    store.append(validate_batch([log_event(0), skipped, log_event(1), log_event(2)]))
+    assert last_seq(store) == 4
+    assert last_seq(store, ("pipeline.skipped",)) == 2
+    assert last_seq(store, ("pipeline.skipped", "log.recorded")) == 4
+    assert last_seq(store, ("incident.opened",)) == 0

@@ -1,0 +1,181 @@
+"""Live follow: store each entry moments after it comes, and still in batches while the
+stream flows.
+
+A reader thread hands records over through a bounded queue (a slow store slows the reader
+instead of growing memory). What has come is committed, batch and checkpoint in one
+transaction, as soon as the stream is quiet for `idle_s` (a few milliseconds: entries that
+arrive together, like the lines of one traceback, go in one transaction), or once the oldest
+record waiting has waited `max_wait_s` while entries keep coming, or when a batch is full.
+Quick commits are budgeted: `burst` of them at once, then one every `min_gap_s` (a token
+bucket). A crash after a quiet spell, which journalctl hands over in a few pieces, is stored
+within milliseconds; under load commits come about every `min_gap_s` (each one also runs
+the diagnosis after it), so batches grow with the rate instead of one transaction a line.
+While nothing is pending the loop blocks on the queue: no polling."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from advisor.core.records import Record
+from ingest.pipeline import Ingester
+
+
+class Selection(Protocol):
+    """Which followed entries are stored. `name` goes into the checkpoint's name: another
+    selection has another position."""
+
+    @property
+    def name(self) -> str: ...
+
+    def keep(self, event: Mapping[str, Any]) -> bool:
+        """Whether to store this entry (the event `entry_event` built)."""
+
+    def tick(self) -> None:
+        """Called when the stream pauses and at least every half second while it flows."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    idle_s: float = 0.005  # a pause this long commits what is pending
+    burst: int = 8  # quick commits at once...
+    min_gap_s: float = 0.05  # ...then one this often, under load...
+    max_wait_s: float = 0.1  # ...and a record waits at most this long while entries flow
+    tick_s: float = 0.5  # the selection's tick, at least this often
+    save_every_s: float = 5.0  # the position past dropped entries, at most this often
+    max_block_s: float = 60.0  # nothing pending: wake this seldom (a bound, not a poll)
+
+
+class Reader(Ingester):
+    """An ingester that also moves its saved position past entries it does not store."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unsaved = False  # skipped entries after the saved position
+        self.saved_at = time.monotonic()
+
+    def skip(self, record: Record) -> None:
+        if record.position is not None:
+            self._position = record.position
+            self.unsaved = True
+
+    def flush(self) -> Any:
+        result = super().flush()
+        self.unsaved = False
+        self.saved_at = time.monotonic()
+        return result
+
+
+def kept(record: Record, selection: Selection) -> bool:
+    """Malformed entries are kept (to be counted): which unit they are about is unknown."""
+    return record.event is None or selection.keep(record.event)
+
+
+_END = object()
+
+
+def flush_on_idle(
+    ingester: Reader,
+    records: Iterator[Record],
+    selection: Selection | None = None,
+    timing: Timing = Timing(),
+) -> None:
+    """Add records as they come and commit them as the module says, until the records end.
+
+    Entries the selection drops move the saved position too, committed at most every
+    `save_every_s` (a restart re-reads at most those, and drops them again)."""
+    pending: queue.Queue[object] = queue.Queue(maxsize=10_000)
+
+    def pump() -> None:
+        try:
+            for record in records:
+                pending.put(record)
+        except BaseException as e:  # surfaced in the caller's thread
+            pending.put(e)
+        pending.put(_END)
+
+    threading.Thread(target=pump, name="journalctl-reader", daemon=True).start()
+    loop = _Loop(ingester, selection, timing)
+    try:
+        while True:
+            try:
+                item = pending.get(timeout=loop.timeout())
+            except queue.Empty:
+                loop.quiet()
+                continue
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, Record)
+            loop.take(item)
+    finally:
+        ingester.flush()
+
+
+class _Loop:
+    """When to commit, tick and save: the clock of `flush_on_idle`."""
+
+    def __init__(self, ingester: Reader, selection: Selection | None, timing: Timing) -> None:
+        self.ingester = ingester
+        self.selection = selection
+        self.timing = timing
+        self.first_at: float | None = None  # when the oldest pending record came
+        self.tokens = float(timing.burst)  # quick commits left (see the module)
+        self.counted_at = time.monotonic()
+        self.next_tick = 0.0
+
+    def timeout(self) -> float:
+        """How long to wait for the next record before `quiet`."""
+        now = time.monotonic()
+        t = self.timing
+        if self.selection is not None and now >= self.next_tick:
+            self.selection.tick()
+            self.next_tick = now + t.tick_s
+        if self.first_at is not None:
+            short = 1.0 - self._tokens(now)
+            quiet = max(t.idle_s, short * t.min_gap_s)
+            return max(0.0, min(quiet, self.first_at + t.max_wait_s - now))
+        wait = t.max_block_s
+        if self.selection is not None:
+            wait = min(wait, self.next_tick - now)
+        if self.ingester.unsaved:
+            wait = min(wait, self.ingester.saved_at + t.save_every_s - now)
+        return max(0.0, wait)
+
+    def take(self, record: Record) -> None:
+        if self.selection is not None and not kept(record, self.selection):
+            self.ingester.skip(record)
+            return
+        self.ingester.add(record)
+        if record.event is not None and not self.ingester.pending:
+            self.first_at = None  # a full batch committed itself
+            return
+        now = time.monotonic()
+        if self.first_at is None:
+            self.first_at = now
+        elif now - self.first_at >= self.timing.max_wait_s:
+            self._commit()
+
+    def quiet(self) -> None:
+        """Nothing came for the time `timeout` said: commit what waits, or the position."""
+        if self.first_at is not None or (
+            self.ingester.unsaved
+            and time.monotonic() - self.ingester.saved_at >= self.timing.save_every_s
+        ):
+            self._commit()
+
+    def _commit(self) -> None:
+        self.ingester.flush()
+        self.first_at = None
+        now = time.monotonic()
+        self.tokens = max(0.0, self._tokens(now) - 1.0)
+        self.counted_at = now
+
+    def _tokens(self, now: float) -> float:
+        t = self.timing
+        return min(float(t.burst), self.tokens + (now - self.counted_at) / t.min_gap_s)
