@@ -10,7 +10,12 @@ Quick commits are budgeted: `burst` of them at once, then one every `min_gap_s` 
 bucket). A crash after a quiet spell, which journalctl hands over in a few pieces, is stored
 within milliseconds; under load commits come about every `min_gap_s` (each one also runs
 the diagnosis after it), so batches grow with the rate instead of one transaction a line.
-While nothing is pending the loop blocks on the queue: no polling."""
+While nothing is pending the loop blocks on the queue: no polling.
+
+A stop (`stop` set, by SIGTERM or Ctrl-C through `signals_set`) is a message on the same
+queue: the loop ends between two records, commits what is pending, and returns. An
+exception raised at any moment instead (the old way) could land inside a commit and leave
+that connection's write lock held while the last commit waited on it."""
 
 from __future__ import annotations
 
@@ -76,6 +81,7 @@ def kept(record: Record, selection: Selection) -> bool:
 
 
 _END = object()
+_STOP = object()
 
 
 def flush_on_idle(
@@ -83,8 +89,10 @@ def flush_on_idle(
     records: Iterator[Record],
     selection: Selection | None = None,
     timing: Timing = Timing(),
+    stop: threading.Event | None = None,
 ) -> None:
-    """Add records as they come and commit them as the module says, until the records end.
+    """Add records as they come and commit them as the module says, until the records end
+    or `stop` is set.
 
     Entries the selection drops move the saved position too, committed at most every
     `save_every_s` (a restart re-reads at most those, and drops them again)."""
@@ -98,7 +106,14 @@ def flush_on_idle(
             pending.put(e)
         pending.put(_END)
 
+    def stopper() -> None:
+        assert stop is not None
+        stop.wait()
+        pending.put(_STOP)
+
     threading.Thread(target=pump, name="journalctl-reader", daemon=True).start()
+    if stop is not None:
+        threading.Thread(target=stopper, name="follow-stop", daemon=True).start()
     loop = _Loop(ingester, selection, timing)
     try:
         while True:
@@ -107,7 +122,7 @@ def flush_on_idle(
             except queue.Empty:
                 loop.quiet()
                 continue
-            if item is _END:
+            if item is _END or item is _STOP:
                 break
             if isinstance(item, BaseException):
                 raise item

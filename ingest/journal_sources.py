@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -165,8 +166,10 @@ def ingest_journalctl(
     batch_size: int = DEFAULT_BATCH,
     selection: Selection | None = None,
     resume_from: Sequence[str] = (),
+    stop: threading.Event | None = None,
 ) -> IngestReport:
-    """Read through journalctl's export stream, resuming at the saved cursor.
+    """Read through journalctl's export stream, resuming at the saved cursor; following, until
+    the stream ends or `stop` is set.
 
     Following with `units` (or any `selection`), journalctl reads every entry and the
     selection keeps its own; the cursor saved is the last entry read, kept or not.
@@ -202,9 +205,11 @@ def ingest_journalctl(
     with spawn(argv) as out:
         records = export_records(export_entries(out), default_host=default_host, skip_cursor=cursor)
         if follow:
-            flush_on_idle(ingester, records, selection)
+            flush_on_idle(ingester, records, selection, stop=stop)
         else:
             for record in records:
+                if stop is not None and stop.is_set():
+                    break
                 if selection is None or kept(record, selection):
                     ingester.add(record)
                 else:

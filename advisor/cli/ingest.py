@@ -129,8 +129,9 @@ def ingest_journal(
                 store, path, strict=strict, default_host=host, progress=progress, parallel=True
             )
     else:
+        stop = threading.Event()  # SIGTERM or Ctrl-C: stop between two entries
         try:
-            with sigterm_as_interrupt():
+            with signals_set(stop):
                 report = js.ingest_journalctl(
                     store,
                     files=journal_files,
@@ -139,8 +140,11 @@ def ingest_journal(
                     since=since,
                     strict=strict,
                     default_host=host,
+                    stop=stop,
                 )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a second signal
+            return
+        if stop.is_set():
             return
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from advisor.core.errors import InputError, StoreError
 from advisor.core.render import safe_text
-from advisor.pipeline.signals import sigterm_as_interrupt
+from advisor.pipeline.signals import signals_set
 
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers
@@ -90,13 +90,16 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     if config.ship_to is not None:
         threads.start_shipping(store, config.ship_to, config.host, notifier, say)
     stopped = False
+    follow_stop = threading.Event()
     try:
-        # SIGTERM stops the daemon cleanly from the moment it says it is ready.
-        with sigterm_as_interrupt():
+        # SIGTERM or Ctrl-C stops the daemon cleanly from the moment it says it is ready:
+        # the follower ends between two entries and commits what it holds (a second signal
+        # interrupts at once).
+        with signals_set(follow_stop):
             notifier.ready(f"watching {watching.text}")
             notifier.keep_alive()
             say(f"watching {safe_text(watching.text)}")
-            _follow(store, config, watching)
+            _follow(store, config, watching, follow_stop)
         stopped = True
     except KeyboardInterrupt:
         stopped = True
@@ -186,7 +189,9 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> Calla
     return catch_up
 
 
-def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:
+def _follow(
+    store: EventStore, config: WatchConfig, watching: Watching, stop: threading.Event
+) -> None:
     from ingest.journal_sources import ingest_journalctl
 
     ingest_journalctl(
@@ -195,6 +200,7 @@ def _follow(store: EventStore, config: WatchConfig, watching: Watching) -> None:
         follow=True,
         selection=watching.selection,
         resume_from=watching.resume_from,
+        stop=stop,
     )
 
 
