@@ -30,11 +30,11 @@ from typing import Any, Final
 
 from advisor.core.events import NewEvent
 from advisor.core.records import stable_key
-from advisor.diagnosis.classify import RunVerdict, judge_run, verdict_facts
+from advisor.diagnosis.classify import RunVerdict, verdict_facts
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
+from advisor.diagnosis.stream import judge_lines
 from advisor.parsing.lines import LogLine, clean_text
-from advisor.parsing.sequence import parse, single_run
 from advisor.store import EventStore
 from advisor.views.incidents import would_open_incident
 from advisor.views.keys import config_key
@@ -111,16 +111,21 @@ class Diagnoser:
 
     # -- helpers ---------------------------------------------------------------------
     def _judge(self, run: RunView) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
-        ordered = run_lines(self.store, run)
-        parsed = parse(ordered)
-        whole = single_run(parsed, run.unit, run.invocation_id)
+        """The run's verdict, its evidence lines and its facts. Its lines are read from the
+        store as they are judged, and only those a streamed run keeps are held
+        (`diagnosis.stream`): a run of millions of lines costs no more memory than one of
+        thousands."""
         peak = None
         if run.peak_gpu_used_bytes is not None and run.peak_gpu_total_bytes:
             peak = run.peak_gpu_used_bytes / run.peak_gpu_total_bytes
-        verdict = judge_run(whole, parsed, self.rules, self.model, peak)
-        facts = verdict_facts(verdict, parsed)
-        verdict.evidence = [parsed[i].line.number for i in verdict.evidence]
-        return verdict, ordered, facts
+        lines = run_lines(self.store, run)
+        verdict, kept = judge_lines(
+            lines, run.unit, run.invocation_id, self.rules, self.model, peak
+        )
+        facts = verdict_facts(verdict, kept)
+        evidence = [kept[i].line for i in verdict.evidence]
+        verdict.evidence = [line.number for line in evidence]
+        return verdict, evidence, facts
 
     def _event(
         self, run: RunView, payload: dict[str, Any], kind: str, ident: str | None = None

@@ -293,6 +293,32 @@ def _batches(lines: Iterable[LogLine]) -> Iterator[list[LogLine]]:
         yield batch
 
 
+def judge_lines(
+    lines: Iterable[LogLine],
+    unit: str | None,
+    invocation_id: str | None,
+    rules: RuleSet,
+    model: LinearModel | None,
+    gpu_peak_fraction: float | None = None,
+) -> tuple[RunVerdict, LineView]:
+    """All of `lines` as one run (its boundaries decided already: a stored run the fold cut),
+    judged in bounded memory, on the lines a streamed run keeps; and those lines, by their
+    position among `lines`."""
+    kept = _Kept(rules, _Watch.of(rules))
+    run = Run(unit=unit, invocation_id=invocation_id, indexes=[])
+    total = 0
+    with gc_paused():
+        for batch in _batches(lines):
+            for p in parse(batch):
+                run.absorb(total, p)
+                kept.add(total, p)
+                total += 1
+    run.indexes = sorted(kept.lines)
+    view = LineView(kept.lines, total)
+    settle(run, view, kept.stitcher.finish())
+    return judge_run(run, view, rules, model, gpu_peak_fraction), view
+
+
 def diagnose_stream(
     lines: Iterable[LogLine], rules: RuleSet, model: LinearModel | None
 ) -> StreamDiagnosis:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from sqlalchemy import select
@@ -53,36 +53,37 @@ def read_rows(
     return [{str(k): v for k, v in r._mapping.items()} for r in rows]
 
 
-def run_log_events(store: EventStore, run: RunView) -> list[StoredEvent]:
+def run_log_events(store: EventStore, run: RunView) -> Iterator[StoredEvent]:
     """A run's own log lines (a `runs` row), in the fold's order: the stream's lines from its
     first line's place to its last's (read in (time, seq) order on the stream's time index,
-    a page at a time)."""
+    a page at a time, and handed on as they are read: a run may have millions)."""
     first, last = run.first_key or "", run.last_key or ""
     until = run.last_us or run.started_us
     query = log_query(run.stream).where(events.c.event_time_us <= until)
-    found: list[StoredEvent] = []
-    with store.connect() as conn:
-        for row in log_rows(conn, query, run.started_us):
-            p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload)
-            if not isinstance(p, LogRecorded):
-                continue
-            # Only the first and last lines' microseconds can hold other runs' lines.
-            if (
-                row.event_time_us in (run.started_us, until)
-                and not first <= order_key(row.event_time_us, p) <= last
-            ):
-                continue
-            found.append(log_event(row, run.stream, p))
-    return in_line_order(found)
+
+    def rows() -> Iterator[StoredEvent]:
+        with store.connect() as conn:
+            for row in log_rows(conn, query, run.started_us):
+                p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload)
+                if not isinstance(p, LogRecorded):
+                    continue
+                # Only the first and last lines' microseconds can hold other runs' lines.
+                if (
+                    row.event_time_us in (run.started_us, until)
+                    and not first <= order_key(row.event_time_us, p) <= last
+                ):
+                    continue
+                yield log_event(row, run.stream, p)
+
+    return in_line_order(rows())
 
 
-def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:
+def in_line_order(lines: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
     """Log events given in time order, in the order `order_key` gives: the lines of one
     microsecond put in the journal's order (their keys are worked out for those alone)."""
-    ordered: list[StoredEvent] = []
     group: list[StoredEvent] = []
 
-    def flush() -> None:
+    def flushed() -> list[StoredEvent]:
         if len(group) > 1:
             group.sort(
                 key=lambda e: (
@@ -90,20 +91,20 @@ def in_line_order(lines: Iterable[StoredEvent]) -> list[StoredEvent]:
                     e.seq,
                 )
             )
-        ordered.extend(group)
+        out = list(group)
         group.clear()
+        return out
 
     for event in lines:
         if group and event.time_us != group[0].time_us:
-            flush()
+            yield from flushed()
         group.append(event)
-    flush()
-    return ordered
+    yield from flushed()
 
 
-def run_lines(store: EventStore, run: RunView) -> list[LogLine]:
+def run_lines(store: EventStore, run: RunView) -> Iterator[LogLine]:
     """What a diagnosis of `run` (a `runs` row) reads: its own lines and the host's kernel
-    lines around it, in the fold's order."""
+    lines around it, in the fold's order, as they are read."""
     until = run.ended_us or run.last_us or run.started_us
     kernel = sorted(
         (
@@ -120,9 +121,9 @@ def run_lines(store: EventStore, run: RunView) -> list[LogLine]:
         key=lambda e: e.time_us,
     )
     # (a payload's own attributes: what model_dump gives, without copying each line's)
-    return [
+    return (
         line_from_payload(event.seq, vars(event.payload), event.time_us)
         for event in in_line_order(
             heapq.merge(run_log_events(store, run), kernel, key=lambda e: e.time_us)
         )
-    ]
+    )

@@ -1,5 +1,6 @@
 """Streaming `classify` (`diagnose_stream` over `open_log`) answers as `diagnose` over
-`read_log` does, and its memory does not grow with the length of a run."""
+`read_log` does, and its memory does not grow with the length of a run; nor does judging a
+run the fold cut (`judge_lines`, what `advisor watch` runs)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import orjson
 import pytest
 
 from advisor.core.errors import InputError
-from advisor.diagnosis.classify import diagnose
+from advisor.diagnosis.classify import diagnose, judge_run, verdict_facts
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
-from advisor.diagnosis.stream import HEAD, diagnose_stream
+from advisor.diagnosis.stream import HEAD, diagnose_stream, judge_lines
 from advisor.parsing.lines import LogLine
+from advisor.parsing.parsed import parse
+from advisor.parsing.sequence import single_run
 from advisor.pipeline.inputs import open_log, read_log
 from advisor.reports.contract import to_contract
 
@@ -150,3 +153,42 @@ def test_lines_are_numbered_as_read_log_numbers_them(tmp_path: Path) -> None:
         (4, "xxxxx"),
         (6, "last"),
     ]
+
+
+def _judged(filler: int, judges: Any) -> tuple[int, Any, Any, dict[str, Any]]:
+    """`judge_lines` over the crash log with `filler` lines of traffic, as one run: its
+    traced peak, verdict, kept lines and facts."""
+    rules, model = judges
+    tracemalloc.start()
+    try:
+        verdict, kept = judge_lines(_lines(filler), "vllm.service", None, rules, model)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak, verdict, kept, verdict_facts(verdict, kept)
+
+
+def test_a_stored_run_is_judged_as_one_run_on_the_lines_it_keeps(judges: Any) -> None:
+    """What `advisor watch` does with a run the fold cut (`judge_lines`): the same label,
+    phase, facts and evidence as judging all of its lines at once (`single_run`), holding
+    only what a streamed run keeps."""
+    rules, model = judges
+    filler = HEAD + 3_000
+    _, verdict, kept, facts = _judged(filler, judges)
+    everything = parse(list(_lines(filler)))
+    whole = judge_run(single_run(everything, "vllm.service", None), everything, rules, model)
+    assert (verdict.label, verdict.phase, verdict.failed) == (whole.label, whole.phase, True)
+    assert verdict.label == "runtime_oom"
+    assert [kept[i].line.number for i in verdict.evidence] == [
+        everything[i].line.number for i in whole.evidence
+    ]
+    assert facts == verdict_facts(whole, everything)
+    assert len(kept) == len(everything)  # positions among all the lines
+    assert len(verdict.run.indexes) < len(everything) - 2_500  # the traffic after the head: let go
+
+
+def test_judging_a_stored_run_does_not_grow_with_its_length(judges: Any) -> None:
+    short_peak, short, _, short_facts = _judged(20_000, judges)
+    long_peak, long, _, long_facts = _judged(200_000, judges)
+    assert long_peak < short_peak * 1.25 + 2_000_000, (short_peak, long_peak)
+    assert (long.label, long_facts) == (short.label, short_facts)
