@@ -207,15 +207,25 @@ def ingest_journalctl(
         if follow:
             flush_on_idle(ingester, records, selection, stop=stop)
         else:
-            for record in records:
-                if stop is not None and stop.is_set():
-                    break
-                if selection is None or kept(record, selection):
-                    ingester.add(record)
-                else:
-                    ingester.skip(record)
-            ingester.flush()
+            _read_all(ingester, records, selection, stop)
     return ingester.report
+
+
+def _read_all(
+    ingester: Reader,
+    records: Iterable[Record],
+    selection: Selection | None,
+    stop: threading.Event | None,
+) -> None:
+    """Every record to its end (or until `stop`), then one last commit."""
+    for record in records:
+        if stop is not None and stop.is_set():
+            break
+        if selection is None or kept(record, selection):
+            ingester.add(record)
+        else:
+            ingester.skip(record)
+    ingester.flush()
 
 
 def _selected(records: Iterable[Record], selection: Selection | None) -> Iterator[Record]:

@@ -6,7 +6,7 @@ import sys
 import threading
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -38,7 +38,7 @@ from ingest.files import resolve
 from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
-    pass
+    from advisor.store import EventStore
 
 
 @click.group(cls=AdvisorGroup)
@@ -129,24 +129,33 @@ def ingest_journal(
                 store, path, strict=strict, default_host=host, progress=progress, parallel=True
             )
     else:
-        stop = threading.Event()  # SIGTERM or Ctrl-C: stop between two entries
-        try:
-            with signals_set(stop):
-                report = js.ingest_journalctl(
-                    store,
-                    files=journal_files,
-                    units=units,
-                    follow=follow,
-                    since=since,
-                    strict=strict,
-                    default_host=host,
-                    stop=stop,
-                )
-        except KeyboardInterrupt:  # a second signal
+        followed = _read_journalctl(
+            store,
+            files=journal_files,
+            units=units,
+            follow=follow,
+            since=since,
+            strict=strict,
+            default_host=host,
+        )
+        if followed is None:  # stopped by a signal
             return
-        if stop.is_set():
-            return
+        report = followed
     print_report(report, as_json, diagnose_after(store) if diagnose else None)
+
+
+def _read_journalctl(store: EventStore, **options: Any) -> IngestReport | None:
+    """`.journal` files or the live journal through journalctl; None when a signal stopped
+    it (SIGTERM or Ctrl-C: between two entries, what was read committed; a second: at once)."""
+    from ingest import journal_sources as js
+
+    stop = threading.Event()
+    try:
+        with signals_set(stop):
+            report = js.ingest_journalctl(store, stop=stop, **options)
+    except KeyboardInterrupt:
+        return None
+    return None if stop.is_set() else report
 
 
 @ingest.command("text")
