@@ -263,7 +263,8 @@ def _prepare_shaped(raw: Sequence[dict[str, Any]]) -> list[Prepared] | None:
     adapter, shaped_types = _SHAPED
     for r in raw:
         p = r.get("payload") if isinstance(r, dict) else None
-        if not isinstance(p, dict) or p.get("type") not in shaped_types:
+        kind = p.get("type") if isinstance(p, dict) else None
+        if not isinstance(kind, str) or kind not in shaped_types:  # (a list is unhashable)
             return None
     try:
         adapter.validate_python(raw)

@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from advisor.core import events
+from advisor.core.errors import InvalidEventError
 from advisor.core.events import PAYLOAD_TYPES, NewEvent, prepare
 from advisor.core.shapes import batch_adapter, shape_of
 
@@ -163,6 +164,12 @@ def test_prepare_stores_the_same_rows_through_shapes_and_models(
     shaped = prepare(raw)
     monkeypatch.setattr(events, "_SHAPED", None)
     assert prepare(raw) == shaped
+
+
+@pytest.mark.parametrize("kind", [["log.recorded"], {"t": 1}, None, 7, "no.such.type"])
+def test_a_payload_type_that_names_no_shaped_type_is_refused_by_the_models(kind: Any) -> None:
+    with pytest.raises(InvalidEventError):
+        prepare([_event({"type": kind, "origin": "journald"})])
 
 
 def test_a_model_with_a_nested_model_or_a_validator_has_no_shape() -> None:
