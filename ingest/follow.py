@@ -122,8 +122,8 @@ def flush_on_idle(
             except queue.Empty:
                 loop.quiet()
                 continue
-            if item is _END or item is _STOP:
-                break
+            if item is _END or item is _STOP or (stop is not None and stop.is_set()):
+                break  # (entries read ahead of a stop are left for the next start)
             if isinstance(item, BaseException):
                 raise item
             assert isinstance(item, Record)

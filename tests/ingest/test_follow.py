@@ -108,3 +108,25 @@ def test_the_reader_s_failure_is_raised_after_what_came_is_committed() -> None:
     with pytest.raises(OSError, match="went away"):
         flush_on_idle(reader(commits), records())
     assert commits.stored == 1
+
+
+def test_a_stop_ends_the_follow_between_records_and_commits_what_came() -> None:
+    """SIGTERM's way (`stop` set): the loop returns although journalctl would go on, with
+    what it read committed; nothing raised into it mid-commit."""
+    commits, stop, never = Commits(), threading.Event(), threading.Event()
+
+    def records() -> Iterator[Record]:
+        yield from (record(i) for i in range(3))
+        never.wait(PATIENCE_S)  # a live journal with nothing more to say
+        yield record(3)
+
+    done = threading.Event()
+    follower = threading.Thread(
+        target=lambda: (flush_on_idle(reader(commits), records(), stop=stop), done.set())
+    )
+    follower.start()
+    assert commits.happened.wait(PATIENCE_S)  # the three came and were committed
+    stop.set()
+    assert done.wait(PATIENCE_S / 2), "the follower did not stop while its source was silent"
+    follower.join()
+    assert commits.stored == 3 and commits.batches[-1][1] == "c2"
