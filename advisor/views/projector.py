@@ -56,7 +56,6 @@ folded by another version empties the projections and folds every event again.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
@@ -67,6 +66,7 @@ import orjson
 from sqlalchemy import Connection, delete, select, text
 
 from advisor.core.events import StoredEvent
+from advisor.core.gcpause import fewer_collections
 from advisor.store import EventFilter, EventStore
 from advisor.store.engine import retry_busy
 from advisor.store.schema import PROJECTION_TABLES, fold_pending
@@ -78,7 +78,6 @@ CHECKPOINT: Final = "projections"
 FOLD_VERSION: Final = 2  # 2: order-independent runs, labels by content, incidents from runs
 PROJECTION_LOCK_ID: Final = 0x616476_70726F  # pg advisory lock key for folding ("advpro")
 CHUNK: Final = 5000
-GC_THRESHOLD: Final = 50_000  # allocations between collections while folding
 
 
 def _position(position: Mapping[str, Any] | None) -> int:
@@ -177,20 +176,6 @@ class Projector:
             if conn.dialect.name == "postgresql":  # one folder at a time, as SQLite's lock
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PROJECTION_LOCK_ID})
             yield conn
-
-
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Python's cyclic garbage collector run less often meanwhile: a chunk's fold makes
-    objects by the hundred thousand (events, payloads, parsed lines), few of them in cycles,
-    and at the default threshold the collector runs every 700 of them, scanning the chunk
-    again and again (a quarter of the fold's time)."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], GC_THRESHOLD), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _empty(conn: Connection) -> None:
