@@ -50,6 +50,7 @@ __all__ = [
     "RuleSpec",
     "build_ruleset",
     "catalog_rules",
+    "cued_search",
     "literal_cue",
     "literal_cues",
     "load_file",
@@ -93,6 +94,7 @@ def literal_cue(pattern: str) -> str | None:
     return None if parsed is None else _longest_literal(parsed)
 
 
+@functools.lru_cache(maxsize=4096)  # worked out once per pattern: searches ask for each line
 def literal_cues(pattern: str) -> tuple[str, ...] | None:
     """Literals one of which every match of `pattern` contains: its `literal_cue`, or, for a
     pattern that is one alternation (`a|b|c`), each alternative's when all have one."""
@@ -106,12 +108,6 @@ def literal_cues(pattern: str) -> tuple[str, ...] | None:
         return None
     cues = [_longest_literal(branch) for branch in parsed[0][1][1]]
     return tuple(c for c in cues if c is not None) if None not in cues else None
-
-
-@functools.lru_cache(maxsize=4096)
-def pattern_cues(pattern: str) -> tuple[str, ...] | None:
-    """`literal_cues`, worked out once per pattern."""
-    return literal_cues(pattern)
 
 
 def _parsed(pattern: str) -> Any:
@@ -217,19 +213,21 @@ class _RunSearch:
             # A line without one of the pattern's literals is not searched: most are not.
             if self._bodies is None:
                 self._bodies = [self.parsed[i].body for i in self.run.indexes]
-            cues = pattern_cues(key)
+            cues = literal_cues(key)
             self._cache[key] = next(
                 (
                     i
                     for i, body in zip(self.run.indexes, self._bodies, strict=True)
-                    if _found(pattern, cues, body)
+                    if cued_search(pattern, cues, body)
                 ),
                 None,
             )
         return self._cache[key]
 
 
-def _found(pattern: re.Pattern[str], cues: tuple[str, ...] | None, body: str) -> bool:
+def cued_search(pattern: re.Pattern[str], cues: tuple[str, ...] | None, body: str) -> bool:
+    """Does `pattern` find something in `body`? Searched only when `body` holds one of
+    `cues` (`literal_cues`: literals one of which every match contains; None: unknown)."""
     if cues is not None and not any(c in body for c in cues):
         return False
     return pattern.search(body) is not None

@@ -24,7 +24,7 @@ from typing import Final, overload
 from advisor.core.gcpause import gc_paused
 from advisor.diagnosis.classify import Diagnosis, RunVerdict, judge_run
 from advisor.diagnosis.model import LinearModel
-from advisor.diagnosis.rules import RuleSet, literal_cues
+from advisor.diagnosis.rules import RuleSet, cued_search, literal_cues
 from advisor.parsing.facts import CONFIG_FACTS
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
@@ -100,9 +100,7 @@ class _Watch:
 
 def _hits(pattern: _Watched, body: str) -> bool:
     cues, compiled = pattern
-    if cues is not None and not any(cue in body for cue in cues):
-        return False
-    return compiled.search(body) is not None
+    return cued_search(compiled, cues, body)
 
 
 def _gates(patterns: Iterable[_Watched]) -> tuple[str, ...] | None:
