@@ -68,6 +68,15 @@ class Reader(Ingester):
             self._position = record.position
             self.unsaved = True
 
+    def offer(self, record: Record, selection: Selection | None) -> bool:
+        """Store `record` if the selection keeps it (malformed ones are, to be counted), else
+        move the saved position past it; whether it was stored."""
+        if selection is not None and not kept(record, selection):
+            self.skip(record)
+            return False
+        self.add(record)
+        return True
+
     def flush(self) -> Any:
         result = super().flush()
         self.unsaved = False
@@ -163,10 +172,8 @@ class _Loop:
         return max(0.0, wait)
 
     def take(self, record: Record) -> None:
-        if self.selection is not None and not kept(record, self.selection):
-            self.ingester.skip(record)
+        if not self.ingester.offer(record, self.selection):
             return
-        self.ingester.add(record)
         if record.event is not None and not self.ingester.pending:
             self.first_at = None  # a full batch committed itself
             return

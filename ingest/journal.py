@@ -229,8 +229,7 @@ def entry_payload(
         v = get(name)
         return v if v is None or v.__class__ is str else _first(name, v)
 
-    v = get("__REALTIME_TIMESTAMP")
-    realtime = _int(v if v.__class__ is str else text("__REALTIME_TIMESTAMP"))
+    realtime = _int(text("__REALTIME_TIMESTAMP"))
     if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
@@ -239,17 +238,14 @@ def entry_payload(
         payload["message"] = message
     elif "MESSAGE" in fields:
         _put_message(payload, message)
-    v = get("_HOSTNAME")
-    host = (v if v.__class__ is str else text("_HOSTNAME")) or default_host or "localhost"
-    v = get("_SYSTEMD_UNIT")
-    systemd_unit = v if v.__class__ is str else text("_SYSTEMD_UNIT")
+    host = text("_HOSTNAME") or default_host or "localhost"
+    systemd_unit = text("_SYSTEMD_UNIT")
     claims: dict[str, str] = {}
     if fields.keys().isdisjoint(_UNUSUAL):  # the common case: no unit named, no claims
         unit, invocation = systemd_unit, text("_SYSTEMD_INVOCATION_ID")
     else:
         unit, invocation, claims = _about(fields, text, systemd_unit)
-    v = get("_TRANSPORT")
-    if (v if v.__class__ is str else text("_TRANSPORT")) == "kernel":
+    if text("_TRANSPORT") == "kernel":
         unit, stream_unit = None, "kernel"
     elif unit is not None:
         payload["unit"] = stream_unit = unit
@@ -263,8 +259,7 @@ def entry_payload(
         if v is not None and (v.__class__ is str or (v := _first(name, v)) is not None):
             payload[attr] = v
     for name, attr in _INT_FIELDS:
-        v = get(name)
-        number = _int(v if v.__class__ is str else text(name))
+        number = _int(text(name))
         if number is not None:
             payload[attr] = number
     if invocation is not None:

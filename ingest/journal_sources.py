@@ -221,10 +221,7 @@ def _read_all(
     for record in records:
         if stop is not None and stop.is_set():
             break
-        if selection is None or kept(record, selection):
-            ingester.add(record)
-        else:
-            ingester.skip(record)
+        ingester.offer(record, selection)
     ingester.flush()
 
 
