@@ -103,11 +103,15 @@ def crash(n: int, t0_us: int) -> list[list[tuple[str, bytes | str]]]:
     return entries
 
 
-def append(journal: Path, entries: list[list[tuple[str, bytes | str]]]) -> None:
+def append(
+    journal: Path, entries: list[list[tuple[str, bytes | str]]], export: Path | None = None
+) -> None:
+    """`entries` appended to `journal` by systemd-journal-remote, through an export file
+    (`export`, beside the journal by default)."""
     buf = io.BytesIO()
     for fields in entries:
         write_export_entry(buf, fields)
-    export = journal.with_suffix(".export")
+    export = export or journal.with_suffix(".export")
     export.write_bytes(buf.getvalue())
     assert REMOTE is not None
     subprocess.run(
@@ -161,14 +165,14 @@ def main() -> int:
                     time.sleep(0.1)
                 assert time.monotonic() < deadline
             plans = 1
-            while _proposed_plans(store) < plans:
+            while proposed_plans(store) < plans:
                 time.sleep(0.05)
             for n in range(1, args.crashes + 1):
                 t_crash = time.time_ns() // 1000
                 append(journal, crash(n, t_crash))
                 written = time.time_ns() // 1000
                 plans += 1
-                while _proposed_plans(store) < plans:
+                while proposed_plans(store) < plans:
                     if time.time_ns() // 1000 - written > 30_000_000:
                         raise SystemExit(f"crash {n}: no plan after 30 s")
                     time.sleep(0.01)
@@ -207,7 +211,7 @@ def main() -> int:
     return 0
 
 
-def _proposed_plans(store: object) -> int:
+def proposed_plans(store: object) -> int:
     from advisor.store import EventStore
 
     assert isinstance(store, EventStore)

@@ -20,7 +20,6 @@ systemd-journal-remote.
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import shutil
 import subprocess
@@ -44,7 +43,6 @@ except ImportError:  # run as a script: python bench/soak.py
     import journal_gen  # type: ignore[no-redef]
     import latency  # type: ignore[no-redef]
 
-from advisor.core.journal_export import write_export_entry  # noqa: E402
 from advisor.store import open_store  # noqa: E402
 
 MB = 1024 * 1024
@@ -78,19 +76,9 @@ def export_fields(line: bytes, t_us: int, t0_us: int) -> Fields:
     return fields
 
 
-def append(journal: Path, entries: list[Fields]) -> None:
-    buf = io.BytesIO()
-    for fields in entries:
-        write_export_entry(buf, fields)
-    export = journal.parent.with_suffix(".export")  # beside the folder watch follows
-    export.write_bytes(buf.getvalue())
-    assert latency.REMOTE is not None
-    subprocess.run(
-        [latency.REMOTE, f"--output={journal}", str(export)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+def beside(journal: Path) -> Path:
+    """Where the export file to append goes: beside the folder watch follows."""
+    return journal.parent.with_suffix(".export")
 
 
 @dataclass
@@ -184,7 +172,7 @@ def feed(
                 soak.crashes += 1
                 entries += latency.crash(soak.crashes, t_us + len(entries) + 1)
                 next_crash += args.crash_every
-            append(journal, entries)
+            latency.append(journal, entries, export=beside(journal))
             soak.lines += max(0, due)
             next_write += WRITE_EVERY_S
         time.sleep(max(0.0, min(next_write, next_sample) - time.monotonic()))
@@ -220,7 +208,7 @@ def run(args: argparse.Namespace) -> tuple[Soak, float]:
         db = Path(tmp) / "soak.db"
         url = f"sqlite:///{db}"
         t0 = time.time_ns() // 1000
-        latency.append(journal, latency.crash(0, t0))
+        latency.append(journal, latency.crash(0, t0), export=beside(journal))
         argv = [sys.executable, "-m", "advisor", "watch", "--journal-file", str(journal.parent)]
         watch = subprocess.Popen(
             [*argv, "--no-gpu", "--db", url],
@@ -232,7 +220,7 @@ def run(args: argparse.Namespace) -> tuple[Soak, float]:
             store = _first_plan(url, watch)
             feed(journal, watch, psutil.Process(watch.pid), args, t0, soak)
             _, drain_s = drain(db)
-            soak.plans = latency._proposed_plans(store) - 1
+            soak.plans = latency.proposed_plans(store) - 1
             soak.stored_lines = count_events(db)
             store.close()
         finally:
@@ -254,7 +242,7 @@ def _first_plan(url: str, watch: subprocess.Popen[bytes]) -> object:
         except Exception:  # not created yet
             time.sleep(0.2)
             continue
-        while latency._proposed_plans(store) < 1 and time.monotonic() < deadline:
+        while latency.proposed_plans(store) < 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         return store
 
