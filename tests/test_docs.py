@@ -5,12 +5,15 @@ that resolve."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, get_args
 
 import orjson
 import pytest
 
+from advisor.core.engines import ALL as ENGINE_LIST
+from advisor.core.engines.model import Engine, Flag
 from advisor.core.events import ActionKind, ActionStep
 from advisor.diagnosis.rules import LABELS, load_rules
 from advisor.parsing.facts import FACT_KEYS
@@ -260,3 +263,75 @@ def test_docs_index_links_every_page() -> None:
     linked = set(_LINK.findall(index))
     pages = {p.name for p in DOCS.glob("*.md")} - {"README.md"}
     assert pages and pages <= linked, sorted(pages - linked)
+
+
+# ------------------------------------------------------------------ engines
+def _range(flag: Flag) -> str:
+    if flag.switch:
+        return "a switch"
+    if flag.bound is None:
+        return "not set by advisor"
+    b = flag.bound
+    return f"{_number(b.low, b.integer)}–{_number(b.high, b.integer)}"
+
+
+def _code(items: Iterable[str]) -> str:
+    return ", ".join(f"`{i}`" for i in items)
+
+
+def engine_section(engine: Engine) -> str:
+    """docs/engines.md's section of one engine, as the registry says it."""
+    r = engine.recognition
+    found = [
+        ("its program ", r.programs),
+        ("anywhere in a command: ", r.words),
+        ("", tuple(f"{p} serve" for p in r.serve)),
+        ("`python -m` ", r.modules),
+        ("a path containing ", r.scripts),
+        ("the images ", r.images),
+        ("its log lines holding ", r.log_cues),
+    ]
+    ready = ", ".join(
+        f"`{c.text}`" + (" (the whole line, after its log prefix)" if c.whole else "")
+        for c in engine.ready
+    )
+    lines = [
+        f"## {engine.title} (`{engine.name}`)",
+        "",
+        f"Source of its lines and flags: {engine.source}.",
+        "",
+        "- Recognised by: " + "; ".join(f"{say}{_code(x)}" for say, x in found if x) + ".",
+        f"- Ready when a line of the new invocation says: {ready}.",
+        f"- Its arguments echoed in: {_code(e.cue for e in engine.echo)}."
+        if engine.echo
+        else "- It echoes no argument list: what it received is read from its command line.",
+        "",
+        "| flag | also spelled | environment variable | role | safe range | echoed as | fact |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in engine.flags:
+        cells = [
+            f"`{f.name}`",
+            _code(f.aliases) or "—",
+            f"`{f.env}`" if f.env else "—",
+            f.role,
+            _range(f),
+            f"`{f.echo}`" if f.echo else "—",
+            f"`{f.fact}`" if f.fact else "—",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if engine.remedies:
+        said = "; ".join(f"`{k}` → {_code(v)}" for k, v in engine.remedies.items())
+        lines.append(f"Remedies: {said}.")
+    if engine.advice:
+        lines.append(f"Advice (a `notify`) for {_code(engine.advice)}.")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("engine", ENGINE_LIST, ids=lambda e: e.name)
+def test_engines_md_says_what_the_registry_holds(engine: Engine) -> None:
+    assert engine_section(engine) in _read("engines.md"), (
+        f"docs/engines.md's section of {engine.name} differs from the registry: "
+        "regenerate it with tests.test_docs.engine_section"
+    )

@@ -97,3 +97,20 @@ def test_every_command_lives_in_the_cli_package() -> None:
         if isinstance(command, click.Group) and command.callback is None:
             continue
         assert module.startswith("advisor.cli."), (name, module)
+
+
+def test_every_engine_follows_the_engine_recipe() -> None:
+    from advisor.core.engines import ALL
+
+    writers = {
+        tomllib.loads(p.read_text(encoding="utf-8"))["producer"]["writes"]
+        for p in (ROOT / "rules" / "catalog").glob("*.toml")
+    }
+    for engine in ALL:
+        module = ROOT / "advisor" / "core" / "engines" / f"{engine.name}.py"
+        assert module.is_file(), f"{engine.name}: no advisor/core/engines/{engine.name}.py"
+        assert engine.name in writers, f"{engine.name}: no catalogue writes it"
+        for remedies in engine.remedies.values():
+            from advisor.planning.recommend import REMEDIES
+
+            assert set(remedies) <= set(REMEDIES), (engine.name, remedies)

@@ -215,18 +215,22 @@ def remediate(
       advisor remediate vllm-minimax-m25 --dry-run
       advisor remediate vllm-minimax-m25 --yes
     """
-    from advisor.pipeline.remediate import backend_for, carry_out, open_plan, preview
+    from advisor.pipeline.remediate import anew, backend_for, carry_out, failing, open_plan, preview
 
     store = store_for(db_url)
-    plan = open_plan(store, service)
-    _show_plan(plan)
     conf = settings(gpu_twin=gpus_from)
     if dry_run or backend == "dry-run":
+        plan = open_plan(store, service)
+        _show_plan(plan)
         for line in preview(store, plan.plan_id, systemd_root, conf.gpu_twin, conf.host):
             click.echo(f"dry run: {safe_text(line)}")
         return
     chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
     assert chosen is not None
+    plan, renewed = anew(store, chosen, service)
+    if renewed is not None:
+        click.echo(safe_text(renewed))
+    _show_plan(plan)
     if any(r.status == "proposed" for r in plan.rows):
         _decide(store, plan.rows, yes, plan.plan_id)
     outcome = carry_out(store, chosen, plan.plan_id)
@@ -237,6 +241,10 @@ def remediate(
             f"{outcome.again.new_plan} (`advisor remediate {service}`)"
         )
     if not outcome.settled:
+        raise SystemExit(PLAN_STOPPED_EXIT)
+    still = failing(chosen, str(plan.incident["unit"]))
+    if still is not None:
+        click.echo(f"the unit is still failing: {safe_text(still)}")
         raise SystemExit(PLAN_STOPPED_EXIT)
 
 

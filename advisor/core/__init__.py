@@ -7,6 +7,7 @@ collector, slot-setting dataclass constructors).
 __all__ = [
     "actions",
     "address",
+    "engines",
     "errors",
     "events",
     "gcpause",

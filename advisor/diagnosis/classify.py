@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from advisor.core.engines import ENGINES
 from advisor.core.gcpause import gc_paused
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
@@ -282,7 +283,9 @@ def verdict_facts(
     run does not state may come from the other runs of the same input."""
     facts: dict[str, Any] = dict.fromkeys(FACT_KEYS)
     run = verdict.run
-    facts["engine"] = run.engine
+    facts["engine"] = run.engine or next(
+        (parsed[i].engine for i in run.indexes if parsed[i].engine in ENGINES), None
+    )  # an engine known by its messages alone (llama.cpp's server) names the run's too
     for other in [run, *(v.run for v in others if v.run is not run)]:
         for key, value in other.config.items():
             if facts[key] is None:

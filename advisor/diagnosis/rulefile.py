@@ -9,10 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
+from advisor.core.engines import ENGINES
 from advisor.core.errors import InputError
 from advisor.core.toml import load_toml, validate_tables
 from advisor.parsing.catalog import (
@@ -31,6 +39,15 @@ LABELS: Final = (*FAILURE_LABELS, "unknown", "healthy")
 TIERS: Final = ("failure", "fallback", "healthy")
 
 
+def _an_engine(name: str) -> str:
+    if name not in ENGINES:
+        raise ValueError(f"{name!r} is not an engine advisor knows ({', '.join(ENGINES)})")
+    return name
+
+
+EngineName = Annotated[str, AfterValidator(_an_engine)]  # a name of the engine registry
+
+
 class RuleSpec(BaseModel):
     """One rule as written in a file."""
 
@@ -41,7 +58,7 @@ class RuleSpec(BaseModel):
     confidence: float = Field(gt=0, le=1)
     tier: Literal["failure", "fallback", "healthy"] = "failure"
     description: str = ""
-    engines: tuple[Literal["vllm", "sglang", "tgi"], ...] | None = None
+    engines: tuple[EngineName, ...] | None = None
     match: tuple[str, ...] = Field(min_length=1)
     also: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()

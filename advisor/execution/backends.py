@@ -12,12 +12,20 @@ because a backend is the last place before the operating system.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from advisor.core.events import ActionStep
 from advisor.execution.handlers import describe, handler_for
-from advisor.execution.primitives import BackendError, FileChange, Outcome, acted_on, unit_of
+from advisor.execution.primitives import (
+    BackendError,
+    Expected,
+    FileChange,
+    Outcome,
+    acted_on,
+    unit_of,
+)
 from advisor.execution.state import UnitSnapshot
 from advisor.planning.bounds import check_step
 
@@ -25,6 +33,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "DryRunBackend",
+    "Expected",
     "FileChange",
     "Outcome",
     "acted_on",
@@ -43,7 +52,11 @@ class Backend(Protocol):
     def observe(self, unit: str) -> UnitSnapshot | None: ...
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None: ...
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome: ...
     def restore(self, change: FileChange) -> Outcome: ...
     def release_hold(self, unit: str) -> str | None: ...
@@ -68,7 +81,11 @@ class DryRunBackend:
         return None
 
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome:
         handler = handler_for(step.kind)
         if handler.touches_unit:

@@ -13,10 +13,10 @@ from typing import Final
 
 from advisor.core.errors import InputError
 from advisor.core.units import is_unit_name
-from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN
+from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN, LEGACY_DROPINS
 
 DEFAULT_ROOT: Final = Path("/etc/systemd/system")
-_NAMES: Final = frozenset({ADVISOR_DROPIN, HOLD_DROPIN})
+_NAMES: Final = frozenset({ADVISOR_DROPIN, HOLD_DROPIN, *LEGACY_DROPINS})
 
 
 def confined_dropin(path: Path, root: Path | None) -> Path:

@@ -1,10 +1,13 @@
-"""Which units on this host are inference servers, from systemd's own state.
+"""Which units on this host are inference servers, from systemd's own state and their logs.
 
 A service unit in any state — running, activating (auto-restart) in a crash loop, failed,
 inactive but loaded — is an inference server when its ExecStart command, as systemd holds it
-(D-Bus: the exact argv, variables unexpanded), runs vLLM, SGLang or TGI. A crash-looping unit
-has no main process most of the time, so what runs now cannot tell; what systemd would start
-can.
+(D-Bus: the exact argv, variables unexpanded), runs an engine of the registry
+(`advisor.core.engines`): directly or after a launcher, in a `docker run` / `podman run`
+whose image is the engine, in a shell's `-c` string, or through a wrapper script (read from
+its file). A crash-looping unit has no main process most of the time, so what runs now cannot
+tell; what systemd would start can. A unit none of those shows — a wrapper that cannot be
+read, a command advisor does not follow — is one when it logs an engine's own start-up lines.
 
 `InferenceServers` is `advisor watch`'s journal selection: it keeps the entries about those
 units (and the kernel's lines), re-discovers every few seconds, and looks a unit up the moment
@@ -14,136 +17,27 @@ followed from its first line.
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from advisor.core.engines import ALL
 from advisor.core.units import is_unit_name
 from advisor.execution.bus import SERVICE, BusError, SystemdBus
-
-# One row per way a command names a server: (engine, how, what).
-#   program — the command's executable has this file name      /opt/venv/bin/vllm …
-#   serve   — a word with this file name, then `serve`          uv run vllm serve …
-#   module  — `-m` and this module or one inside it             python3 -m vllm.entrypoints.…
-#   script  — a word whose path contains this                   python3 …/vllm/entrypoints/…
-#   word    — any word with this file name                      numactl -N0 text-generation-…
-SERVERS: Final[tuple[tuple[str, str, str], ...]] = (
-    ("vllm", "program", "vllm"),
-    ("vllm", "serve", "vllm"),
-    ("vllm", "module", "vllm.entrypoints"),
-    ("vllm", "script", "/vllm/entrypoints/"),
-    ("sglang", "module", "sglang"),
-    ("sglang", "script", "/sglang/launch_server.py"),
-    ("tgi", "word", "text-generation-launcher"),
-    ("tgi", "word", "text-generation-server"),
-    ("tgi", "module", "text_generation_server"),
-    ("tgi", "script", "/text_generation_server/"),
-)
-_SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
-_SEPARATORS: Final = frozenset(";&|()")
-_MAX_DEPTH: Final = 3
+from advisor.execution.locate import engine_of
+from advisor.execution.state import ExecCommand, UnitSnapshot
 
 
-def _base(word: str) -> str:
-    return word.rstrip("/").rpartition("/")[2]
-
-
-def _module(words: Sequence[str], i: int) -> str | None:
-    word = words[i]
-    if word == "-m":
-        return words[i + 1] if i + 1 < len(words) else None
-    return word[2:] if word.startswith("-m") and not word.startswith("--") else None
-
-
-def _matches(how: str, what: str, words: Sequence[str], program: str) -> bool:
-    if how == "program":
-        return program == what
-    for i, word in enumerate(words):
-        if how == "serve":
-            if _base(word) == what and i + 1 < len(words) and words[i + 1] == "serve":
-                return True
-        elif how == "module":
-            module = _module(words, i)
-            if module is not None and (module == what or module.startswith(what + ".")):
-                return True
-        elif how == "script":
-            if what in word:
-                return True
-        elif _base(word) == what:
-            return True
-    return False
-
-
-def _program(words: Sequence[str]) -> tuple[str, int]:
-    """The executable's file name after `VAR=value`, `exec` and `env [-i] [VAR=value]`, and
-    where its arguments start."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name = _base(word)
-        if "=" in word and not word.startswith("-") and "/" not in word.partition("=")[0]:
-            i += 1  # an assignment
-        elif name in ("exec", "env") or (
-            i > 0 and _base(words[0]) == "env" and word.startswith("-")
-        ):
-            i += 1
-        else:
-            return name, i + 1
-    return "", len(words)
-
-
-def _shell_script(words: Sequence[str], start: int) -> str | None:
-    """`sh -c SCRIPT` (also `-lc`, `-e -c`, `-o pipefail -c`): the script, else None."""
-    has_c = False
-    i = start
-    while i < len(words) and words[i][:1] in ("-", "+") and words[i] not in ("-", "--"):
-        word = words[i]
-        if word in ("-o", "+o"):
-            i += 1
-        elif not word.startswith("--") and "c" in word[1:]:
-            has_c = True
-        i += 1
-    return words[i] if has_c and i < len(words) else None
-
-
-def _commands(script: str) -> list[list[str]]:
-    """A shell script's simple commands, split at `;`, `&&`, `||`, `|`, `&`, parentheses
-    and newlines (a script shlex cannot read is split at white space)."""
-    try:
-        lexer = shlex.shlex(script.replace("\n", ";"), posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        tokens = script.split()
-    commands: list[list[str]] = [[]]
-    for token in tokens:
-        if token and set(token) <= _SEPARATORS:
-            commands.append([])
-        else:
-            commands[-1].append(token)
-    return [c for c in commands if c]
-
-
-def engine_of_argv(argv: Sequence[str], path: str | None = None, depth: int = 0) -> str | None:
-    """`vllm`, `sglang` or `tgi` when this command runs an inference server, else None.
-    `path` is ExecStart's executable where it differs from argv[0] (`@path argv0 …`)."""
+def engine_of_argv(argv: Sequence[str], path: str | None = None) -> str | None:
+    """The engine (`vllm`, `sglang`, `tgi`, `llamacpp`) a command runs — itself, after a
+    launcher, in a container, in a shell's `-c` string or through a wrapper script — else
+    None. `path` is ExecStart's executable where it differs from argv[0] (`@path argv0 …`)."""
     if not argv:
         return None
-    program, start = _program(argv)
-    programs = {program} | ({_base(path)} if path and start == 1 else set())
-    for engine, how, what in SERVERS:
-        if any(_matches(how, what, argv, p) for p in programs):
-            return engine
-    if program in _SHELLS and depth < _MAX_DEPTH:
-        script = _shell_script(argv, start)
-        if script is not None:
-            for command in _commands(script):
-                found = engine_of_argv(command, depth=depth + 1)
-                if found is not None:
-                    return found
-    return None
+    command = ExecCommand(path or argv[0], tuple(argv))
+    found = engine_of(UnitSnapshot("?", exec_start=(command,)))
+    return None if found is None else found.name
 
 
 def engine_of_exec_start(commands: Iterable[Sequence[Any]]) -> str | None:
@@ -154,6 +48,15 @@ def engine_of_exec_start(commands: Iterable[Sequence[Any]]) -> str | None:
             found = engine_of_argv([str(a) for a in argv] or [path], path)
             if found is not None:
                 return found
+    return None
+
+
+def engine_of_line(message: str) -> str | None:
+    """The engine whose own log line `message` is (its start-up lines name it), else None:
+    a unit that logs them runs an engine, however its command starts it."""
+    for engine in ALL:
+        if any(cue in message for cue in engine.recognition.log_cues):
+            return engine.name
     return None
 
 
@@ -246,6 +149,7 @@ class InferenceServers:
         self._failing = False
         self._retry_at = 0.0
         self._reported: list[Found] = []
+        self._logged: set[str] = set()  # units found by their log lines, not their command
 
     @property
     def watched(self) -> list[Found]:
@@ -271,7 +175,20 @@ class InferenceServers:
         engine = self._engines.get(unit, _UNKNOWN)
         if engine is _UNKNOWN:
             engine = self._look_up(unit)
+        if engine is None and unit.endswith(".service"):
+            engine = self._from_line(unit, payload.get("message"))
         return engine is not None
+
+    def _from_line(self, unit: str, message: object) -> str | None:
+        """A unit whose command named no engine, logging an engine's own line: an engine."""
+        if not isinstance(message, str):
+            return None
+        engine = engine_of_line(message)
+        if engine is not None:
+            self._remember(unit, engine)
+            self._logged.add(unit)
+            self._changed()
+        return engine
 
     def tick(self) -> None:
         """Re-discover when it is time (called often; cheap when it is not)."""
@@ -293,6 +210,8 @@ class InferenceServers:
             for name, _, path in services:
                 if name not in known:
                     known[name] = _engine(self.bus, path)
+                if known[name] is None and name in self._logged:
+                    known[name] = self._engines.get(name)  # its log lines said so
         except BusError as e:
             self._failed(e)
             return

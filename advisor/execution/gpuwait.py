@@ -25,10 +25,11 @@ FREE_FRACTION: Final = 0.05
 STABLE_SAMPLES: Final = 3
 
 
-def _held(sample: GpuSampled, unit: str, whole_gpu: bool) -> int | None:
-    """Bytes on this GPU that keep it from being free for `unit`; None when it is free."""
-    own = sum(p.used_bytes or 0 for p in sample.processes or () if p.unit == unit)
-    if own or any(p.unit == unit for p in sample.processes or ()):
+def _held(sample: GpuSampled, units: frozenset[str], whole_gpu: bool) -> int | None:
+    """Bytes on this GPU that keep it from being free for the unit (its processes are filed
+    under `units`); None when it is free."""
+    own = sum(p.used_bytes or 0 for p in sample.processes or () if p.unit in units)
+    if own or any(p.unit in units for p in sample.processes or ()):
         return own or sample.memory_used_bytes
     if whole_gpu and sample.memory_used_bytes > FREE_FRACTION * sample.memory_total_bytes:
         return sample.memory_used_bytes
@@ -44,8 +45,11 @@ def wait_gpu_free(
     poll_s: float = 0.5,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    also: frozenset[str] = frozenset(),
 ) -> str:
-    """Return how long it took; BackendError when the bound passes first."""
+    """Return how long it took; BackendError when the bound passes first. `also`: other
+    units NVML files the unit's processes under (its container's scope)."""
+    units = frozenset({unit}) | also
     started = clock()
     deadline = started + bound_s
     streak = 0
@@ -57,7 +61,7 @@ def wait_gpu_free(
             raise BackendError(
                 f"{unit}: the GPU sampler sees none of GPUs {', '.join(map(str, gpus or ()))}"
             )
-        held = {s.index: h for s in chosen if (h := _held(s, unit, gpus is not None)) is not None}
+        held = {s.index: h for s in chosen if (h := _held(s, units, gpus is not None)) is not None}
         streak = 0 if held else streak + 1
         if held:
             last = ", ".join(f"GPU {i}: {b / 1024**3:.2f} GiB" for i, b in sorted(held.items()))

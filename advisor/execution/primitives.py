@@ -10,10 +10,11 @@ that keeps it in memory (the sim) makes the edit's call on itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
@@ -34,6 +35,15 @@ class FileChange:
     text: str | None
     previous: str | None
     had_previous: bool
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A value a plan set, that the engine of the unit's next invocation must receive."""
+
+    flag: str
+    value: str
+    where: str = ""  # the step that set it, for the message when it did not arrive
 
 
 @dataclass(frozen=True)
@@ -82,9 +92,15 @@ class Primitives(Protocol):
 
     def reset_failed(self, unit: str) -> Outcome: ...
 
-    def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
+    def restart_unit(
+        self, unit: str, ready_bound_s: float | None, expect: Sequence[Expected] = ()
+    ) -> Outcome:
         """Restart; done when the new invocation says it is ready within the bound (None:
-        the backend's own)."""
+        the backend's own) and its engine received every `expect`ed value (a backend that
+        cannot look at the engine says so)."""
+
+    def start_unit(self, unit: str) -> Outcome:
+        """Start a unit advisor stopped, under its own Restart= (no readiness wait)."""
 
     def lift_hold(self, unit: str) -> str | None:
         """Remove advisor's hold before a start, in words; None when there was none to
@@ -104,11 +120,21 @@ class Primitives(Protocol):
         """Make the change, reload, read back; undone (BackendError) if not loaded as meant."""
 
 
+# Units that are a user's (or the system's) service manager, not a server: acting on one
+# would stop every unit of that user. Their lines are evidence at most.
+_MANAGERS: Final = re.compile(r"^(?:user@\d+|user-runtime-dir@\d+|systemd-[a-z-]+|dbus)\.service$")
+
+
 def unit_of(step: ActionStep) -> str:
     if step.unit is None:
         raise InputError(f"{step.kind} needs a unit and this action has none")
     if not is_unit_name(step.unit):
         raise InputError(f"{step.unit[:80]!r} is not a systemd unit name")
+    if _MANAGERS.match(step.unit):
+        raise InputError(
+            f"{step.unit} is a service manager or a part of systemd, not a server: advisor does "
+            "not act on it (a user's own units are not advisor's to change)"
+        )
     return step.unit
 
 

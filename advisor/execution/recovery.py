@@ -13,6 +13,7 @@ died mid-step), leave the unit consistent and propose again from what it is now.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,22 +44,35 @@ def current_plan(store: EventStore, incident_id: str) -> str | None:
     return max(rows, key=lambda r: r.proposed_seq).plan_id if rows else None
 
 
+# A start refused because GPU memory is still held follows from the failure before it (a
+# restart quicker than the driver's release): when a unit has other incidents open, one of
+# those is the cause to fix.
+CONSEQUENCE = "gpu_memory_held"
+
+
+def _cause(open_: list[Any], label: Callable[[Any], str | None]) -> Any:
+    causes = [i for i in open_ if label(i) != CONSEQUENCE]
+    return (causes or open_)[-1]
+
+
 def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, Any]:
-    """The unit's open incident as the table holds it (JSON columns as text)."""
+    """The unit's open incident as the table holds it (JSON columns as text): the latest
+    whose failure is a cause, not a consequence, should there be more."""
     open_ = [
         i for i in read_rows(store, "incidents", unit=unit, host=host) if i["status"] == "open"
     ]
     if not open_:
         raise InputError(f"{unit}: no open incident")
-    return open_[-1]
+    return dict(_cause(open_, lambda i: i["label"]))
 
 
 def open_incident_view(store: EventStore, host: str | None, unit: str) -> IncidentView:
-    """The unit's open incident (its latest, should there be more)."""
+    """The unit's open incident (as `open_incident` chooses it)."""
     open_ = [i for i in incident_rows(store, unit=unit, host=host) if i.status == "open"]
     if not open_:
         raise InputError(f"{unit}: no open incident")
-    return open_[-1]
+    chosen: IncidentView = _cause(open_, lambda i: i.label)
+    return chosen
 
 
 def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> Replanned:

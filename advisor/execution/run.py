@@ -21,19 +21,16 @@ Approving and rejecting are in `advisor.execution.decisions`, rolling back in
 
 from __future__ import annotations
 
-import os
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
-from advisor.core.host import this_host
+from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
-from advisor.execution.backends import Backend, FileChange
+from advisor.execution.backends import Backend, Expected, FileChange
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
     HUMAN_SOURCE,
@@ -45,6 +42,9 @@ from advisor.execution.decisions import (
     step_of,
 )
 from advisor.execution.guards import Context, Verdict, judge
+from advisor.execution.lease import executor_identity, holding
+from advisor.execution.locate import Refusal
+from advisor.execution.received import NotReceived
 from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
 from advisor.store import EventStore, leases
@@ -85,10 +85,6 @@ class ExecReport:
     why: str = ""
 
 
-def executor_identity() -> str:
-    return f"{this_host()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 class Executor:
     """Runs plans with one backend. `identity` names it in the lease and in its events."""
 
@@ -108,30 +104,9 @@ class Executor:
         self.hook = hook
 
     # -- the lease ------------------------------------------------------------------------
-    @contextmanager
-    def leased(self, plan_id: str) -> Iterator[bool]:
+    def leased(self, plan_id: str) -> AbstractContextManager[bool]:
         """Hold the plan's lease for the block (True), or find it held by another (False)."""
-        name = f"plan:{plan_id}"
-        if leases.take(self.store, name, self.identity, self.lease_ttl_s) is None:
-            yield False
-            return
-        stop = threading.Event()
-
-        def renew() -> None:
-            while not stop.wait(self.lease_ttl_s / 3):
-                try:
-                    leases.take(self.store, name, self.identity, self.lease_ttl_s)
-                except AdvisorError:
-                    continue  # the next renewal tries again; the lease outlives one miss
-
-        keeper = threading.Thread(target=renew, name="lease", daemon=True)
-        keeper.start()
-        try:
-            yield True
-        finally:
-            stop.set()
-            keeper.join(timeout=5)
-            leases.give_back(self.store, name, self.identity)
+        return holding(self.store, f"plan:{plan_id}", self.identity, self.lease_ttl_s)
 
     # -- a plan ---------------------------------------------------------------------------
     def run(self, plan_id: str, max_steps: int | None = None) -> ExecReport:
@@ -151,6 +126,13 @@ class Executor:
 
     def _run(self, plan_id: str, max_steps: int | None, report: ExecReport) -> None:
         rows = plan_rows(self.store, plan_id)
+        ended = next((r for r in rows if r.status in ("failed", "stale")), None)
+        if ended is not None:  # a plan stops at its first failed step, whatever came before
+            report.state = "stopped" if ended.status == "failed" else "stale"
+            report.why = f"step {ended.step} {ended.status}: {ended.detail}"
+            return
+        if not self._preflight(rows, report):
+            return
         for i, row in enumerate(rows):
             status, alternative = row.status, row.alternative
             if status in ("succeeded", "rolled_back", "skipped"):
@@ -242,7 +224,11 @@ class Executor:
         if self.hook is not None:
             self.hook("started", action_id)
         try:
-            outcome = self.backend.perform(step, before, change)
+            outcome = self.backend.perform(step, before, change, self._expected(row))
+        except NotReceived as e:
+            undone = undo_flags(self.store, self.backend, row.plan_id, row.unit)
+            self._fail(row, f"{e}{undone}", self._safe_observe(step), report, hint=False)
+            return False
         except AdvisorError as e:
             self._fail(row, str(e), self._safe_observe(step), report)
             return False
@@ -317,9 +303,17 @@ class Executor:
         return result.appended == 1
 
     def _fail(
-        self, row: ActionRow, error: str, after: UnitSnapshot | None, report: ExecReport
+        self,
+        row: ActionRow,
+        error: str,
+        after: UnitSnapshot | None,
+        report: ExecReport,
+        *,
+        hint: bool = True,
     ) -> None:
-        error += self._release_hold(row) + self._rollback_hint(row)
+        error += hand_back(self.store, self.backend, row)
+        if hint:
+            error += rollback_hint(self.store, row)
         self._append(
             row,
             {
@@ -333,35 +327,33 @@ class Executor:
         report.state, report.why = "stopped", f"step {row.step} failed: {error}"
 
     def _stop(self, report: ExecReport, row: ActionRow, state: str, why: str) -> None:
-        report.state, report.why = state, why + self._release_hold(row)
+        report.state, report.why = state, why + hand_back(self.store, self.backend, row)
 
-    def _rollback_hint(self, row: ActionRow) -> str:
-        """A restart that does not come up: the changes it was to start with can be undone."""
+    def _expected(self, row: ActionRow) -> tuple[Expected, ...]:
+        """For a restart: the values the plan's changes set, which its engine must get."""
         if row.kind != "restart":
-            return ""
-        changed = [
-            r.action_id
+            return ()
+        return tuple(
+            Expected(str(r.spec["flag"]), str(r.spec["value"]), r.action_id)
             for r in plan_rows(self.store, row.plan_id)
-            if r.status == "succeeded"
-            and r.kind in ("set_flag", "set_unit_option")
-            and r.written_text
-        ]
-        if not changed:
-            return ""
-        return "; to undo the plan's changes: " + ", ".join(
-            f"`advisor rollback {a}`" for a in reversed(changed)
+            if r.kind == "set_flag" and r.status == "succeeded" and r.unit == row.unit
         )
 
-    def _release_hold(self, row: ActionRow) -> str:
-        """Lift advisor's hold on a unit whose plan stops here (so it is not left with
-        Restart=no); the words to add to the reason."""
-        if not row.unit:
-            return ""
-        try:
-            done = self.backend.release_hold(row.unit)
-        except AdvisorError as e:
-            return f"; advisor's hold on restarts could not be lifted: {e}"
-        return f"; {done}" if done else ""
+    def _preflight(self, rows: list[ActionRow], report: ExecReport) -> bool:
+        """Before anything runs: every approved `set_flag` of the plan can be made where its
+        value lives; a refusal fails that step and the plan, with nothing touched."""
+        for row in rows:
+            if row.kind != "set_flag" or row.status != "approved":
+                continue
+            try:
+                step = attested_step(self.store, row)
+                self.backend.prepare(step, self._observe(step))
+            except Refusal as e:
+                self._fail(row, str(e), None, report, hint=False)
+                return False
+            except AdvisorError:
+                continue  # the step itself says why, when it runs
+        return True
 
     def mark_interrupted(self, row: ActionRow, report: ExecReport) -> None:
         """A step started under a lease that is gone: its executor died mid-step."""

@@ -37,7 +37,10 @@ class UnitSnapshot:
     n_restarts: int = 0
     exec_start: tuple[ExecCommand, ...] = ()
     environment: tuple[str, ...] = ()
+    # EnvironmentFile= entries in the order systemd reads them: (path, missing is ignored)
+    environment_files: tuple[tuple[str, bool], ...] = ()
     restart: str = "no"
+    restart_us: int = 100_000  # RestartSec=
     timeout_stop_us: int = 90_000_000
     kill_mode: str = "control-group"
     start_limit_burst: int = 5

@@ -18,24 +18,31 @@ It implements the primitives (`advisor.execution.primitives`) the action handler
 
 from __future__ import annotations
 
-import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from advisor.core.events import ActionStep
 from advisor.core.sampler import SamplerLike
-from advisor.execution import gpuwait
+from advisor.execution import gpuwait, unitgpus
 from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
-from advisor.execution.dropins import HOLD_DROPIN, write_atomically
+from advisor.execution.commands import program_index
+from advisor.execution.containers import container_pids
+from advisor.execution.dropins import (
+    HOLD_DROPIN,
+    LEGACY_DROPINS,
+)
 from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.locate import container_of, engine_of
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
-from advisor.execution.readiness import JournalReadiness
+from advisor.execution.primitives import BackendError, ConfigEdit, Expected, FileChange, Outcome
+from advisor.execution.readiness import JournalReadiness, NotReady
+from advisor.execution.received import Effects, NotReceived
 from advisor.execution.state import ExecCommand, UnitSnapshot
+from advisor.execution.unitfiles import UnitFiles
 from advisor.planning.recommend import DEFAULT_READY_S
 
 STOP_MARGIN_S: Final = 10.0
@@ -68,7 +75,11 @@ def snapshot(
         n_restarts=int(service.get("NRestarts") or 0),
         exec_start=commands,
         environment=tuple(service.get("Environment") or ()),
+        environment_files=tuple(
+            (str(f[0]), bool(f[1])) for f in service.get("EnvironmentFiles") or ()
+        ),
         restart=str(service.get("Restart", "")),
+        restart_us=int(service.get("RestartUSec") or 0),
         timeout_stop_us=int(service.get("TimeoutStopUSec") or 0),
         kill_mode=str(service.get("KillMode", "")),
         start_limit_burst=int(unit.get("StartLimitBurst") or 0),
@@ -76,17 +87,10 @@ def snapshot(
         drop_in_paths=drop_ins,
         need_daemon_reload=bool(unit.get("NeedDaemonReload")),
         fragment_path=str(unit.get("FragmentPath") or "") or None,
-        held=any(Path(p).name == HOLD_DROPIN for p in drop_ins),
+        held=any(Path(p).name in (HOLD_DROPIN, LEGACY_DROPINS[1]) for p in drop_ins),
         processes=processes,
         job_pending=bool(unit.get("Job") and unit["Job"][0]),
     )
-
-
-def _same_file(a: str, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return Path(a) == b
 
 
 @dataclass
@@ -121,11 +125,13 @@ class SystemdBackend:
                 return 0
             raise
 
-    def _dropin_dir(self, unit: str) -> Path:
-        return self.root / f"{unit}.d"
-
     def _reload(self) -> None:
         self.bus.manager("Reload", timeout_s=120)
+
+    @property
+    def files(self) -> UnitFiles:
+        """advisor's drop-ins of the units under `root`."""
+        return UnitFiles(self.root, self._reload, self.observe)
 
     # ------------------------------------------------------------------ steps
     def prepare(self, step: ActionStep, before: UnitSnapshot | None) -> FileChange | None:
@@ -134,73 +140,30 @@ class SystemdBackend:
         return prepare_step(self, step, before)
 
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome:
-        return perform_step(self, step, change)
+        return perform_step(self, step, change, expect)
 
     # ------------------------------------------------------------------ configuration
+    # ------------------------------------------------------------------ configuration
     def plan_config(self, unit: str, before: UnitSnapshot | None, edit: ConfigEdit) -> FileChange:
-        if before is None:
-            before = self.observe(unit)
-        if before.load_state != "loaded":
-            raise BackendError(
-                f"{unit}: systemd has no such unit loaded (LoadState={before.load_state})"
-            )
-        path = self._dropin_dir(unit) / edit.dropin
-        current = self._read(path)
-        return FileChange(path, edit.text(path, current, before), current, current is not None)
+        return self.files.plan(unit, before or self.observe(unit), edit)
 
     def apply_config(self, unit: str, edit: ConfigEdit, change: FileChange | None) -> Outcome:
         assert change is not None
-        done = self._apply(unit, change, edit.loaded)
+        done = self.files.apply(unit, change, edit.loaded)
         if not edit.stops:
             return done
         stopped = self.stop_unit(unit)
         return Outcome(f"{done.detail}; {stopped.detail}", stopped.after)
 
-    def _read(self, path: Path) -> str | None:
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise BackendError(f"{path}: {e.strerror}") from e
-
-    def _apply(
-        self, unit: str, change: FileChange, mismatch: Callable[[UnitSnapshot], str | None]
-    ) -> Outcome:
-        """Write the drop-in, reload, read back; put the old file back if systemd did not
-        load what was intended."""
-        self._write(change.path, change.text)
-        self._reload()
-        after = self.observe(unit)
-        problem = mismatch(after)
-        if (
-            problem is None
-            and change.text is not None
-            and not any(_same_file(p, change.path) for p in after.drop_in_paths)
-        ):
-            problem = (
-                f"systemd did not load {change.path} (DropInPaths: "
-                f"{', '.join(after.drop_in_paths) or 'none'})"
-            )
-        if problem is None and after.need_daemon_reload:
-            problem = "systemd still says the unit needs a daemon-reload"
-        if problem is not None:
-            self._write(change.path, change.previous)
-            self._reload()
-            raise BackendError(
-                f"{unit}: after daemon-reload systemd shows {problem}; "
-                f"{change.path} was put back as it was"
-            )
-        action = "removed" if change.text is None else "wrote"
-        return Outcome(f"{action} {change.path}; daemon-reload; systemd loaded it", after)
-
-    def _write(self, path: Path, text: str | None) -> None:
-        if text is None:
-            path.unlink(missing_ok=True)
-        else:
-            write_atomically(path, text)
+    def restore(self, change: FileChange) -> Outcome:
+        """Put a drop-in back as it was before a step (`previous`), reload, read back."""
+        return self.files.restore(change)
 
     # ------------------------------------------------------------------ jobs
     def notify(self, message: str) -> Outcome:
@@ -215,7 +178,17 @@ class SystemdBackend:
     def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         if self.gpus is None:
             raise BackendError(f"cannot tell when {unit}'s GPU memory is free: {self.no_gpus_why}")
-        detail = gpuwait.wait_gpu_free(self.gpus, unit, gpus, bound_s, poll_s=max(self.poll_s, 0.2))
+        now = self.observe(unit)
+        if gpus is None:  # the plan did not see the unit's GPUs: what the unit makes visible
+            gpus = unitgpus.indices(unitgpus.visible(now), self.gpus.sample()[1])
+        detail = gpuwait.wait_gpu_free(
+            self.gpus,
+            unit,
+            gpus,
+            bound_s,
+            poll_s=max(self.poll_s, 0.2),
+            also=unitgpus.owners(now),
+        )
         return Outcome(detail, self.observe(unit))
 
     def _stop_bound(self, before: UnitSnapshot) -> float:
@@ -275,19 +248,12 @@ class SystemdBackend:
         return str(unit_id) if unit_id else None
 
     def lift_hold(self, unit: str) -> str | None:
-        hold = self._remove_hold(unit)
+        hold = self.files.remove_hold(unit)
         return None if hold is None else f"removed {hold}; daemon-reload"
 
-    def _remove_hold(self, unit: str) -> Path | None:
-        """Remove advisor's hold drop-in and reload; None when there was none."""
-        hold = self._dropin_dir(unit) / HOLD_DROPIN
-        if not hold.exists():
-            return None
-        hold.unlink()
-        self._reload()
-        return hold
-
-    def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
+    def restart_unit(
+        self, unit: str, ready_bound_s: float | None, expect: Sequence[Expected] = ()
+    ) -> Outcome:
         bound_s = ready_bound_s or DEFAULT_READY_S
         before = self.observe(unit)
         asked = time.time_ns() // 1000
@@ -306,22 +272,58 @@ class SystemdBackend:
             raise BackendError(f"{unit} did not start: {now.describe()}{_start_limit(now, said)}")
         invocation = started.invocation_id
         began = self.clock()
+        effects = Effects(engine_of(started), expect, lambda: self._engine_pids(unit, started))
 
         def gone() -> str | None:
             now = self.observe(unit)
             if now.invocation_id != invocation:
                 return f"invocation {invocation[:12]} ended ({now.describe()})"
+            wrong = effects.check()
+            if wrong is not None:
+                raise NotReceived(wrong, expect)
             if now.stopped:
                 return f"it stopped ({now.describe()})"
             return None
 
-        ready = self.readiness.wait(invocation, bound_s, gone)
+        engine = effects.engine.name if effects.engine is not None else None
+        try:
+            ready = self.readiness.wait(invocation, bound_s, gone, engine=engine)
+        except NotReady as e:
+            wrong = effects.echoes(e.echoes)
+            if wrong is not None:
+                raise NotReceived(wrong, expect) from None
+            raise
+        _received(effects, ready.echoes, expect)
         after = self.observe(unit)
+        proof = f"; {effects.proof()}" if expect else ""
         return Outcome(
             f"restarted {unit}: invocation {invocation[:12]} ready after "
-            f"{self.clock() - began:.1f} s ({ready.line[:120]})",
+            f"{self.clock() - began:.1f} s ({ready.line[:120]}){proof}",
             after,
         )
+
+    def _engine_pids(self, unit: str, state: UnitSnapshot) -> list[int]:
+        """The processes an engine of `unit` may be: its control group's, and for a
+        container the container's (the runtime's, not the unit's)."""
+        try:
+            listed = self.bus.manager("GetUnitProcesses", "s", unit)[0]
+        except BusError:
+            listed = []
+        pids = [int(p[1]) for p in listed]
+        run = container_of(state)
+        if run is not None and run.name and state.exec_start:
+            argv = state.exec_start[0].argv
+            runtime = argv[program_index(argv)]  # the client ExecStart runs, by its path
+            pids += sorted(container_pids(runtime, run.name))
+        return pids
+
+    def start_unit(self, unit: str) -> Outcome:
+        before = self.observe(unit)
+        if before.active_state == "failed":
+            self.bus.call(self.bus.unit_path(unit), UNIT, "ResetFailed")
+        self.bus.manager("StartUnit", "ss", unit, "replace")
+        after = self._until(unit, lambda s: not s.job_pending, 30.0) or self.observe(unit)
+        return Outcome(f"started {unit} again: {after.describe()}", after)
 
     def _until(
         self, unit: str, done: Callable[[UnitSnapshot], bool], bound_s: float
@@ -337,7 +339,7 @@ class SystemdBackend:
 
     def release_hold(self, unit: str) -> str | None:
         """Lift advisor's hold (a plan stopped before its restart); None when there was none."""
-        hold = self._remove_hold(unit)
+        hold = self.files.remove_hold(unit)
         if hold is None:
             return None
         now = self.observe(unit)
@@ -347,23 +349,21 @@ class SystemdBackend:
             + (": `advisor replan` proposes from its current state" if now.stopped else "")
         )
 
-    # ------------------------------------------------------------------ undoing
-    def restore(self, change: FileChange) -> Outcome:
-        """Put a drop-in back as it was before a step (`previous`), reload, read back."""
-        path = change.path
-        unit = path.parent.name[:-2] if path.parent.name.endswith(".d") else ""
-        self._write(path, change.previous)
-        self._reload()
-        detail = f"restored {path} as it was" if change.had_previous else f"removed {path}"
-        if unit:
-            after = self.observe(unit)
-            still = any(_same_file(p, path) for p in after.drop_in_paths)
-            if still != change.had_previous or after.need_daemon_reload:
-                raise BackendError(
-                    f"{unit}: after daemon-reload systemd does not show {path} as restored"
-                )
-            return Outcome(f"{detail}; daemon-reload", after)
-        return Outcome(f"{detail}; daemon-reload")
+
+def _received(effects: Effects, echoes: Sequence[str], expect: Sequence[Expected]) -> None:
+    """After readiness: the engine's echo agrees, and every expected value was seen."""
+    wrong = effects.echoes(echoes)
+    if wrong is not None:
+        raise NotReceived(wrong, expect)
+    missing = effects.pending()
+    if missing:
+        raise NotReceived(
+            "advisor could not see what the engine received for "
+            + ", ".join(f"{e.flag} (meant: {e.value})" for e in missing)
+            + ": no engine process in the unit's control group or container, and no echo of "
+            "its arguments in the journal",
+            expect,
+        )
 
 
 def _span(unit: UnitSnapshot) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from advisor.core.engines import ALL
 from advisor.core.slots import quick_init
 from advisor.parsing.catalog import Catalog, shipped_catalog
 from advisor.parsing.facts import CONFIG_FACTS, LineFacts, engine_hint, read_facts
@@ -49,17 +50,11 @@ def parse(lines: Iterable[LogLine], catalog: Catalog | None = None) -> list[Pars
         if engine is None and line.pid == 1 and line.identifier == "systemd":
             engine = "systemd"
         facts = read_facts(split.body, engine)
-        if engine is None:
-            engine = (
-                engine_hint(split.body)
-                if (
-                    "vllm" in split.body.lower()
-                    or "text_generation" in split.body
-                    or "sglang" in split.body
-                )
-                else None
-            )
-        messages = _tag(catalog, split.body, facts) if not facts.noise else ()
+        if engine is None and _names_an_engine(split.body):
+            engine = engine_hint(split.body)
+        messages, writer = _tag(catalog, split.body, facts) if not facts.noise else ((), None)
+        if engine is None and writer in _KNOWN_BY_MESSAGES:
+            engine = writer  # an engine whose lines carry no name of it: its messages do
         out.append(Parsed(line, split, facts, engine, messages))
     return out
 
@@ -67,15 +62,24 @@ def parse(lines: Iterable[LogLine], catalog: Catalog | None = None) -> list[Pars
 # `starting` is every run's first phase and `shutdown` is the stop's own bookkeeping: a message
 # of either says nothing the lifecycle lines do not.
 _UNMARKED: Final = frozenset({None, "starting", "shutdown"})
+# Engines whose lines neither carry a prefix nor a name of theirs (llama.cpp's server): their
+# catalogue's messages say whose a line is.
+_KNOWN_BY_MESSAGES: Final = frozenset(e.name for e in ALL if not e.recognition.mentions)
 _ENGINE_WRITERS: Final = frozenset(
     {"vllm", "sglang", "tgi", "candle-vllm", "llamacpp", "transformers"}
 )
 
 
-def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[str, ...]:
-    """The catalogue messages `body` is. A message that supports a label adds the facts it
-    states to the line's (what the engine-specific readers found first stands); any message
-    adds config facts; an engine's message marks the start-up phase it belongs to."""
+def _names_an_engine(body: str) -> bool:
+    """A cheap first look: could the line name an engine (`engine_hint` then says which)?"""
+    return "vllm" in body.lower() or "text_generation" in body or "sglang" in body
+
+
+def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[tuple[str, ...], str | None]:
+    """The catalogue messages `body` is, and who wrote the first. A message that supports a
+    label adds the facts it states to the line's (what the engine-specific readers found
+    first stands); any message adds config facts; an engine's message marks the start-up
+    phase it belongs to."""
     found = catalog.match(body)
     for message, stated in found:
         spec = message.spec
@@ -89,7 +93,8 @@ def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[str, ...]:
             and message.producer.writes in _ENGINE_WRITERS
         ):
             facts.phase = spec.phase
-    return tuple(message.id for message, _ in found)
+    writer = found[0][0].producer.writes if found else None
+    return tuple(message.id for message, _ in found), writer
 
 
 def own_pids(parsed: Iterable[Parsed]) -> set[int]:

@@ -7,6 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from advisor.core.engines import ALL
+from advisor.parsing.values import FACT_TYPES
+
 __all__ = [
     "ALIAS",
     "CONFIG_CUES",
@@ -42,26 +45,24 @@ KEYVAL = re.compile(
     + "|".join(sorted(ALIAS, key=len, reverse=True))
     + r""")['"]?\s*[:=]\s*(?:Some\()?('[^']*'|"[^"]*"|[\w.\-/:+]+)"""
 )
+# Flags as command lines print them → the fact each states: every engine's long spellings of
+# the flags the registry gives a fact (`advisor.core.engines`), and the model and precision
+# flags, which no remedy sets.
 FLAG_ALIAS: Final = {
-    "--max-num-seqs": "max_num_seqs",
-    "--max-model-len": "max_model_len",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-    "--tensor-parallel-size": "tensor_parallel_size",
-    "-tp": "tensor_parallel_size",
-    "--max-num-batched-tokens": "max_num_batched_tokens",
+    **{
+        spelling: flag.fact
+        for engine in ALL
+        for flag in engine.flags
+        if flag.fact in FACT_TYPES
+        for spelling in flag.spellings
+        if spelling.startswith("--") or spelling == "-tp"
+    },
     "--dtype": "dtype",
     "--quantization": "quantization",
     "-q": "quantization",
     "--model": "model",
-    "--mem-fraction-static": "mem_fraction_static",
-    "--tp-size": "tensor_parallel_size",
-    "--tp": "tensor_parallel_size",
-    "--context-length": "max_model_len",
     "--model-path": "model",
     "--model-id": "model",
-    "--num-shard": "tensor_parallel_size",
-    "--max-batch-prefill-tokens": "max_batch_prefill_tokens",
-    "--max-total-tokens": "max_model_len",
     "--quantize": "quantization",
 }
 FLAG = re.compile(
@@ -116,6 +117,12 @@ NUMBERS: Final = (
     _p("this process has", r"this process has (?P<process_in_use_gib>" + SIZE + r") memory in use"),
     _p("dummy requests", r"with (?P<dummy_requests>\d+) dummy requests"),
     _p("KV cache size", r"KV cache size: (?P<kv_cache_tokens>[\d,]+) tokens"),
+    # llama.cpp's context as the server was given it (--ctx-size, padded), before its KV cache
+    # is allocated: llama_context (newer) or llama_new_context_with_model (older).
+    _p(
+        ": n_ctx ",
+        r"(?:llama_context|llama_new_context_with_model): n_ctx +=\s*(?P<max_model_len>\d+)",
+    ),
     _p(
         "stored in KV cache",
         r"max seq len \((?P<max_model_len>\d+)\) is larger than the "

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
+from advisor.core.engines import ALL
+from advisor.core.engines import READY_CUES as REGISTRY_READY
+
 __all__ = ["PHASES", "PHASE_CUES", "PHASE_ORDER", "READY_CUES", "Phase", "engine_hint", "phase_of"]
 
 Phase = Literal[
@@ -24,12 +27,13 @@ PHASE_ORDER: Final = {name: i for i, name in enumerate(PHASES)}
 # (phase, cues): the first cue found in a line says the run has reached that phase.
 # What a server prints once it is ready to serve (vLLM and SGLang through uvicorn, SGLang's own
 # line, TGI's router): readiness of a run here, and of a restart in the executor.
-READY_CUES: Final = (
-    "Application startup complete",
-    "The server is fired up and ready to roll",
-    "Uvicorn running on",
-    "text_generation_router: Connected",
-)
+# The engines' readiness lines, as the engine registry has them (`advisor.core.engines`): a
+# cue found anywhere in a line's body; one that must be the whole body (TGI's router
+# `Connected`, after its tracing header) is matched for its engine's lines only.
+READY_CUES: Final = tuple(c.text for c in REGISTRY_READY if not c.whole)
+_READY_LINES: Final = {
+    (engine.name, cue.text) for engine in ALL for cue in engine.ready if cue.whole
+}
 PHASE_CUES: Final = (
     (
         "weights_loading",
@@ -114,7 +118,6 @@ PHASE_CUES: Final = (
         ),
     ),
 )
-READY_ENGINE_LINE: Final = ("Connected",)  # TGI router's readiness line, whole body
 
 
 def phase_of(body: str, engine: str | None) -> str | None:
@@ -122,15 +125,14 @@ def phase_of(body: str, engine: str | None) -> str | None:
         for cue in cues:
             if cue in body:
                 return phase
-    if engine == "tgi" and body in READY_ENGINE_LINE:
+    if engine is not None and (engine, body) in _READY_LINES:
         return "ready"
     return None
 
 
-ENGINE_CUES: Final = (
-    ("vllm", ("vLLM", "vllm")),
-    ("sglang", ("sglang", "SGLang")),
-    ("tgi", ("text_generation", "text-generation")),
+# What names an engine in a line that carries none of its prefixes (the registry's).
+ENGINE_CUES: Final = tuple(
+    (engine.name, engine.recognition.mentions) for engine in ALL if engine.recognition.mentions
 )
 
 

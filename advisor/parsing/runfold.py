@@ -11,13 +11,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from advisor.core.engines import ALL
 from advisor.parsing.facts import PHASE_ORDER, merge_config
 from advisor.parsing.parsed import Parsed
 
 END_EVENTS: Final = frozenset(
     {"exit", "failed", "deactivated", "stopped", "restart_scheduled", "start_failed", "start_limit"}
 )
-APP_ENGINES: Final = frozenset({"vllm", "sglang", "tgi"})
+# The engines whose lines name them (their prefixes, or a mention): their lines are a run's
+# own lines and start a run (the registry's, `advisor.core.engines`).
+APP_ENGINES: Final = frozenset(e.name for e in ALL if e.recognition.mentions)
 EVENT_FACTS: Final = ("exit_code", "exit_signal", "unit_result", "stop_timed_out")
 # Lines that say the server process or its engine died, whatever the exit status says.
 _DEATH_CUES: Final = (

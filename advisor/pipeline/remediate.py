@@ -108,3 +108,54 @@ def carry_out(store: EventStore, backend: Backend, plan_id: str) -> Outcome:
 
     report = execute(store, backend, plan_id)
     return Outcome(report, recover(store, backend, report))
+
+
+def finished(rows: list[ActionRow]) -> bool:
+    """The plan will run no further: every step has an outcome, or one failed or went
+    stale (a plan stops there)."""
+    if any(r.status in ("failed", "stale") for r in rows):
+        return True
+    return bool(rows) and not any(r.status in ("proposed", "approved", "started") for r in rows)
+
+
+# How a unit that failed by itself ended (a stop that timed out is the operator's stop).
+_CRASHED = frozenset(
+    {"exit-code", "signal", "core-dump", "start-limit-hit", "oom-kill", "watchdog"}
+)
+
+
+def failing(backend: Backend, unit: str) -> str | None:
+    """The unit's state in words when it is still failing — crashed, waiting to restart,
+    or starting again after automatic restarts — else None."""
+    now = backend.observe(unit)
+    if now is None:
+        return None
+    if (
+        (now.active_state == "failed" and now.result in _CRASHED)
+        or now.sub_state == "auto-restart"
+        or (now.active_state == "activating" and now.n_restarts > 0)
+    ):
+        return now.describe()
+    return None
+
+
+def anew(store: EventStore, backend: Backend, service: str) -> tuple[OpenPlan, str | None]:
+    """The plan to carry out for SERVICE: its open incident's current plan, or — when that
+    plan has finished and the unit is still failing — a new one proposed from the unit's
+    current state (with the words saying so)."""
+    from advisor.execution.recovery import replan
+
+    plan = open_plan(store, service)
+    if not finished(plan.rows):
+        return plan, None
+    unit = str(plan.incident["unit"])
+    why = failing(backend, unit)
+    if why is None:
+        return plan, None
+    host, _ = parse_service(service)
+    done = replan(store, backend, host or str(plan.incident["host"]), unit)
+    again = open_plan(store, service)
+    return again, (
+        f"plan {plan.plan_id} has run to its end and {why}: proposed {done.new_plan} from "
+        "the unit's current state"
+    )

@@ -4,33 +4,32 @@ A log line is hostile data: a stated `max_num_seqs: -5`, or "1 prefill tokens", 
 turn into `--max-num-seqs 1` or `--max-batch-prefill-tokens 0`. The recommender proposes only
 values inside these bounds, and every backend checks them again before it acts — so
 `remediate --yes` and auto mode are held to them as much as a policy with no bounds at all.
+A flag's range is its engine's (the registry, `advisor.core.engines`); a unit option's is
+here.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
 
+from advisor.core.engines import FLAG_BOUNDS
+from advisor.core.engines.model import Range
 from advisor.core.errors import InputError
 from advisor.core.events import ActionStep
 
+__all__ = [
+    "FLAG_BOUNDS",
+    "TIMEOUT_STOP_BOUNDS_S",
+    "Range",
+    "check_flag",
+    "check_option",
+    "check_step",
+    "check_value",
+    "in_bounds",
+    "timeout_seconds",
+]
 
-@dataclass(frozen=True)
-class Range:
-    low: float
-    high: float
-    integer: bool = True
-
-
-FLAG_BOUNDS: Final = {
-    "--max-num-seqs": Range(1, 65536),
-    "--max-model-len": Range(1024, 16_777_216),
-    "--context-length": Range(1024, 16_777_216),
-    "--max-batch-prefill-tokens": Range(512, 16_777_216),
-    "--gpu-memory-utilization": Range(0.5, 0.98, integer=False),
-    "--tensor-parallel-size": Range(1, 64),
-}
 TIMEOUT_STOP_BOUNDS_S: Final = Range(5, 3600)
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]{0,60}$")
 _VALUE = re.compile(r"^[A-Za-z0-9._:/+-]{1,200}$")

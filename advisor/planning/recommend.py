@@ -9,12 +9,15 @@ name, a flag value is a number this module computed. `unknown`, and any label be
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from advisor.core.engines import ENGINES, by_name
+from advisor.core.engines.model import Engine
 from advisor.core.events import ActionStep
 from advisor.core.units import is_unit_name
 from advisor.planning.context import Holder, PlanContext, checked_facts
+from advisor.planning.engine_remedies import llama_context, sglang_pool, tgi_prefill
 from advisor.planning.remedies import (
     DEFAULT_READY_S,
     DEFAULT_RELEASE_S,
@@ -26,9 +29,15 @@ from advisor.planning.remedies import (
     SAMPLER_MARGIN,
     Draft,
     held,
+    wait_then_restart,
     wedged,
 )
-from advisor.planning.sizing import kv_cache, sampler
+from advisor.planning.sizing import (
+    kv_context,
+    kv_memory_fraction,
+    kv_parallel,
+    sampler,
+)
 
 __all__ = [
     "ACT_BELOW",
@@ -38,10 +47,12 @@ __all__ = [
     "HARDENED_TIMEOUT_STOP",
     "MIB",
     "MIN_RELEASE_S",
+    "REMEDIES",
     "SAMPLER_BYTES_PER_ELEMENT",
     "SAMPLER_MARGIN",
     "Holder",
     "PlanContext",
+    "advice",
     "checked_facts",
     "is_unit_name",
     "plan",
@@ -71,12 +82,13 @@ def plan(
     if refusal is not None:
         p.add("notify", refusal)
         return p.actions
-    builder = _BUILDERS.get(label)
-    if builder is None:
-        p.add("notify", _ADVICE.get(label, f"{label}: no automatic remedy"))
-        return p.actions
-    builder(p, facts, ctx)
-    p.actions = [_with_from_value(a, facts) for a in p.actions]
+    engine = by_name(facts.get("engine")) or ENGINES["vllm"]
+    builder = _UNIT_REMEDIES.get(label)
+    if builder is not None:
+        builder(p, facts, ctx)
+    else:
+        _flag_remedies(p, label, facts, ctx, engine)
+    p.actions = [_with_from_value(a, facts, engine) for a in p.actions]
     if any(a.kind in ("set_flag", "restart") for a in p.actions) and not all(
         a.kind == "notify" for a in p.actions
     ):
@@ -120,42 +132,59 @@ def _notify_only(
     return None
 
 
-_FLAG_FACTS: Final = {
-    "--max-num-seqs": "max_num_seqs",
-    "--max-model-len": "max_model_len",
-    "--context-length": "max_model_len",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-    "--tensor-parallel-size": "tensor_parallel_size",
-    "--max-batch-prefill-tokens": "max_batch_prefill_tokens",
-}
-
-
-def _with_from_value(step: ActionStep, facts: Mapping[str, Any]) -> ActionStep:
+def _with_from_value(step: ActionStep, facts: Mapping[str, Any], engine: Engine) -> ActionStep:
     """A set_flag remembers the value it changes, as the log stated it: the executor calls
     the step stale if the unit has another value by then."""
-    if step.kind != "set_flag" or step.flag not in _FLAG_FACTS:
-        return step
-    value = facts.get(_FLAG_FACTS[step.flag])
+    flag = engine.flag(step.flag) if step.kind == "set_flag" and step.flag else None
+    value = facts.get(flag.fact) if flag is not None and flag.fact else None
     return step if value is None else step.model_copy(update={"from_value": value})
 
 
-_BUILDERS = {
-    "sampler_warmup_oom": sampler,
-    "kv_cache_oom": kv_cache,
-    "wedged_stop": wedged,
-    "gpu_memory_held": held,
+# Remedies that act on the unit whatever engine it runs: by label.
+_UNIT_REMEDIES = {"wedged_stop": wedged, "gpu_memory_held": held}
+# Remedies that set an engine's flags: named by the engines' registry entries.
+Remedy = Callable[[Draft, Mapping[str, Any], PlanContext, Engine], None]
+REMEDIES: Final[Mapping[str, Remedy]] = {
+    "sampler": sampler,
+    "kv_context": kv_context,
+    "kv_memory_fraction": kv_memory_fraction,
+    "kv_parallel": kv_parallel,
+    "sglang_pool": sglang_pool,
+    "tgi_prefill": tgi_prefill,
+    "llama_context": llama_context,
+}
+_EXPECTED: Final = {
+    "sampler_warmup_oom": "the warm-up completes and the server says it is ready",
+    "kv_cache_oom": "KV cache allocated, the server says it is ready",
 }
 _ADVICE: Final = {
-    "weights_load_oom": "the weights do not fit at this parallelism: a larger "
-    "--tensor-parallel-size or a quantised model",
-    "cuda_graph_oom": "CUDA graph capture ran out of memory: lower --gpu-memory-utilization "
-    "a little, or --enforce-eager",
-    "runtime_oom": "out of memory while serving: lower --max-num-seqs or --max-num-batched-tokens",
     "nccl_error": "NCCL failed: check the interconnect and NCCL_* settings before restarting",
     "gpu_hardware_fault": "the GPU reported a hardware fault: drain the host and check the GPU "
     "(Xid, ECC) before restarting anything on it",
     "other_crash": "a crash with no automatic remedy: read the evidence",
 }
+
+
+def advice(label: str, engine: Engine) -> str:
+    """What a person should do about `label`, in the engine's own flags."""
+    said = engine.advice.get(label)
+    if said is not None:
+        return engine.say(said)
+    return _ADVICE.get(label, f"{label}: no automatic remedy for {engine.title}")
+
+
+def _flag_remedies(
+    p: Draft, label: str, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine
+) -> None:
+    """The engine's remedies for `label`; then the wait for memory and the restart, or, when
+    none could compute a value, the engine's advice."""
+    for name in engine.remedies.get(label, ()):
+        REMEDIES[name](p, facts, ctx, engine)
+    if any(a.kind == "set_flag" and not a.alternative for a in p.actions):
+        wait_then_restart(p, ctx, _EXPECTED.get(label, "the server says it is ready"))
+        return
+    p.actions = [a for a in p.actions if a.kind != "set_flag"]
+    p.add("notify", advice(label, engine))
 
 
 def summary(actions: Sequence[ActionStep]) -> list[dict[str, Any]]:

@@ -1,5 +1,8 @@
 """Remedies that compute a new setting from the memory figures: a sampler warm-up or a KV
-cache that ran out of memory."""
+cache that ran out of memory. Each adds its `set_flag` steps — for the flag its engine has
+for the role (`advisor.core.engines`), with the arithmetic — and nothing else: the plan adds
+the hold, the wait for memory and the restart, or, when no remedy could compute a value, the
+engine's advice."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.core.engines.model import Engine
 from advisor.planning.context import PlanContext
 from advisor.planning.remedies import (
     GIB,
@@ -16,35 +20,29 @@ from advisor.planning.remedies import (
     Draft,
     fmt_gib,
     fmt_mib,
-    wait_then_restart,
 )
 
 
-def sampler(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+def sampler(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:
     seqs = facts.get("max_num_seqs") or facts.get("dummy_requests")
-    if not seqs or seqs < 2:
-        p.add(
-            "notify",
-            "sampler warm-up ran out of memory but the log states no usable "
-            "max_num_seqs or dummy request count: lower --max-num-seqs by hand",
-        )
+    flag = engine.role("concurrency")
+    if not seqs or seqs < 2 or flag is None:
         return
     lines: list[str] = []
     per_request = sampler_per_request(facts, lines)
     available = _sampler_available(facts, ctx, lines)
     if per_request and available:
-        _sampler_fit(p, facts, seqs, per_request, available, lines)
+        _sampler_fit(p, facts, seqs, per_request, available, lines, engine)
     else:
         value = max(1, seqs // 2)
         p.add(
             "set_flag",
             "the log does not give the memory figures to compute with: halve it",
-            flag="--max-num-seqs",
+            flag=flag.name,
             value=value,
             arithmetic=(f"{seqs} / 2 = {value}",),
             expected="half the warm-up memory",
         )
-    wait_then_restart(p, ctx, "the warm-up completes and the server says it is ready")
 
 
 def _sampler_available(facts: Mapping[str, Any], ctx: PlanContext, lines: list[str]) -> int | None:
@@ -71,6 +69,7 @@ def _sampler_fit(
     per_request: float,
     available: int,
     lines: list[str],
+    engine: Engine,
 ) -> None:
     """The --max-num-seqs that fits, and as an alternative a KV cache made smaller instead."""
     fit = math.floor(SAMPLER_MARGIN * available / per_request)
@@ -81,18 +80,20 @@ def _sampler_fit(
         f"fits: {SAMPLER_MARGIN:.0%} × {fmt_gib(available)} / {fmt_mib(per_request)} = "
         f"{fit} → {value} (a power of two, below {seqs})"
     )
+    concurrency, fraction = engine.role("concurrency"), engine.role("memory_fraction")
+    assert concurrency is not None
     p.add(
         "set_flag",
         f"the sampler warm-up needs about {fmt_gib(need)} for {seqs} dummy "
         f"requests and had about {fmt_gib(available)}",
-        flag="--max-num-seqs",
+        flag=concurrency.name,
         value=value,
         arithmetic=tuple(lines),
         expected=f"warm-up needs about {fmt_gib(per_request * value)}, which fits",
     )
     util = facts.get("gpu_memory_utilization")
     total = facts.get("total_capacity_gib")
-    if util and total:
+    if util and total and fraction is not None:
         missing = max(0.0, need - available) / GIB
         lowered = math.floor((util - missing / total) * 100) / 100
         if 0.5 <= lowered < util:
@@ -100,7 +101,7 @@ def _sampler_fit(
                 "set_flag",
                 f"keeps {seqs} concurrent sequences: gives the KV cache "
                 f"{missing:.2f} GiB less so the sampler fits",
-                flag="--gpu-memory-utilization",
+                flag=fraction.name,
                 value=lowered,
                 alternative=True,
                 arithmetic=(
@@ -140,85 +141,69 @@ def sampler_per_request(facts: Mapping[str, Any], lines: list[str]) -> float | N
     return None
 
 
-def kv_cache(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
-    if facts.get("engine") == "tgi" and facts.get("max_batch_prefill_tokens"):
-        value = facts["max_batch_prefill_tokens"] // 2
-        p.add(
-            "set_flag",
-            "the warm-up batch does not fit in the memory left at start",
-            flag="--max-batch-prefill-tokens",
-            value=value,
-            arithmetic=(f"{facts['max_batch_prefill_tokens']} / 2 = {value}",),
-            expected="the warm-up batch fits",
-        )
-    else:
-        _kv_model_len(p, facts)
-        _kv_utilization(p, facts, ctx)
-        tp = facts.get("tensor_parallel_size") or 1
-        if ctx.idle_gpus is not None and ctx.idle_gpus >= tp:
-            p.add(
-                "set_flag",
-                f"{ctx.idle_gpus} GPUs on this host are idle: spread the model over {tp * 2}",
-                flag="--tensor-parallel-size",
-                value=tp * 2,
-                alternative=True,
-                arithmetic=(f"{tp} × 2 = {tp * 2}",),
-                expected="twice the KV cache memory",
-            )
-    if not any(a.kind == "set_flag" for a in p.actions):
-        p.add(
-            "notify",
-            "KV cache does not fit, and the log states no capacity to compute a "
-            "max_model_len from: lower --max-model-len or raise "
-            "--gpu-memory-utilization by hand",
-        )
-        return
-    wait_then_restart(p, ctx, "KV cache allocated, the server says it is ready")
-
-
-def _kv_model_len(p: Draft, facts: Mapping[str, Any]) -> None:
-    """A max model length the KV cache holds, from the capacity or estimate the log states."""
+def kv_context(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:
+    """A context length the KV cache holds, from the capacity or estimate the log states."""
+    flag = engine.role("context")
     capacity = facts.get("kv_cache_tokens")
     estimate = facts.get("estimated_max_model_len")
     current = facts.get("max_model_len")
     limit = min(x for x in (capacity, estimate) if x) if (capacity or estimate) else None
-    if not limit:
+    if not limit or flag is None:
         return
     value = limit // 1024 * 1024
     source = "KV capacity" if limit == capacity else "estimated maximum model length"
-    flag = "--context-length" if facts.get("engine") == "sglang" else "--max-model-len"
     if value >= 1024 and (current is None or value < current):
         p.add(
             "set_flag",
-            f"one request of max_model_len {current} needs more KV cache "
+            f"one request of {current} tokens needs more KV cache "
             f"than the {source} the log states ({limit:,} tokens)",
-            flag=flag,
+            flag=flag.name,
             value=value,
             arithmetic=(f"{limit:,} tokens rounded down to a multiple of 1024 = {value:,}",),
             expected="the KV cache holds one full-length request",
         )
 
 
-def _kv_utilization(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
+def kv_memory_fraction(
+    p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine
+) -> None:
     """As an alternative, the KV cache given what it lacks, where the samples show it unused."""
+    flag = engine.role("memory_fraction")
     needed, available = facts.get("kv_cache_needed_gib"), facts.get("available_kv_cache_gib")
     util, total = facts.get("gpu_memory_utilization"), facts.get("total_capacity_gib")
     headroom = ctx.free_before_bytes
-    if not (needed and available and util and total and headroom):
+    if not (needed and available and util and total and headroom) or flag is None:
         return
     missing = needed - available
     raised = math.ceil((util + missing / total) * 100) / 100
-    if missing * GIB < headroom and raised <= 0.98:
+    if missing * GIB < headroom and flag.bound is not None and raised <= flag.bound.high:
         p.add(
             "set_flag",
             f"the GPUs have {fmt_gib(headroom)} unused (samples): give the "
             f"KV cache the {missing:.2f} GiB it lacks",
-            flag="--gpu-memory-utilization",
+            flag=flag.name,
             value=raised,
-            alternative=True,
+            alternative=bool(p.actions),
             arithmetic=(
                 f"{needed} − {available} = {missing:.2f} GiB",
                 f"{util} + {missing:.2f} / {total} = {raised:.2f}",
             ),
-            expected="the full max_model_len fits",
+            expected="the full context fits",
         )
+
+
+def kv_parallel(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:
+    """As an alternative, the model spread over twice the GPUs, where that many are idle."""
+    flag = engine.role("parallel")
+    tp = facts.get("tensor_parallel_size") or 1
+    if flag is None or ctx.idle_gpus is None or ctx.idle_gpus < tp or not p.actions:
+        return
+    p.add(
+        "set_flag",
+        f"{ctx.idle_gpus} GPUs on this host are idle: spread the model over {tp * 2}",
+        flag=flag.name,
+        value=tp * 2,
+        alternative=True,
+        arithmetic=(f"{tp} × 2 = {tp * 2}",),
+        expected="twice the KV cache memory",
+    )

@@ -6,15 +6,19 @@ configuration in memory, so a change writes no drop-in and there is nothing to r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from advisor.core.events import ActionStep
 from advisor.execution.gpuwait import FREE_FRACTION, STABLE_SAMPLES
 from advisor.execution.handlers import perform_step, prepare_step
+from advisor.execution.locate import same_value
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import BackendError, ConfigEdit, FileChange, Outcome
+from advisor.execution.primitives import BackendError, ConfigEdit, Expected, FileChange, Outcome
+from advisor.execution.received import NotReceived
 from advisor.execution.state import INFINITY_US, ExecCommand, UnitSnapshot
+from advisor.sim.units import flag_value
 
 if TYPE_CHECKING:
     from advisor.sim import SimNode, UnitState
@@ -54,9 +58,13 @@ class SimBackend:
         return prepare_step(self, step, before)
 
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome:
-        return perform_step(self, step, change)
+        return perform_step(self, step, change, expect)
 
     # ------------------------------------------------------------------ primitives
     def notify(self, message: str) -> Outcome:
@@ -80,16 +88,29 @@ class SimBackend:
     def lift_hold(self, unit: str) -> str | None:
         return None  # the node's start lifts the hold itself
 
-    def restart_unit(self, unit: str, ready_bound_s: float | None) -> Outcome:
+    def restart_unit(
+        self, unit: str, ready_bound_s: float | None, expect: Sequence[Expected] = ()
+    ) -> Outcome:
         node = self.node
         state = node.restart(unit)
         node.run_until(
             lambda: node.unit_state(unit).ready or node.unit_state(unit).main_pid is None,
             timeout_s=ready_bound_s or READY_S,
         )
-        if not node.unit_state(unit).ready:
-            raise BackendError(f"{unit} did not come up: {node.unit_state(unit)}")
+        now = node.unit_state(unit)
+        for wanted in expect:  # the stand-in runs with the argv the node gave it
+            got = flag_value(now.argv, wanted.flag)
+            if not same_value(got, wanted.value):
+                raise NotReceived(
+                    f"the engine received {wanted.flag} {got}, not {wanted.value}", expect
+                )
+        if not now.ready:
+            raise BackendError(f"{unit} did not come up: {now}")
         return self._done(unit, f"restarted {unit} (pid {state.main_pid}); it says it is ready")
+
+    def start_unit(self, unit: str) -> Outcome:
+        state = self.node.start(unit)
+        return self._done(unit, f"started {unit} again: {state.active_state}")
 
     def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         """Every GPU of the node is watched (the step's GPUs are not looked at)."""

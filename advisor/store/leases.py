@@ -97,3 +97,27 @@ def give_back(store: EventStore, name: str, holder: str) -> None:
         retry_busy(attempt)
     except SQLAlchemyError as e:
         raise StoreError(f"cannot give back lease {name!r}: {first_line(e)}") from e
+
+
+def take_over(store: EventStore, name: str, gone: str, holder: str, ttl_s: float) -> Lease | None:
+    """Take the lease on `name` from `gone` — a holder known to be dead (its process is no
+    more) — before it expires; None if the lease is no longer `gone`'s."""
+
+    def attempt() -> Lease | None:
+        now = _now_us()
+        expires = now + int(ttl_s * 1_000_000)
+        with store.connect(write=True) as conn, conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LEASE_LOCK_ID})
+            done = conn.execute(
+                leases.update()
+                .where(leases.c.name == name)
+                .where(leases.c.holder == gone)
+                .values(holder=holder, acquired_us=now, expires_us=expires)
+            )
+            return Lease(name, holder, now, expires) if done.rowcount == 1 else None
+
+    try:
+        return retry_busy(attempt)
+    except SQLAlchemyError as e:
+        raise StoreError(f"cannot take lease {name!r} over: {first_line(e)}") from e

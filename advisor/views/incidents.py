@@ -1,8 +1,9 @@
 """Incidents, worked out from each unit's classified runs in time order: a failed run opens
 an incident unless one with the same label and config key is open (a restart loop counts
-once), and a run that comes up ready resolves every incident open before it. What the
-diagnoser said of an incident (`incident.classified`) is kept by id; an id it named that the
-runs no longer make an incident stays, as a `superseded` row."""
+once, and a start refused because GPU memory was still held joins the incident of the
+failure it follows from), and a run that comes up ready resolves every incident open before
+it. What the diagnoser said of an incident (`incident.classified`) is kept by id; an id it
+named that the runs no longer make an incident stays, as a `superseded` row."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from advisor.views.keys import CURRENT, NOT_FAILURES, config_key, id_time
 from advisor.views.rows import IncidentView, RunView
 
 _DIAGNOSIS: Final = ("phase", "facts", "evidence", "candidates", "classified_seq")
+# A failure that follows from another one of the same loop (not a cause of its own).
+CONSEQUENCE: Final = "gpu_memory_held"
 Open = dict[tuple[str, str], dict[str, Any]]  # (label, config key) → the incident open
 
 
@@ -173,7 +176,7 @@ class IncidentRows(FoldBase):
             now = None
             if run.label is not None and run.label not in NOT_FAILURES:
                 key = (run.label, config_key(orjson.loads(run.config)))
-                recurred = open_.get(key)
+                recurred = _cause_of(open_, key) or open_.get(key)
                 if recurred is None:
                     made[run.run_id] = open_[key] = _new_incident(stream, run, key[1])
                     now = run.run_id
@@ -252,6 +255,19 @@ class IncidentRows(FoldBase):
             )
             if row["status"] == "superseded":
                 row["opened_seq"] = event.seq
+
+
+def _cause_of(open_: Open, key: tuple[str, str]) -> dict[str, Any] | None:
+    """For a start refused because GPU memory was still held: the incident open for the
+    same configuration whose failure it follows from (a restart loop quicker than the
+    driver's release alternates the two), if there is one. One loop, one incident."""
+    label, config = key
+    if label != CONSEQUENCE:
+        return None
+    for (other, other_config), incident in open_.items():
+        if other != CONSEQUENCE and other_config == config:
+            return incident
+    return None
 
 
 def _new_incident(stream: str, run: Any, key: str) -> dict[str, Any]:
@@ -335,11 +351,20 @@ def would_open_incident(store: EventStore, run: RunView, label: str) -> bool:
             .order_by(r.started_us.desc())
             .limit(1)
         ).scalar()
+        labels = [label]
+        if label == CONSEQUENCE:  # it joins the incident of the failure it follows from
+            labels = [
+                str(x)
+                for x in conn.execute(
+                    select(r.label).where(r.stream == run.stream).distinct()
+                ).scalars()
+                if x is not None and x not in NOT_FAILURES
+            ]
         firsts = (
             select(r.config)
             .where(r.stream == run.stream)
             .where(r.incident_id == r.run_id)
-            .where(r.label == label)
+            .where(r.label.in_(labels))
             .where(r.started_us < run.started_us)
         )
         if ready is not None:

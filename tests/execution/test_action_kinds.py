@@ -103,7 +103,9 @@ def test_every_handler_guards_and_performs_on_the_sim(sim: tuple[SimNode, SimBac
 
     flag = step("set_flag", flag="--max-num-seqs", value=128, from_value=256)
     did(flag, run(backend, flag), f"{UNIT} will start with --max-num-seqs 128")
-    assert verdict(backend, flag) == Verdict("skip", "--max-num-seqs is already 128")
+    assert verdict(backend, flag) == Verdict(
+        "skip", "--max-num-seqs is already 128 (ExecStart=: `--max-num-seqs 128`)"
+    )
     assert (
         verdict(backend, step("set_flag", flag="--max-num-seqs", value=64, from_value=256)).action
         == "stale"
@@ -149,3 +151,17 @@ def test_every_handler_guards_and_performs_on_the_sim(sim: tuple[SimNode, SimBac
     assert verdict(backend, step("restart"), Context(incident_open=False)).action == "stale"
 
     assert exercised == set(VOCABULARY)
+
+
+@pytest.mark.parametrize(
+    "unit", ["user@1000.service", "user-runtime-dir@1000.service", "systemd-journald.service"]
+)
+def test_a_service_manager_or_a_part_of_systemd_is_never_acted_on(unit: str) -> None:
+    from advisor.core.errors import InputError
+    from advisor.execution.primitives import acted_on
+
+    with pytest.raises(InputError, match="not a server"):
+        acted_on(ActionStep(kind="stop", unit=unit, why="its lines said so"))
+    assert (
+        acted_on(ActionStep(kind="stop", unit="vllm@user.service", why="x")) == "vllm@user.service"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
 from advisor.core.events import ActionStep
-from advisor.execution.backends import DryRunBackend, FileChange, Outcome
+from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome
 from advisor.execution.dropins import (
     AdvisorDropin,
     exec_start_line,
@@ -109,7 +109,11 @@ class Dies(DryRunBackend):
     """The executor's process dies while a step runs (after its action.started)."""
 
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome:
         if step.kind == "wait_gpu_free":
             raise KeyboardInterrupt
@@ -137,7 +141,11 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
 
     class Slow(DryRunBackend):
         def perform(
-            self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+            self,
+            step: ActionStep,
+            before: UnitSnapshot | None,
+            change: FileChange | None,
+            expect: Sequence[Expected] = (),
         ) -> Outcome:
             if step.kind == "wait_gpu_free":
                 inside.set()
@@ -367,9 +375,13 @@ def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
             return self.now
 
         def perform(
-            self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+            self,
+            step: ActionStep,
+            before: UnitSnapshot | None,
+            change: FileChange | None,
+            expect: Sequence[Expected] = (),
         ) -> Outcome:
-            done = super().perform(step, before, change)
+            done = super().perform(step, before, change, expect)
             if step.kind == "hold_restarts":  # stopped; then an operator starts it again
                 stopped = UnitSnapshot(UNIT, held=True)
                 self.now = UnitSnapshot(

@@ -145,7 +145,7 @@ def test_the_seed_crash_loop_is_fixed_with_manual_approval(host: GpuHost, sqlite
     assert "plan done" in done.stdout
     check_fixed(host)
     dropins = show(host, "DropInPaths")["DropInPaths"].split()
-    assert [Path(p).name for p in dropins] == ["50-advisor.conf"]  # the hold is gone
+    assert [Path(p).name for p in dropins] == ["zz-advisor.conf"]  # the hold is gone
     # Ready, and the store says so: the incident is resolved at the readiness line.
     store.close()
     store = diagnosed(host, sqlite_url)
@@ -343,7 +343,7 @@ def test_two_executors_at_once_run_each_step_once(host: GpuHost, sqlite_url: str
     held = [
         p
         for p in started
-        if getattr(p, "dropin", None) and str(getattr(p, "dropin", "")).endswith("50-advisor.conf")
+        if getattr(p, "dropin", None) and str(getattr(p, "dropin", "")).endswith("zz-advisor.conf")
     ]
     assert all(getattr(p, "had_previous", None) is False for p in held)  # never its own copy
     stops = host.box.journalctl("-u", UNIT, "-o", "cat").count("Stopping ")
@@ -372,7 +372,7 @@ def test_a_restart_that_does_not_come_up_fails_the_plan_and_offers_rollback(
     assert undone.returncode == 0, undone.stdout + undone.stderr
     argv = host.box.show(UNIT, "ExecStart")["ExecStart"]
     assert "--max-num-seqs 1024" in argv
-    assert "50-advisor.conf" not in show(host, "DropInPaths")["DropInPaths"]
+    assert "zz-advisor.conf" not in show(host, "DropInPaths")["DropInPaths"]
     store.close()
 
 
@@ -387,7 +387,7 @@ def test_a_dropin_written_but_not_recorded_is_found_and_rolled_back(
     time.sleep(1.2)
     listed = json.loads(advisor_in(host.box, sqlite_url, "actions", "--json").stdout)
     step = next(r for r in listed if r["action_id"] == f"{plan}#1")
-    assert step["status"] == "started" and step["dropin"].endswith("50-advisor.conf")
+    assert step["status"] == "started" and step["dropin"].endswith("zz-advisor.conf")
     undone = advisor_in(host.box, sqlite_url, "rollback", f"{plan}#1")
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert "--max-num-seqs 1024" in host.box.show(UNIT, "ExecStart")["ExecStart"]
@@ -450,7 +450,7 @@ def test_an_executor_killed_at_any_step_leaves_the_unit_recoverable(
         host.box, sqlite_url, "remediate", UNIT, "--yes", "--gpus-from", str(host.view)
     )
     assert first.returncode == 1 and "interrupted" in first.stdout, first.stdout + first.stderr
-    assert "zz-advisor-hold.conf" not in show(host, "DropInPaths")["DropInPaths"]
+    assert "zzz-advisor-hold.conf" not in show(host, "DropInPaths")["DropInPaths"]
     # ...and that plan runs to a fixed service, skipping what is already done.
     again = advisor_in(
         host.box, sqlite_url, "remediate", UNIT, "--yes", "--gpus-from", str(host.view)

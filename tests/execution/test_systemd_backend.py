@@ -115,17 +115,35 @@ def test_flags_are_changed_in_the_real_argv_and_both_changes_stay(host: GpuHost)
         assert ran[ran.index(flag) + 1] == value, flag
 
 
-def test_a_change_systemd_does_not_load_as_written_fails_and_is_put_back(host: GpuHost) -> None:
+def test_an_operators_override_is_the_command_advisor_changes(host: GpuHost) -> None:
     host.add_vllm(UNIT, ARGS, environment=ENV)
-    # The operator's own override sorts after advisor's drop-in and sets ExecStart again.
+    # `systemctl edit` wrote ExecStart in override.conf: that is the command in force, and
+    # advisor's drop-in sorts after it, so the change is made to it, and it stays as written.
     folder = host.units_dir / f"{UNIT}.d"
     folder.mkdir()
-    (folder / "override.conf").write_text(
+    override = f"[Service]\nExecStart=\nExecStart={host.script} serve x --max-num-seqs 1024\n"
+    (folder / "override.conf").write_text(override)
+    host.box.systemctl("daemon-reload")
+    backend = host.backend()
+    run(backend, step("set_flag", flag="--max-num-seqs", value=512))
+    argv = backend.observe(UNIT).exec_start[0].argv
+    assert list(argv[1:]) == ["serve", "x", "--max-num-seqs", "512"]
+    assert (folder / "override.conf").read_text() == override
+    names = [p.rpartition("/")[2] for p in backend.observe(UNIT).drop_in_paths]
+    assert names == ["override.conf", ADVISOR_DROPIN]
+
+
+def test_a_change_systemd_does_not_load_as_written_fails_and_is_put_back(host: GpuHost) -> None:
+    host.add_vllm(UNIT, ARGS, environment=ENV)
+    # A drop-in that sorts after advisor's sets ExecStart again: advisor's change is lost.
+    folder = host.units_dir / f"{UNIT}.d"
+    folder.mkdir()
+    (folder / "zzzz-late.conf").write_text(
         f"[Service]\nExecStart=\nExecStart={host.script} serve x --max-num-seqs 1024\n"
     )
     host.box.systemctl("daemon-reload")
     backend = host.backend()
-    with pytest.raises(BackendError, match=r"another drop-in sorts after advisor's.*put back"):
+    with pytest.raises(BackendError, match=r"--max-num-seqs 1024 in force.*zzzz.*put back"):
         run(backend, step("set_flag", flag="--max-num-seqs", value=512))
     assert not (folder / ADVISOR_DROPIN).exists()
     assert backend.observe(UNIT).need_daemon_reload is False

@@ -68,6 +68,7 @@ _MESSAGE_TEMPLATES: tuple[str, ...] = (
     "capacity; 1.00 GiB already allocated; {n} MiB free; 3 GiB reserved in total by PyTorch)",
     "RuntimeError: CUDA out of memory occurred when warming up sampler with {n} dummy requests.",
     "GPU KV cache size: {n} tokens",
+    "llama_context: n_ctx         = {n}",
     "ValueError: The model's max seq len ({n}) is larger than the maximum number of tokens that "
     "can be stored in KV cache ({n}). Try increasing `gpu_memory_utilization`",
     "ValueError: To serve at least one request with the models's max seq len ({n}), ({n} GiB "

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from advisor.core.events import ActionStep
 from advisor.core.settings import NotifySettings
-from advisor.execution.backends import DryRunBackend, FileChange, Outcome
+from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome
 from advisor.execution.decisions import approve
 from advisor.execution.notices import Notices
 from advisor.execution.primitives import BackendError
@@ -98,7 +98,11 @@ class _Failing(DryRunBackend):
     """A backend whose steps fail, as a host without systemd's bus would."""
 
     def perform(
-        self, step: ActionStep, before: UnitSnapshot | None, change: FileChange | None
+        self,
+        step: ActionStep,
+        before: UnitSnapshot | None,
+        change: FileChange | None,
+        expect: Sequence[Expected] = (),
     ) -> Outcome:
         raise BackendError("the bus is not there")
 

@@ -83,8 +83,26 @@ HOST = "gpu-box"  # the box's hostname
         (["grep", "vllm", "/var/log/syslog"], None),
         (["/usr/bin/vllm-exporter", "--port", "9400"], None),
         (["python3", "-m", "sglang_router.launch_router"], None),
-        (["/bin/bash", "/opt/start-server.sh"], None),  # a wrapper script: name it with --unit
-        (["/usr/bin/docker", "run", "vllm/vllm-openai:latest", "--model", "m"], None),  # likewise
+        (["/bin/bash", "/opt/start-server.sh"], None),  # a wrapper that is not there to read
+        (["/usr/bin/docker", "run", "vllm/vllm-openai:latest", "--model", "m"], "vllm"),
+        (
+            [
+                "/usr/bin/podman",
+                "run",
+                "--rm",
+                "--device",
+                "nvidia.com/gpu=all",
+                "lmsysorg/sglang",
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "m",
+            ],
+            "sglang",
+        ),
+        (["/usr/bin/docker", "run", "-d", "redis:7"], None),
+        (["/usr/local/bin/llama-server", "-m", "/m/x.gguf", "-c", "8192"], "llamacpp"),
         ([], None),
     ],
 )
@@ -216,6 +234,41 @@ def test_entries_of_a_unit_not_known_yet_are_looked_up(box: SystemdBox, tmp_path
         assert [f.describe() for f in servers.watched] == [
             "other.service (vllm, active/running)",
             "vllm-new.service (vllm)",
+        ]
+
+
+def test_wrappers_and_containers_are_found_and_other_units_by_their_engine_lines(
+    box: SystemdBox, tmp_path: Path
+) -> None:
+    vllm = _fake_vllm(tmp_path / "bin")
+    wrapper = tmp_path / "start-vllm.sh"
+    wrapper.write_text(f'#!/bin/bash\nset -e\nexec {vllm} serve /models/m "$@"\n')
+    wrapper.chmod(0o755)
+    box.install("wrapped.service", f"[Service]\nExecStart={wrapper} --port 8000\n")
+    box.install(
+        "boxed.service",
+        "[Service]\nExecStart=/usr/bin/docker run --rm --gpus all "
+        "ghcr.io/huggingface/text-generation-inference:3.0.1 --model-id m\n",
+    )
+    box.install("binary.service", "[Service]\nExecStart=/bin/sleep 600\n")
+    box.systemctl("start", "binary.service")
+    with SystemdBus(box.bus_address, peer_to_peer=True) as bus:
+        servers = InferenceServers(bus)
+        assert servers.keep(_entry("wrapped.service"))
+        assert servers.keep(_entry("boxed.service"))
+        # A command advisor cannot follow, that logs a vLLM start: it runs an engine.
+        assert not servers.keep(_entry("binary.service", message="listening on :9000"))
+        assert servers.keep(
+            _entry(
+                "binary.service",
+                message="INFO 12-03 10:00:00 [api_server.py:1] vLLM API server version 0.10.1",
+            )
+        )
+        assert servers.keep(_entry("binary.service", message="anything it says next"))
+        assert [f.describe() for f in servers.watched] == [
+            "binary.service (vllm)",
+            "boxed.service (tgi)",
+            "wrapped.service (vllm)",
         ]
 
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any, cast
 
 from advisor.core.events import ActionStep
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import (
     BackendError,
+    Expected,
     FileChange,
     Outcome,
     Primitives,
@@ -81,11 +83,32 @@ def prepare_step(m: Primitives, step: ActionStep, before: UnitSnapshot | None) -
     return handler.prepare(m, step, unit_of(step), before)
 
 
-def perform_step(m: Primitives, step: ActionStep, change: FileChange | None) -> Outcome:
-    """Carry out a step on a backend, after the checks every backend makes."""
+class _Expecting:
+    """A backend's primitives whose restart also checks that the engine received
+    `expect` (the values the plan's earlier steps set)."""
+
+    def __init__(self, m: Primitives, expect: Sequence[Expected]) -> None:
+        self._m = m
+        self._expect = tuple(expect)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._m, name)
+
+    def restart_unit(
+        self, unit: str, ready_bound_s: float | None, expect: Sequence[Expected] = ()
+    ) -> Outcome:
+        return self._m.restart_unit(unit, ready_bound_s, (*self._expect, *expect))
+
+
+def perform_step(
+    m: Primitives, step: ActionStep, change: FileChange | None, expect: Sequence[Expected] = ()
+) -> Outcome:
+    """Carry out a step on a backend, after the checks every backend makes (`expect`: what
+    the unit's engine must have received when a restart counts)."""
     handler = handler_for(step.kind)
     unit = acted_on(step) if handler.touches_unit else step.unit or ""
-    return handler.perform(m, step, unit, change)
+    on = cast(Primitives, _Expecting(m, expect)) if expect else m
+    return handler.perform(on, step, unit, change)
 
 
 __all__ = [

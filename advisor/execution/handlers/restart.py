@@ -1,5 +1,6 @@
 """`restart`: the plan's hold on restarts ends here, then the unit is restarted and counts
-as done when the new invocation says it is ready, within the step's bound."""
+as done when the new invocation says it is ready, within the step's bound — and its engine
+received the values the plan set (the executor hands them to the backend's restart)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,64 @@
+"""llama.cpp's server (`llama-server`, the `ghcr.io/ggml-org/llama.cpp:server` images).
+
+Flags as common/arg.cpp declares them, with their short forms; each also read from its
+`LLAMA_ARG_*` variable when not given (the command line wins). Readiness is
+"main: server is listening on http://HOST:PORT - starting the main loop" (tools/server).
+It echoes no argument list; what it received is read from its command line.
+"""
+
+from __future__ import annotations
+
+from advisor.core.engines.model import Cue, Engine, Flag, Range, Recognition
+
+ENGINE = Engine(
+    name="llamacpp",
+    title="llama.cpp server",
+    recognition=Recognition(
+        programs=("llama-server",),
+        words=("llama-server",),
+        images=("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
+        log_cues=("llama_model_loader:", "llama_context:", "load_tensors:"),
+    ),
+    ready=(Cue("server is listening on"), Cue("HTTP server listening")),
+    flags=(
+        Flag(
+            "--ctx-size",
+            "context",
+            aliases=("-c",),
+            bound=Range(512, 16_777_216),
+            env="LLAMA_ARG_CTX_SIZE",
+            fact="max_model_len",
+        ),
+        Flag(
+            "--parallel",
+            "concurrency",
+            aliases=("-np",),
+            bound=Range(1, 256),
+            env="LLAMA_ARG_N_PARALLEL",
+            fact="max_num_seqs",
+        ),
+        Flag(
+            "--n-gpu-layers",
+            "gpu_layers",
+            aliases=("-ngl", "--gpu-layers"),
+            bound=Range(0, 10_000),
+            env="LLAMA_ARG_N_GPU_LAYERS",
+        ),
+        Flag(
+            "--batch-size",
+            "batch",
+            aliases=("-b",),
+            bound=Range(32, 1_048_576),
+            env="LLAMA_ARG_BATCH",
+        ),
+    ),
+    remedies={"kv_cache_oom": ("llama_context",)},
+    advice={
+        "weights_load_oom": "the model does not fit on the GPU: lower {gpu_layers} (the rest "
+        "runs on the CPU) or a smaller quantisation",
+        "runtime_oom": "out of memory while serving: lower {concurrency} or {batch}",
+        "kv_cache_oom": "the KV cache does not fit, and the log states no context size: lower "
+        "{context} by hand",
+    },
+    source="llama.cpp (common/arg.cpp, tools/server/server.cpp, src/llama-context.cpp)",
+)

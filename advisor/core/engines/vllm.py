@@ -1,0 +1,103 @@
+"""vLLM (`vllm serve`, `python -m vllm.entrypoints.openai.api_server`, the `vllm/vllm-openai`
+image).
+
+Flags as vLLM's `EngineArgs` declares them (vllm/engine/arg_utils.py); its argument parser
+also takes each long option with underscores (`--max_num_seqs`), and argparse takes an
+unambiguous prefix (the engine's own advice prints `--kv-cache-memory=N` for
+`--kv-cache-memory-bytes`). Readiness is uvicorn's (vLLM's API server runs on it):
+"Application startup complete." then "Uvicorn running on …". The arguments are echoed as
+`non-default args: {'max_num_seqs': 256, …}` (vllm/entrypoints/utils.py, 0.10+) or, before,
+`args: Namespace(max_num_seqs=256, …)` (vllm/entrypoints/openai/api_server.py).
+"""
+
+from __future__ import annotations
+
+from advisor.core.engines.model import Cue, Echo, Engine, Flag, Range, Recognition
+
+TOKENS = Range(1024, 16_777_216)
+
+ENGINE = Engine(
+    name="vllm",
+    title="vLLM",
+    recognition=Recognition(
+        programs=("vllm",),
+        serve=("vllm",),
+        modules=("vllm.entrypoints",),
+        scripts=("/vllm/entrypoints/",),
+        images=("vllm/vllm-openai", "vllm/vllm-openai-rocm", "rocm/vllm"),
+        log_cues=("vLLM API server version", "Starting vLLM API server", "non-default args:"),
+        mentions=("vLLM", "vllm"),
+    ),
+    ready=(Cue("Application startup complete"), Cue("Uvicorn running on")),
+    echo=(
+        Echo("non-default args:", r"'{key}': ([^,}]+)"),
+        Echo("args: Namespace(", r"\b{key}=([^,)]+)"),
+    ),
+    flags=(
+        Flag(
+            "--max-num-seqs",
+            "concurrency",
+            aliases=("--max_num_seqs",),
+            bound=Range(1, 65536),
+            echo="max_num_seqs",
+            fact="max_num_seqs",
+        ),
+        Flag(
+            "--max-model-len",
+            "context",
+            aliases=("--max_model_len",),
+            bound=TOKENS,
+            echo="max_model_len",
+            fact="max_model_len",
+        ),
+        Flag(
+            "--gpu-memory-utilization",
+            "memory_fraction",
+            aliases=("--gpu_memory_utilization",),
+            bound=Range(0.5, 0.98, integer=False),
+            echo="gpu_memory_utilization",
+            fact="gpu_memory_utilization",
+        ),
+        Flag(
+            "--kv-cache-memory-bytes",
+            "kv_bytes",
+            aliases=("--kv-cache-memory", "--kv_cache_memory_bytes", "--kv_cache_memory"),
+            bound=Range(2**28, 2**44),
+            echo="kv_cache_memory_bytes",
+            fact="kv_cache_memory_bytes",
+        ),
+        Flag(
+            "--max-num-batched-tokens",
+            "prefill",
+            aliases=("--max_num_batched_tokens",),
+            bound=Range(512, 16_777_216),
+            echo="max_num_batched_tokens",
+            fact="max_num_batched_tokens",
+        ),
+        Flag(
+            "--tensor-parallel-size",
+            "parallel",
+            aliases=("-tp", "--tensor_parallel_size"),
+            bound=Range(1, 64),
+            echo="tensor_parallel_size",
+            fact="tensor_parallel_size",
+        ),
+        Flag("--enforce-eager", "eager", aliases=("--enforce_eager",), switch=True),
+    ),
+    remedies={
+        "sampler_warmup_oom": ("sampler",),
+        "kv_cache_oom": ("kv_context", "kv_memory_fraction", "kv_parallel"),
+    },
+    advice={
+        "weights_load_oom": "the weights do not fit at this parallelism: a larger {parallel} "
+        "or a quantised model",
+        "cuda_graph_oom": "CUDA graph capture ran out of memory: lower {memory_fraction} a "
+        "little, or {eager}",
+        "runtime_oom": "out of memory while serving: lower {concurrency} or {prefill}",
+        "kv_cache_oom": "KV cache does not fit, and the log states no capacity to compute a "
+        "length from: lower {context} or raise {memory_fraction} by hand",
+        "sampler_warmup_oom": "sampler warm-up ran out of memory but the log states no usable "
+        "max_num_seqs or dummy request count: lower {concurrency} by hand",
+    },
+    source="vLLM 0.5–0.33 (released wheels)",
+)
