@@ -117,6 +117,13 @@ NUMBERS: Final = (
     _p("this process has", r"this process has (?P<process_in_use_gib>" + SIZE + r") memory in use"),
     _p("dummy requests", r"with (?P<dummy_requests>\d+) dummy requests"),
     _p("KV cache size", r"KV cache size: (?P<kv_cache_tokens>[\d,]+) tokens"),
+    # vLLM's own advice on its KV cache (gpu_worker.py, 0.10.2+): the size that would use all
+    # the GPU memory free at start-up.
+    _p(
+        "to fully utilize gpu memory",
+        r"`--kv-cache-memory(?:-bytes)?=(?P<suggested_kv_cache_bytes>\d+)`"
+        r"(?: \([\d.]+ GiB\))? to fully utilize gpu memory",
+    ),
     # llama.cpp's context as the server was given it (--ctx-size, padded), before its KV cache
     # is allocated: llama_context (newer) or llama_new_context_with_model (older).
     _p(

@@ -44,6 +44,7 @@ FACT_TYPES: Final[dict[str, type]] = {
     "max_total_tokens": int,
     "profiled_max_total_tokens": int,
     "hung_task_seconds": int,
+    "suggested_kv_cache_bytes": int,
     "facts_dropped": int,
 }
 FACT_KEYS: Final = tuple(FACT_TYPES)
@@ -99,6 +100,7 @@ NUMBER_DOMAINS: Final[dict[str, tuple[int, int] | tuple[float, float]]] = {
     # SGLang's profiled token budget: negative when the weights leave no room.
     "profiled_max_total_tokens": (-(1 << 48), 1 << 48),
     "hung_task_seconds": (1, 1 << 31),
+    "suggested_kv_cache_bytes": (1, 1 << 50),
     "facts_dropped": (0, (1 << 31) - 1),
 }
 _MAX_NUMBER_TEXT: Final = 40  # characters: longer is never a number in range (and costly)

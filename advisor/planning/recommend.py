@@ -36,6 +36,7 @@ from advisor.planning.sizing import (
     kv_context,
     kv_memory_fraction,
     kv_parallel,
+    kv_suggested,
     sampler,
 )
 
@@ -149,6 +150,7 @@ REMEDIES: Final[Mapping[str, Remedy]] = {
     "kv_context": kv_context,
     "kv_memory_fraction": kv_memory_fraction,
     "kv_parallel": kv_parallel,
+    "kv_suggested": kv_suggested,
     "sglang_pool": sglang_pool,
     "tgi_prefill": tgi_prefill,
     "llama_context": llama_context,

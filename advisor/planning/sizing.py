@@ -207,3 +207,28 @@ def kv_parallel(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: En
         arithmetic=(f"{tp} × 2 = {tp * 2}",),
         expected="twice the KV cache memory",
     )
+
+
+def kv_suggested(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:
+    """As an alternative, the KV cache size the engine itself printed ("`--kv-cache-memory=N`
+    to fully utilize gpu memory", vLLM 0.10.2+), when it holds one full-length request."""
+    flag = engine.role("kv_bytes")
+    size = facts.get("suggested_kv_cache_bytes")
+    needed = facts.get("kv_cache_needed_gib")
+    if flag is None or flag.bound is None or not size or not flag.bound.holds(size):
+        return
+    if needed and size < needed * GIB:
+        return  # all the free memory would still not hold one request: not a fix
+    lines = [f"{engine.title}'s own advice in its log: --kv-cache-memory={size} ({fmt_gib(size)})"]
+    if needed:
+        lines.append(f"one request of the full length needs {needed:.2f} GiB ≤ {fmt_gib(size)}")
+    p.add(
+        "set_flag",
+        f"keeps the context: the KV cache sized as {engine.title} itself suggests, to use all the "
+        "GPU memory free at start",
+        flag=flag.name,
+        value=size,
+        alternative=bool(p.actions),
+        arithmetic=tuple(lines),
+        expected="the KV cache holds one full-length request",
+    )

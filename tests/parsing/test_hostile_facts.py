@@ -69,6 +69,8 @@ _MESSAGE_TEMPLATES: tuple[str, ...] = (
     "RuntimeError: CUDA out of memory occurred when warming up sampler with {n} dummy requests.",
     "GPU KV cache size: {n} tokens",
     "llama_context: n_ctx         = {n}",
+    "Replace gpu_memory_utilization config with `--kv-cache-memory=1` to fit into requested "
+    "memory, or `--kv-cache-memory={n}` to fully utilize gpu memory.",
     "ValueError: The model's max seq len ({n}) is larger than the maximum number of tokens that "
     "can be stored in KV cache ({n}). Try increasing `gpu_memory_utilization`",
     "ValueError: To serve at least one request with the models's max seq len ({n}), ({n} GiB "

@@ -243,3 +243,45 @@ def test_classify_json_carries_the_plan(seed_journal: Path) -> None:
         "vllm-minimax-m25.service",
     )
     assert seqs["arithmetic"][-1].endswith("= 281 → 256 (a power of two, below 1024)")
+
+
+def test_each_engine_is_fixed_in_its_own_flags() -> None:
+    sglang = plan(
+        "kv_cache_oom",
+        0.99,
+        facts(engine="sglang", mem_fraction_static=0.8, free_gib=15.5, total_capacity_gib=96.0),
+        PlanContext(unit="sglang.service"),
+    )
+    # the pool is empty at 1 − 15.5 / 96 = 0.839; 0.839 + 0.05 → 0.89
+    assert (sglang[1].flag, sglang[1].value) == ("--mem-fraction-static", 0.89)
+    assert "SGLang's own advice" in sglang[1].why
+    stepped = plan("kv_cache_oom", 0.99, facts(engine="sglang", mem_fraction_static=0.8))
+    assert (stepped[1].flag, stepped[1].value) == ("--mem-fraction-static", 0.85)
+    capped = plan("kv_cache_oom", 0.99, facts(engine="sglang", mem_fraction_static=0.94))
+    assert kinds(capped) == ["notify"] and "--mem-fraction-static" in capped[0].why
+    llama = plan("kv_cache_oom", 0.98, facts(engine="llamacpp", max_model_len=131072))
+    assert (llama[1].flag, llama[1].value) == ("--ctx-size", 65536)
+    tgi = plan(
+        "kv_cache_oom",
+        0.99,
+        facts(engine="tgi", max_batch_prefill_tokens=4096, max_input_tokens=4000),
+    )
+    assert kinds(tgi) == ["notify"] and "--max-batch-prefill-tokens" in tgi[0].why
+    runtime = plan("runtime_oom", 0.95, facts(engine="sglang"))
+    assert "--max-running-requests" in runtime[0].why and "--max-num-seqs" not in runtime[0].why
+
+
+def test_vllms_own_kv_cache_advice_is_an_alternative_when_it_holds_a_request() -> None:
+    stated = facts(
+        max_model_len=32768,
+        estimated_max_model_len=8336,
+        kv_cache_needed_gib=4.0,
+        available_kv_cache_gib=1.02,
+        suggested_kv_cache_bytes=6 * GIB,
+    )
+    actions = plan("kv_cache_oom", 0.96, stated, PlanContext(unit="vllm.service"))
+    (alt,) = [a for a in actions if a.alternative]
+    assert (alt.flag, alt.value) == ("--kv-cache-memory-bytes", 6 * GIB)
+    assert "own advice" in alt.arithmetic[0]
+    small = plan("kv_cache_oom", 0.96, stated | {"suggested_kv_cache_bytes": 3 * GIB})
+    assert not [a for a in small if a.alternative]

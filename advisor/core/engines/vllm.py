@@ -86,7 +86,7 @@ ENGINE = Engine(
     ),
     remedies={
         "sampler_warmup_oom": ("sampler",),
-        "kv_cache_oom": ("kv_context", "kv_memory_fraction", "kv_parallel"),
+        "kv_cache_oom": ("kv_context", "kv_memory_fraction", "kv_suggested", "kv_parallel"),
     },
     advice={
         "weights_load_oom": "the weights do not fit at this parallelism: a larger {parallel} "
