@@ -182,7 +182,7 @@ def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
     dsn = ""
     try:
         if sqlite:
-            source, path = duckdb_source(parsed, resources)
+            source, path = duckdb_source(url, resources)
             con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_sqlite_scanner'))}")
             con.execute(f"ATTACH {sql_literal(source)} AS store (TYPE sqlite, READ_ONLY)")
         else:

@@ -40,8 +40,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
-from sqlalchemy.engine import URL
-
 from advisor.core.errors import StoreError
 from advisor.store.engine import parse_url, redact, sqlite_read_uri
 
@@ -127,7 +125,7 @@ def _child(answer_fd: int) -> None:
         out.write(data)
 
 
-def duckdb_source(url: URL, resources: contextlib.ExitStack) -> tuple[str, str]:
+def duckdb_source(url: str, resources: contextlib.ExitStack) -> tuple[str, str]:
     """The file DuckDB attaches for the SQLite store at `url`, and how it is read: the store
     itself, or on read-only media a private copy (removed when `resources` close)."""
     if not _apart:
@@ -135,8 +133,9 @@ def duckdb_source(url: URL, resources: contextlib.ExitStack) -> tuple[str, str]:
             f"{redact(url)}: DuckDB reads a SQLite store only in a process of its own "
             "(advisor.reports.apart)"
         )
-    uri = sqlite_read_uri(url)
-    path = Path(url.database or "").expanduser().resolve()
+    parsed = parse_url(url)
+    uri = sqlite_read_uri(parsed)
+    path = Path(parsed.database or "").expanduser().resolve()
     if _holds(path):
         raise StoreError(
             f"{redact(url)}: this process still has the store open through sqlite3; "
