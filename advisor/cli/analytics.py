@@ -54,26 +54,23 @@ def query(
       advisor query "SELECT label, count(*) FROM incidents GROUP BY label"
       advisor query "SELECT host, count(*) FROM events GROUP BY host" --parquet ./export --csv
     """
-    from advisor.reports.analytics import check_sql, connect_parquet, connect_store
+    from advisor.reports.analytics import check_sql, query_parquet, query_store
 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv exclude each other")
     check_sql(sql, sandbox=not allow_files)  # refused before the store is opened
-    conn = (
-        connect_parquet(parquet_dir, sandbox=not allow_files)
+    answer = (
+        query_parquet(parquet_dir, sql, sandbox=not allow_files)
         if parquet_dir is not None
-        else connect_store(settings(db=db_url).db_url, sandbox=not allow_files)
+        else query_store(settings(db=db_url).db_url, sql, sandbox=not allow_files)
     )
-    try:
-        if verbose:
-            click.echo(
-                f"duckdb: reading through the {conn.path}"
-                + ("" if allow_files else " (sandboxed: the store and nothing else)"),
-                err=True,
-            )
-        columns, rows = conn.query(sql)
-    finally:
-        conn.close()
+    if verbose:
+        click.echo(
+            f"duckdb: reading through the {answer.path}"
+            + ("" if allow_files else " (sandboxed: the store and nothing else)"),
+            err=True,
+        )
+    columns, rows = answer.columns, answer.rows
     if as_json:
         click.echo(
             orjson.dumps(
@@ -200,24 +197,23 @@ def stats(
       advisor stats --service vllm-llama70b --format html --out stats.html
     """
     from advisor.core.timefmt import parse_time_us
-    from advisor.reports.analytics import connect_parquet, connect_store
+    from advisor.reports.analytics import connect_parquet, store_stats
     from advisor.reports.analytics import stats as stats_
 
     unit = None
     if service is not None:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
-    conn = (
-        connect_parquet(parquet_dir, sandbox=True)
-        if parquet_dir is not None
-        else connect_store(settings(db=db_url).db_url, sandbox=True)
-    )
-    try:
-        report = stats_(
-            conn, unit=unit, host=host, since_us=parse_time_us(since) if since else None
-        )
-    finally:
-        conn.close()
+    since_us = parse_time_us(since) if since else None
+    if parquet_dir is None:
+        url = settings(db=db_url).db_url
+        report = store_stats(url, unit=unit, host=host, since_us=since_us)
+    else:
+        conn = connect_parquet(parquet_dir, sandbox=True)
+        try:
+            report = stats_(conn, unit=unit, host=host, since_us=since_us)
+        finally:
+            conn.close()
     if fmt == "html":
         from advisor.reports.html import render_stats
 

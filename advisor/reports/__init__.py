@@ -4,6 +4,7 @@ contract, and DuckDB analytics over the store.
 
 __all__ = [
     "analytics",
+    "apart",
     "chart_base",
     "charts",
     "contract",

@@ -12,6 +12,12 @@ through `allowed_directories`) and the configuration is locked, so a query canno
 anything back. The scanner extensions open SQLite files and PostgreSQL servers themselves,
 past DuckDB's file-system checks, so ATTACH/DETACH and the scanners' functions are refused
 in every query (`check_sql`), as are the statements that write files in a sandbox.
+
+Many processes, one store: DuckDB opens a SQLite store only in a short-lived process of its
+own (`advisor.reports.apart` says why: its SQLite would drop the locks of the process's other
+connections), so the entry points that read the store — `query_store`, `store_stats`,
+`export_parquet` — run their DuckDB work there and hand back the rows; `connect_store` itself
+is for that process (and for PostgreSQL).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import importlib
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -29,6 +35,7 @@ from urllib.parse import quote
 import duckdb
 
 from advisor.core.errors import InputError, StoreError
+from advisor.reports.apart import apart, duckdb_source
 from advisor.reports.sandbox import REFUSED_FUNCTIONS, SCANNER_FUNCTIONS, check_sql, sql_literal
 from advisor.reports.sandbox import first_line as _first_line
 from advisor.reports.sandbox import new_duckdb as _duckdb
@@ -42,14 +49,18 @@ __all__ = [
     "REFUSED_FUNCTIONS",
     "SCANNER_FUNCTIONS",
     "VIEWS",
+    "Answer",
     "Connection",
     "check_sql",
     "connect_parquet",
     "connect_store",
     "events_select",
     "export_parquet",
+    "query_parquet",
+    "query_store",
     "sql_literal",
     "stats",
+    "store_stats",
 ]
 
 PROJECTIONS: Final = ("runs", "incidents", "actions", "gpu_samples")
@@ -71,11 +82,21 @@ _LOG_LINES: Final = """
     FROM events WHERE type = 'log.recorded'"""
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A query's answer: how DuckDB read (`Connection.path`), the columns and the rows."""
+
+    path: str
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+
 @dataclass
 class Connection:
     con: duckdb.DuckDBPyConnection
     path: str  # how the views read: "sqlite scanner", "postgres scanner", "parquet"
     sandbox: bool = False
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run `sql` (checked: `check_sql`); the columns and rows of its last statement (none
@@ -102,7 +123,33 @@ class Connection:
             raise InputError(f"query: {_first_line(e)}") from e
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            self.resources.close()
+
+
+def query_store(url: str, sql: str, *, sandbox: bool) -> Answer:
+    """`sql` over the store at `url` (`Connection.query`); for SQLite, in a process of its
+    own (`apart`)."""
+    return apart(url, _query_store, url, sql, sandbox)
+
+
+def _query_store(url: str, sql: str, sandbox: bool) -> Answer:
+    conn = connect_store(url, sandbox=sandbox)
+    try:
+        return Answer(conn.path, *conn.query(sql))
+    finally:
+        conn.close()
+
+
+def query_parquet(folder: Path, sql: str, *, sandbox: bool) -> Answer:
+    """`sql` over a Parquet export (`connect_parquet`)."""
+    conn = connect_parquet(folder, sandbox=sandbox)
+    try:
+        return Answer(conn.path, *conn.query(sql))
+    finally:
+        conn.close()
 
 
 def _extension(package: str) -> str:
@@ -123,19 +170,21 @@ def _require_store(url: str) -> None:
 
 def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None) -> Connection:
     """DuckDB attached read-only to the store at `url`, with the views; `sandbox`: reaching
-    nothing else but `folder` (module docstring)."""
+    nothing else but `folder` (module docstring). A SQLite store only in a process of its
+    own (`apart`)."""
     parsed = parse_url(url)
-    if parsed.get_backend_name() == "postgresql" or parsed.database not in (None, "", ":memory:"):
-        _require_store(url)
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite and parsed.database in (None, "", ":memory:"):
+        raise InputError("query needs a store in a file, not an in-memory one")
+    _require_store(url)
+    resources = contextlib.ExitStack()
     con = _duckdb(sandbox)
     dsn = ""
     try:
-        if parsed.get_backend_name() == "sqlite":
-            if not parsed.database or parsed.database == ":memory:":
-                raise InputError("query needs a store in a file, not an in-memory one")
+        if sqlite:
+            source, path = duckdb_source(url, resources)
             con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_sqlite_scanner'))}")
-            con.execute(f"ATTACH {sql_literal(parsed.database)} AS store (TYPE sqlite, READ_ONLY)")
-            path = "sqlite scanner"
+            con.execute(f"ATTACH {sql_literal(source)} AS store (TYPE sqlite, READ_ONLY)")
         else:
             con.execute(f"LOAD {sql_literal(_extension('duckdb_extension_postgres_scanner'))}")
             options = str(parsed.query.get("options", ""))
@@ -157,11 +206,14 @@ def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
         con.execute(f"CREATE VIEW log_lines AS {_LOG_LINES}")
         if sandbox:
             _seal(con, folder)
-    except duckdb.Error as e:
+    except BaseException as e:
         con.close()
+        resources.close()
+        if not isinstance(e, duckdb.Error):
+            raise
         message = _first_line(e).replace(dsn, redact(url)) if dsn else _first_line(e)
         raise StoreError(f"DuckDB cannot read the store: {message}") from e
-    return Connection(con, path, sandbox)
+    return Connection(con, path, sandbox, resources)
 
 
 def events_select(table: str = "events", extra: str = "") -> str:
@@ -224,11 +276,7 @@ def export_parquet(url: str, folder: Path, *, force: bool = False) -> dict[str, 
         ) from e
     done = False
     try:
-        conn = connect_store(url, sandbox=True, folder=stage)
-        try:
-            counts = _export(conn, stage)
-        finally:
-            conn.close()
+        counts = apart(url, _export_store, url, stage)
         for name in PROJECTIONS:
             os.replace(stage / f"{name}.parquet", folder / f"{name}.parquet")
         if (folder / "events").exists():  # --force: the old events go with the stage
@@ -247,6 +295,14 @@ def export_parquet(url: str, folder: Path, *, force: bool = False) -> dict[str, 
                 for made in created:
                     made.rmdir()
     return counts
+
+
+def _export_store(url: str, stage: Path) -> dict[str, int]:
+    conn = connect_store(url, sandbox=True, folder=stage)
+    try:
+        return _export(conn, stage)
+    finally:
+        conn.close()
 
 
 def _export(conn: Connection, stage: Path) -> dict[str, int]:
@@ -275,6 +331,27 @@ def _count(conn: Connection, view: str) -> int:
 
 
 # ------------------------------------------------------------------ stats
+
+
+def store_stats(
+    url: str,
+    *,
+    unit: str | None = None,
+    host: str | None = None,
+    since_us: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """`stats` over the store at `url`; for SQLite, in a process of its own (`apart`)."""
+    return apart(url, _store_stats, url, unit, host, since_us)
+
+
+def _store_stats(
+    url: str, unit: str | None, host: str | None, since_us: int | None
+) -> dict[str, list[dict[str, Any]]]:
+    conn = connect_store(url, sandbox=True)
+    try:
+        return stats(conn, unit=unit, host=host, since_us=since_us)
+    finally:
+        conn.close()
 
 
 def stats(

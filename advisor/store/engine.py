@@ -153,9 +153,32 @@ def _ours_or_empty(cursor: Any) -> bool:
 
 def _sqlite_reader(url: URL) -> Engine:
     """A SQLite store opened read-only (`mode=ro`, `query_only`): no folder, file, WAL or
-    schema is created. On read-only media (a read-only mount, an immutable file, an evidence
-    copy) where SQLite cannot even keep its WAL index, it is opened as immutable — refused if
-    the file has a WAL that was never checkpointed, whose events that would hide."""
+    schema is created; on read-only media, immutable (`sqlite_read_uri`)."""
+    uri = sqlite_read_uri(url)
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False
+        )
+        conn.isolation_level = None
+        conn.execute("PRAGMA query_only=1")
+        conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        return conn
+
+    engine = create_engine("sqlite://", creator=connect)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def sqlite_read_uri(url: URL) -> str:
+    """The URI a reader opens the SQLite store at `url` with: `mode=ro`; on read-only media
+    (a read-only mount, an immutable file, an evidence copy) where SQLite cannot even keep its
+    WAL index, `immutable=1` — refused if the file has a WAL that was never checkpointed,
+    whose events that would hide. A store that does not exist is refused."""
     database = url.database or ""
     if database in ("", ":memory:"):
         raise StoreError("--db sqlite:// (in memory) holds no store to read")
@@ -176,24 +199,7 @@ def _sqlite_reader(url: URL) -> Engine:
                 f"({wal}) that was never checkpointed; copy the store and its "
                 "-wal file to writable storage to read it"
             )
-    uri = f"{target}?immutable=1" if immutable else f"{target}?mode=ro"
-
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False
-        )
-        conn.isolation_level = None
-        conn.execute("PRAGMA query_only=1")
-        conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        return conn
-
-    engine = create_engine("sqlite://", creator=connect)
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
-
-    return engine
+    return f"{target}?immutable=1" if immutable else f"{target}?mode=ro"
 
 
 def _sqlite_readable(uri: str) -> bool:

@@ -4,6 +4,8 @@ give one-line errors, not tracebacks."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -147,6 +149,45 @@ def test_a_store_on_read_only_media_is_verified_and_read(seeded: Path) -> None:
     assert "hash chain intact" in out
     assert "wedged_stop" in out
     assert sorted(p.name for p in folder.iterdir()) == ["events.db"]
+
+
+def _on_read_only_media(folder: Path, command: str, tmp: Path) -> str:
+    """`command` run where `folder` is a read-only bind mount (a private mount namespace),
+    temporary files under `tmp`: its stdout and stderr."""
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, check=False)
+    if shutil.which("unshare") is None or probe.returncode != 0:
+        pytest.skip("no mount namespaces here")
+    script = f"mount --bind -o ro {folder} {folder} && ! touch {folder}/probe 2>/dev/null"
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", f"{script} && {command}"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode() + done.stderr.decode()
+
+
+def test_query_and_stats_read_a_store_on_read_only_media(seeded: Path, tmp_path: Path) -> None:
+    """DuckDB's SQLite cannot open a WAL store where it cannot create the WAL index, and
+    takes no immutable URI: it reads a private copy, made by SQLite from the immutable file
+    and removed afterwards."""
+    folder = seeded.parent
+    for p in folder.glob("events.db-*"):
+        p.unlink()  # a store closed cleanly: no WAL or index beside it
+    before = digest(folder)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    url = f"sqlite:///{seeded}"
+    sql = "SELECT count(*) AS n FROM log_lines"
+    out = _on_read_only_media(
+        folder, f"{sys.executable} -m advisor query '{sql}' --json --verbose --db {url}", tmp
+    )
+    assert '"n": 86' in out and "private copy" in out
+    out = _on_read_only_media(folder, f"{sys.executable} -m advisor stats --json --db {url}", tmp)
+    assert json.loads(out)["crashes_by_label"][0]["label"] in ("sampler_warmup_oom", "wedged_stop")
+    assert digest(folder) == before and list(tmp.iterdir()) == []
 
 
 def test_read_only_media_with_an_unmerged_wal_is_refused_not_misread(seeded: Path) -> None:

@@ -212,13 +212,9 @@ def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
     Projector(store).rebuild()
     assert snapshot(store) == before
     # Analytics and auto's history count incidents, not the superseded ids.
-    from advisor.reports.analytics import connect_store, stats
+    from advisor.reports.analytics import store_stats
 
-    conn = connect_store(store_url)
-    try:
-        by_label = stats(conn, host="gpu-node-07")["crashes_by_label"]
-    finally:
-        conn.close()
+    by_label = store_stats(store_url, host="gpu-node-07")["crashes_by_label"]
     counted = sum(int(row["incidents"]) for row in by_label)
     assert counted == len(rows) - len(superseded) == len(expected["incidents"])
 
