@@ -24,7 +24,7 @@ from advisor.console import decisions, pages
 from advisor.console.auth import Sessions
 from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
-from advisor.console.load import Busy, Gate, Recent, busy, gate_of, gated
+from advisor.console.load import Gate, Recent, gated
 from advisor.console.shape import duration, when
 from advisor.store.audit import last_seq
 
@@ -114,11 +114,7 @@ async def metrics(request: Request) -> Response:
     """/metrics: read once for all the scrapes within half a second, off the event loop."""
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    try:
-        text = await request.app.state.metrics.get(gate_of(request))
-    except Busy:
-        return busy()
-    return Response(text, media_type=CONTENT_TYPE_LATEST)
+    return Response(await request.app.state.metrics.get(), media_type=CONTENT_TYPE_LATEST)
 
 
 def _with_policy(app: Any) -> Any:

@@ -6,7 +6,9 @@ a turn, is answered 503 with `Retry-After` at once: under any load every request
 and the event loop stays free to accept, answer and shut down.
 
 The figures many clients poll (/api/changes, /metrics) are computed once for all the requests
-arriving within `FRESH_S` of each other (`Recent`)."""
+arriving within `FRESH_S` of each other (`Recent`), each in one worker thread of its own
+rather than behind the pages' queue: a page polling for changes is answered at once however
+many pages wait (one more store connection: the pool's fifth)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from starlette.responses import PlainTextResponse, Response
 T = TypeVar("T")
 
 SLOTS: Final = 4  # worker threads on the store at once (the pool holds 5)
-QUEUE: Final = 64  # requests waiting for a slot; one more is answered 503 at once
-WAIT_S: Final = 5.0  # the longest a request waits for a slot before its 503
+QUEUE: Final = 256  # requests waiting for a slot; one more is answered 503 at once
+WAIT_S: Final = 10.0  # the longest a request waits for a slot before its 503
 RETRY_AFTER_S: Final = 1
 FRESH_S: Final = 0.5  # how old a shared figure (/api/changes, /metrics) may be
 
@@ -100,11 +102,11 @@ class Recent(Generic[T]):
         self._at = float("-inf")
         self._lock: anyio.Lock | None = None
 
-    async def get(self, gate: Gate) -> T:
+    async def get(self) -> T:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
             if time.monotonic() - self._at > self.fresh_s:
-                self._value = await gate.run(self.compute)
+                self._value = await anyio.to_thread.run_sync(self.compute, abandon_on_cancel=True)
                 self._at = time.monotonic()
             return self._value  # type: ignore[return-value]

@@ -10,7 +10,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from advisor.console.auth import authorised
 from advisor.console.charts import fleet_charts, incident_charts, plotly_src
-from advisor.console.load import Busy, busy, gate_of
 from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.render import event_json
@@ -60,12 +59,8 @@ def render(
 
 async def changes(request: Request) -> Response:
     """The store's newest position: a page refreshes itself when it moves (read once for
-    all the pages polling within half a second, off the event loop)."""
-    try:
-        seq = await request.app.state.newest.get(gate_of(request))
-    except Busy:
-        return busy()
-    return JSONResponse({"seq": seq})
+    all the pages polling within half a second, off the event loop: `load.Recent`)."""
+    return JSONResponse({"seq": await request.app.state.newest.get()})
 
 
 def incidents_page(request: Request) -> Response:
