@@ -92,21 +92,35 @@ def gated(page: Callable[[Request], Response]) -> Callable[[Request], Awaitable[
 
 
 class Recent(Generic[T]):
-    """A figure computed at most once per `fresh_s`: the requests that arrive while it is
-    computed wait for that one computation rather than each starting their own."""
+    """A figure computed at most once per `fresh_s`, in one worker thread at a time: while it
+    is computed anew, the requests that arrive meanwhile get the last value at once (only
+    the very first requests wait for the first value)."""
 
     def __init__(self, compute: Callable[[], T], fresh_s: float = FRESH_S) -> None:
         self.compute = compute
         self.fresh_s = fresh_s
         self._value: T | None = None
+        self._has = False
         self._at = float("-inf")
-        self._lock: anyio.Lock | None = None
+        self._computing: anyio.Event | None = None
 
     async def get(self) -> T:
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            if time.monotonic() - self._at > self.fresh_s:
-                self._value = await anyio.to_thread.run_sync(self.compute, abandon_on_cancel=True)
-                self._at = time.monotonic()
-            return self._value  # type: ignore[return-value]
+        stale = time.monotonic() - self._at > self.fresh_s
+        while stale or not self._has:
+            if self._computing is None:
+                await self._refresh()
+                break
+            if self._has:  # being computed anew: the last value meanwhile
+                break
+            await self._computing.wait()
+            stale = False
+        return self._value  # type: ignore[return-value]
+
+    async def _refresh(self) -> None:
+        self._computing = computing = anyio.Event()
+        try:
+            self._value = await anyio.to_thread.run_sync(self.compute, abandon_on_cancel=True)
+            self._has, self._at = True, time.monotonic()
+        finally:
+            self._computing = None
+            computing.set()
