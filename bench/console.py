@@ -2,6 +2,7 @@
 and the fleet) on a store with many incidents.
 
     .venv/bin/python bench/console.py [--incidents 10000] [--hosts 20] [--repeat 20] [--workdir DIR]
+    .venv/bin/python bench/console.py --load 2000 --at-once 200 [--incidents 10000] [--workdir DIR]
 
 Builds a SQLite store through the store API where every unit crashes in the sampler warm-up,
 restarts and comes up healthy, over and over (each cycle one incident, opened and resolved),
@@ -9,21 +10,32 @@ folds and diagnoses it, then starts `advisor serve` as a real process on 127.0.0
 GET requests over HTTP: the newest incident's page, one from the middle of the history, the
 incident list and the fleet page (the first request of each is reported apart: it is the one
 that folds whatever is new). Prints the median and the slowest of the rest.
+
+With --load N: N GET requests instead, --at-once of them in flight at any time, spread over
+the incident list, /api/changes, /metrics and an incident's page; prints how many were
+answered (and with which status: 503 is the console saying it is busy, with Retry-After),
+how many got no answer (an error or a time-out), the median and 95th percentile per page,
+how long /api/changes takes to answer once the load has stopped, and how long the server
+takes to exit after SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 
@@ -110,18 +122,91 @@ def _time(name: str, url: str, repeat: int) -> None:
     )
 
 
-def serve_and_time(url: str, ids: list[str], repeat: int) -> None:
+def _start(url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`advisor serve` on a free port, once it answers."""
     port = _free_port()
     argv = [sys.executable, "-m", "advisor", "serve", "--db", url, "--listen", f"127.0.0.1:{port}"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=dict(os.environ))
     base = f"http://127.0.0.1:{port}"
+    for _ in range(400):
+        try:
+            urllib.request.urlopen(f"{base}/api/changes", timeout=5).close()
+            break
+        except OSError:
+            time.sleep(0.25)
+    return proc, base
+
+
+def _status(url: str, timeout_s: float) -> tuple[int | str, float]:
+    """(the status, or the error's name, of a GET; its seconds)."""
+    started = time.perf_counter()
     try:
-        for _ in range(400):
-            try:
-                urllib.request.urlopen(f"{base}/api/changes", timeout=5).close()
-                break
-            except OSError:
-                time.sleep(0.25)
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            r.read()
+            status: int | str = r.status
+    except urllib.error.HTTPError as e:
+        said_when = e.code != 503 or e.headers.get("Retry-After") is not None
+        status = e.code if said_when else "503 without Retry-After"
+    except OSError as e:
+        status = type(e).__name__
+    return status, time.perf_counter() - started
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def load(url: str, incident: str, requests: int, at_once: int, timeout_s: float) -> None:
+    """The load run (see the module's docstring)."""
+    proc, base = _start(url)
+    pages = {
+        "/": f"{base}/",
+        "/api/changes": f"{base}/api/changes",
+        "/metrics": f"{base}/metrics",
+        "/incident/ID": f"{base}/incident/{urllib.parse.quote(incident)}",
+    }
+    names = list(pages)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(at_once) as pool:
+        jobs = [
+            (names[i % len(names)], pool.submit(_status, pages[names[i % len(names)]], timeout_s))
+            for i in range(requests)
+        ]
+        results = [(name, *job.result()) for name, job in jobs]
+    took = time.perf_counter() - started
+    statuses = Counter(status for _, status, _ in results)
+    answered = sum(n for status, n in statuses.items() if isinstance(status, int))
+    print(
+        f"{requests} GETs, {at_once} at once, in {took:.1f} s: {answered} answered, "
+        f"{requests - answered} not; by status: "
+        + ", ".join(f"{s}: {n}" for s, n in sorted(statuses.items(), key=str)),
+        flush=True,
+    )
+    for name in names:
+        ok = [t for n, s, t in results if n == name and s == 200]
+        busy = sum(1 for n, s, _ in results if n == name and s == 503)
+        print(
+            f"  {name:<14} 200: {len(ok):4}  p50 {_percentile(ok, 0.5) * 1000:6.0f} ms  "
+            f"p95 {_percentile(ok, 0.95) * 1000:6.0f} ms  503: {busy}",
+            flush=True,
+        )
+    status, after = _status(pages["/api/changes"], 60)
+    print(f"/api/changes right after the load: {status} in {after * 1000:.0f} ms", flush=True)
+    proc.send_signal(signal.SIGTERM)
+    stopping = time.perf_counter()
+    try:
+        code = proc.wait(timeout=60)
+        print(f"SIGTERM to exit: {time.perf_counter() - stopping:.2f} s (exit {code})", flush=True)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        print("SIGTERM to exit: still running after 60 s (killed)", flush=True)
+
+
+def serve_and_time(url: str, ids: list[str], repeat: int) -> None:
+    proc, base = _start(url)
+    try:
         for name, incident in (
             ("incident page, newest", ids[-1]),
             ("incident page, middle", ids[len(ids) // 2]),
@@ -142,6 +227,9 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--workdir", type=Path, help="keep the store here (reused when built)")
+    parser.add_argument("--load", type=int, metavar="N", help="N GETs under load instead")
+    parser.add_argument("--at-once", type=int, default=200, help="requests in flight (--load)")
+    parser.add_argument("--timeout", type=float, default=150, help="seconds a GET may take")
     args = parser.parse_args()
     folder = args.workdir or Path(tempfile.mkdtemp(prefix="advisor-console-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +242,10 @@ def main() -> int:
     ids = [i.incident_id for i in incident_rows(store) if i.status != "superseded"]
     store.close()
     print(f"store: {url}: {len(ids):,} incidents", flush=True)
-    serve_and_time(url, ids, args.repeat)
+    if args.load:
+        load(url, ids[-1], args.load, args.at_once, args.timeout)
+    else:
+        serve_and_time(url, ids, args.repeat)
     return 0
 
 

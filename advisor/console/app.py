@@ -5,6 +5,7 @@ charts and Prometheus' /metrics beside the pages."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,16 +15,22 @@ from asgi_csrf import asgi_csrf
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from advisor.console import decisions, pages
+from advisor.console.auth import Sessions
 from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
+from advisor.console.load import Gate, Recent, gated
 from advisor.console.shape import duration, when
+from advisor.store.audit import last_seq
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
+    from advisor.execution.notices import Notices
     from advisor.store import EventStore
 
 HERE = Path(__file__).parent
@@ -41,7 +48,8 @@ CSP = (
 class Console:
     """What the console serves and how it acts: the store (and its URL, for the fleet's
     figures), the token (None: nothing may be changed), the backend steps run through
-    (`systemd`, or `dry-run`: say what would be done)."""
+    (`systemd`, or `dry-run`: say what would be done) and whom its `notify` steps tell (the
+    settings' `[notify]` targets, as for `advisor remediate`); the live sessions."""
 
     store: EventStore
     db_url: str
@@ -50,7 +58,9 @@ class Console:
     systemd_root: Path = Path("/etc/systemd/system")
     gpu_twin: Path | None = None
     host: str | None = None
+    notices: Notices | None = None
     secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    sessions: Sessions = field(default_factory=Sessions)
     templates: jinja2.Environment = field(init=False)
 
     def __post_init__(self) -> None:
@@ -61,21 +71,23 @@ class Console:
         self.templates.filters.update(when=when, duration=duration)
 
     def backend(self) -> Backend | None:
-        """The backend to act through (None for a dry run)."""
+        """The backend to act through (None for a dry run), as `advisor remediate` builds it."""
         from advisor.pipeline.remediate import backend_for
 
-        return backend_for(self.backend_name, self.systemd_root, self.gpu_twin, self.host)
+        return backend_for(
+            self.backend_name, self.systemd_root, self.gpu_twin, self.host, notices=self.notices
+        )
 
 
 def routes() -> list[Any]:
     return [
-        Route("/", pages.incidents_page),
-        Route("/incident/{incident_id:path}", pages.incident_page),
-        Route("/event/{seq:int}", pages.event_page),
-        Route("/fleet", pages.fleet_page),
+        Route("/", gated(pages.incidents_page)),
+        Route("/incident/{incident_id:path}", gated(pages.incident_page)),
+        Route("/event/{seq}", gated(pages.event_page)),
+        Route("/fleet", gated(pages.fleet_page)),
         Route("/api/changes", pages.changes),
         Route(PLOTLY_PATH, plotly_script),
-        Route("/login", pages.login_page),
+        Route("/login", gated(pages.login_page)),
         Route("/login", decisions.login, methods=["POST"]),
         Route("/logout", decisions.logout, methods=["POST"]),
         Route("/approve", decisions.approve, methods=["POST"]),
@@ -86,19 +98,23 @@ def routes() -> list[Any]:
     ]
 
 
-class _Metrics:
-    """/metrics: the metrics `advisor watch --metrics` serves, each scrape reading the
-    console's store on its own read-only connection (an ASGI app, so that Starlette's Route
-    hands it the request as it came)."""
+def _metrics_text(db_url: str) -> Callable[[], bytes]:
+    """The metrics `advisor watch --metrics` serves, read from the console's store on its
+    own read-only connection."""
+    from prometheus_client import generate_latest
 
-    def __init__(self, db_url: str) -> None:
-        from advisor.pipeline.metrics import asgi_app, registry_for
-        from advisor.store import open_store
+    from advisor.pipeline.metrics import registry_for
+    from advisor.store import open_store
 
-        self.app = asgi_app(registry_for(lambda: open_store(db_url, read_only=True)))
+    registry = registry_for(lambda: open_store(db_url, read_only=True))
+    return lambda: generate_latest(registry)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app(scope, receive, send)
+
+async def metrics(request: Request) -> Response:
+    """/metrics: read once for all the scrapes within half a second, off the event loop."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    return Response(await request.app.state.metrics.get(), media_type=CONTENT_TYPE_LATEST)
 
 
 def _with_policy(app: Any) -> Any:
@@ -122,7 +138,7 @@ def build_app(console: Console) -> Any:
     `x-csrftoken` header); a state-changing one needs the console's token too. /metrics
     reads like the pages: no login."""
     app = Starlette(
-        routes=[Route("/metrics", _Metrics(console.db_url)), *routes()],
+        routes=[Route("/metrics", metrics), *routes()],
         middleware=[
             Middleware(
                 SessionMiddleware,
@@ -133,6 +149,9 @@ def build_app(console: Console) -> Any:
         ],
     )
     app.state.console = console
+    app.state.gate = Gate()
+    app.state.newest = Recent(lambda: last_seq(console.store))
+    app.state.metrics = Recent(_metrics_text(console.db_url))
     protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}
     return _with_policy(
         asgi_csrf(

@@ -1,22 +1,31 @@
 """The console's forms (POST): logging in and out, and the decisions on a plan — approve a step
 or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what is
 approved. Each is recorded by the very function the command line calls (`advisor approve`,
-`reject`, `rollback`, `remediate`); a plan runs in the background and the page follows its
-events as they arrive."""
+`reject`, `rollback`, `remediate`), through the same backend (`backend_for`, telling the
+`[notify]` targets of the settings) and taking ids as it does (the whole id, a prefix, a
+prefix of the short id); a plan runs in the background and the page follows its events as
+they arrive. The store work runs off the event loop, through the console's Gate."""
 
 from __future__ import annotations
 
-import hmac
 import logging
 from typing import Any
 
 from starlette.background import BackgroundTask
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from advisor.console.auth import NAME, refusal, who
+from advisor.console.auth import (
+    NAME,
+    address_of,
+    refusal,
+    sessions_of,
+    token_matches,
+    too_many,
+    who,
+)
+from advisor.console.load import Busy, busy, gate_of
 from advisor.console.pages import render
 from advisor.core.errors import AdvisorError
 from advisor.core.render import safe_text
@@ -24,22 +33,41 @@ from advisor.core.render import safe_text
 log = logging.getLogger("advisor.console")
 
 
+async def _page(request: Request, name: str, context: dict[str, Any], status: int) -> Response:
+    """A page rendered off the event loop (it reads the store's position)."""
+    try:
+        return await gate_of(request).run(render, request, name, context, status)
+    except Busy:
+        return busy()
+
+
 async def login(request: Request) -> Response:
+    """A new session for the token's bearer; a failure counts against the address."""
+    sessions, address = sessions_of(request), address_of(request)
+    wait = sessions.retry_after(address)
+    if wait > 0:
+        return too_many(wait)
     form = await request.form()
     token = request.app.state.console.token
-    given = str(form.get("token", ""))
     name = str(form.get("name", "")).strip()
-    ok = token is not None and hmac.compare_digest(given.encode(), token.encode())
+    ok = token is not None and token_matches(str(form.get("token", "")), token)
+    if not ok:
+        sessions.failed(address)
     if not ok or (name and not NAME.fullmatch(name)):
         problem = "wrong token" if not ok else "a name is letters, digits, . _ - (64 at most)"
         context = {"problem": problem, "next": form.get("next")}
-        return render(request, "login.html", context, status_code=401)
-    request.session["authorised"] = True
+        return await _page(request, "login.html", context, 401)
+    sessions.succeeded(address)
+    sessions.close(request.session.get("sid"))  # a session id is never reused
+    request.session.clear()
+    request.session["sid"] = sessions.open()
     request.session["name"] = name or "console"
     return RedirectResponse(_back(form), status_code=303)
 
 
 async def logout(request: Request) -> Response:
+    """End the session here and on the server: the cookie replayed approves nothing."""
+    sessions_of(request).close(request.session.get("sid"))
     request.session.clear()
     return RedirectResponse("/", status_code=303)
 
@@ -63,14 +91,16 @@ async def _decide(request: Request, kind: str) -> Response:
     form = await request.form()
     ident, why = _field(form, "id"), _field(form, "why")
     if not ident:
-        return render(request, "missing.html", {"what": "which step (no id given)"}, 400)
+        return await _page(request, "missing.html", {"what": "which step (no id given)"}, 400)
     console = request.app.state.console
     task = None
     try:
         if kind == "run":
-            note, task = _run_in_background(console, ident)
+            note, task = await gate_of(request).run(_run_in_background, console, ident)
         else:
-            note = await run_in_threadpool(_record, console, kind, ident, why, who(request))
+            note = await gate_of(request).run(_record, console, kind, ident, why, who(request))
+    except Busy:
+        return busy()
     except AdvisorError as e:
         note = f"{kind} {ident}: {e}"
     request.session["note"] = safe_text(note)
@@ -92,9 +122,11 @@ def _record(console: Any, kind: str, ident: str, why: str, by: str) -> str:
     return str(rollback(console.store, backend, ident, root=console.systemd_root))
 
 
-def _run_in_background(console: Any, plan_id: str) -> tuple[str, BackgroundTask | None]:
+def _run_in_background(console: Any, ident: str) -> tuple[str, BackgroundTask | None]:
+    from advisor.execution.decisions import plan_of
     from advisor.pipeline.remediate import preview
 
+    plan_id = plan_of(console.store, ident)
     backend = console.backend()
     if backend is None:
         lines = preview(

@@ -11,15 +11,24 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from advisor.console.auth import authorised
 from advisor.console.charts import fleet_charts, incident_charts, plotly_src
 from advisor.console.shape import bare_report, headline_fix, incident_filter
-from advisor.core.errors import AdvisorError
+from advisor.core.errors import AdvisorError, InputError
 from advisor.core.render import event_json
 from advisor.store import EventFilter
 from advisor.store.audit import last_seq
 from advisor.views.actions import plan_actions
-from advisor.views.console import choices, incident_by_id, incident_list
+from advisor.views.console import choices, incident_by_id, incident_list, resolve_incident
 from advisor.views.rows import fresh
 
 LIST_LIMIT = 200
+MAX_SEQ = 2**63 - 1  # a position is a signed 64-bit integer in either engine
+
+
+def position(given: str) -> int | None:
+    """The event position `given` names (decimal digits, 1 to MAX_SEQ), else None."""
+    if not given.isascii() or not given.isdigit() or len(given) > 19:
+        return None
+    seq = int(given)
+    return seq if 1 <= seq <= MAX_SEQ else None
 
 
 def render(
@@ -49,8 +58,9 @@ def render(
 
 
 async def changes(request: Request) -> Response:
-    """The store's newest position: a page refreshes itself when it moves."""
-    return JSONResponse({"seq": last_seq(request.app.state.console.store)})
+    """The store's newest position: a page refreshes itself when it moves (read once for
+    all the pages polling within half a second, off the event loop: `load.Recent`)."""
+    return JSONResponse({"seq": await request.app.state.newest.get()})
 
 
 def incidents_page(request: Request) -> Response:
@@ -74,10 +84,14 @@ def incident_page(request: Request) -> Response:
 
     store = request.app.state.console.store
     seq = last_seq(store)
-    incident_id = request.path_params["incident_id"]
+    given = request.path_params["incident_id"]
+    try:
+        incident_id = resolve_incident(store, given)
+    except InputError as e:  # no incident, or a prefix that fits several
+        return render(request, "missing.html", {"what": str(e)}, 404)
     incident = incident_by_id(store, incident_id)
     if incident is None:
-        return render(request, "missing.html", {"what": f"incident {incident_id}"}, 404)
+        return render(request, "missing.html", {"what": f"incident {given}"}, 404)
     service = f"{incident.host}/{incident.unit}"
     problem = None
     samples: dict[str, list[tuple[int, float]]] = {}  # the GPU series `explain` draws too
@@ -100,10 +114,13 @@ def incident_page(request: Request) -> Response:
 
 def event_page(request: Request) -> Response:
     store = request.app.state.console.store
-    seq = int(request.path_params["seq"])
-    event = next(iter(store.read(EventFilter(after_seq=seq - 1), chunk=1)), None)
+    given = request.path_params["seq"]
+    seq = position(given)
+    event = None
+    if seq is not None:
+        event = next(iter(store.read(EventFilter(after_seq=seq - 1), chunk=1)), None)
     if event is None or event.seq != seq:
-        return render(request, "missing.html", {"what": f"event {seq}"}, 404)
+        return render(request, "missing.html", {"what": f"event {given[:40]}"}, 404)
     return render(request, "event.html", {"event": event_json(event)})
 
 

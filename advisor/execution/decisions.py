@@ -75,6 +75,13 @@ def resolve_ident(store: EventStore, ident: str, *, plans: bool) -> str:
         raise InputError(f"{e}{hint}") from e
 
 
+def plan_of(store: EventStore, ident: str) -> str:
+    """The whole id of the plan `ident` names — the plan, or one of its steps; whole, a
+    prefix, or a prefix of the short id (`resolve_ident`)."""
+    whole = resolve_ident(store, ident, plans=True)
+    return whole if plan_rows(store, whole) else action_row(store, whole).plan_id
+
+
 def step_of(row: ActionRow) -> ActionStep:
     return row.action
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Select, and_, case, func, select
 
+from advisor.core.ids import resolve_id
 from advisor.store import EventStore
 from advisor.store.schema import actions, incidents, runs
 from advisor.views.rows import IncidentView, fresh
@@ -107,6 +108,19 @@ def incident_by_id(store: EventStore, incident_id: str) -> IncidentView | None:
     with store.connect() as conn:
         row = conn.execute(select(incidents).where(incidents.c.incident_id == incident_id)).first()
     return None if row is None else IncidentView.from_row(row._mapping)
+
+
+def resolve_incident(store: EventStore, given: str) -> str:
+    """The incident id `given` names: the id, a prefix of it, or a prefix of its short id,
+    as the command line takes it (`advisor.core.ids`); InputError when none fits or several
+    do. The whole id costs one look-up; a prefix reads every incident's id."""
+    fresh(store)
+    i = incidents.c
+    with store.connect() as conn:
+        if conn.execute(select(i.incident_id).where(i.incident_id == given)).first():
+            return given
+        ids = conn.execute(select(i.incident_id)).scalars().all()
+    return resolve_id(given, [str(x) for x in ids], "incident")
 
 
 def choices(store: EventStore) -> dict[str, list[str]]:

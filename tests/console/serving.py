@@ -31,6 +31,15 @@ def served(
 ) -> Iterator[str]:
     """Start `advisor serve --db DB_URL ARGS` and yield its base URL once it answers; stop it
     (SIGTERM) at the end. The server's output goes to `log`."""
+    with serving(db_url, *args, env=env, log=log) as (_, base):
+        yield base
+
+
+@contextmanager
+def serving(
+    db_url: str, *args: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`served`, yielding the process too (a test may stop it itself)."""
     port = free_port()
     argv = advisor_argv("serve", "--db", db_url, "--listen", f"127.0.0.1:{port}", *args)
     out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
@@ -49,7 +58,7 @@ def served(
                 time.sleep(0.25)
         else:
             raise AssertionError("advisor serve never answered")
-        yield base
+        yield proc, base
     finally:
         proc.terminate()
         proc.wait(timeout=30)
