@@ -174,6 +174,11 @@ def _holds(path: Path) -> bool:
 
 
 if __name__ == "__main__":  # `python -m`: run as the module the work imports, not a copy
+    import signal
+
     from advisor.reports import apart as _module
 
+    # Ctrl-C reaches the whole process group: the caller answers it (and ends this child),
+    # so the child keeps quiet instead of printing a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _module._child(int(sys.argv[1]))
