@@ -28,9 +28,10 @@ from typing import Any, Final
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
+from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
-from advisor.execution.backends import Backend, Expected, FileChange
+from advisor.execution.backends import Backend, Expected, FileChange, Subject
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
     HUMAN_SOURCE,
@@ -168,14 +169,8 @@ class Executor:
             for r in done
             if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
         ]
-        incident_open = True
-        if row.incident_id:
-            found = [
-                i
-                for i in read_rows(self.store, "incidents", host=row.host, unit=row.unit)
-                if i["incident_id"] == row.incident_id
-            ]
-            incident_open = not found or found[0]["status"] == "open"
+        incident = self._incident(row)
+        incident_open = incident is None or incident["status"] == "open"
         ready = frozenset(
             r["invocation_id"]
             for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
@@ -186,6 +181,28 @@ class Executor:
             previous_after=previous[-1].state_after if previous else None,
             previous_step=previous[-1].step if previous else None,
             ready_invocations=ready,
+        )
+
+    def _incident(self, row: ActionRow) -> dict[str, Any] | None:
+        """The `incidents` row of the step's incident (None: none, or not folded yet)."""
+        if not row.incident_id:
+            return None
+        found = [
+            i
+            for i in read_rows(self.store, "incidents", host=row.host, unit=row.unit)
+            if i["incident_id"] == row.incident_id
+        ]
+        return found[0] if found else None
+
+    def _subject(self, row: ActionRow) -> Subject:
+        """The incident a step's notice is about: its alert's labels."""
+        incident = self._incident(row) or {}
+        return Subject(
+            incident_id=row.incident_id or row.plan_id,
+            host=row.host,
+            unit=row.unit,
+            label=incident.get("label"),
+            started_us=incident.get("started_us") or incident.get("opened_us"),
         )
 
     def _observe(self, step: ActionStep) -> UnitSnapshot | None:
@@ -204,6 +221,10 @@ class Executor:
                 None,
                 report,
             )
+            return False
+        refusal = not_a_server(row.unit) if row.unit else None
+        if refusal is not None:  # no step is taken for a scope, a socket, a user's manager
+            self._fail(row, refusal, None, report)
             return False
         try:
             step = attested_step(self.store, row)  # as the chain says, not the table alone
@@ -224,7 +245,9 @@ class Executor:
         if self.hook is not None:
             self.hook("started", action_id)
         try:
-            outcome = self.backend.perform(step, before, change, self._expected(row))
+            outcome = self.backend.perform(
+                step, before, change, self._expected(row), self._subject(row)
+            )
         except NotReceived as e:
             undone = undo_flags(self.store, self.backend, row.plan_id, row.unit)
             self._fail(row, f"{e}{undone}", self._safe_observe(step), report, hint=False)
