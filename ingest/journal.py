@@ -33,7 +33,6 @@ from typing import Any
 import orjson
 
 from advisor.core.records import Record, clean_name, decode_text, stable_key
-from advisor.core.timefmt import MAX_TIME_US
 from advisor.core.units import has_type_suffix
 
 JOURNALD_SOURCE = "journald"
@@ -246,7 +245,7 @@ def _entry_payload(
         return v if v is None or v.__class__ is str else _first(name, v)
 
     realtime = _int(text("__REALTIME_TIMESTAMP"))
-    if realtime is None or realtime > MAX_TIME_US:
+    if realtime is None:
         raise EntryError("no usable __REALTIME_TIMESTAMP")
     payload: dict[str, Any] = {"type": "log.recorded", "origin": "journald"}
     message = get("MESSAGE")
