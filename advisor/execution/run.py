@@ -31,7 +31,7 @@ from advisor.core.events import ActionStep
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
-from advisor.execution.backends import Backend, Expected, FileChange, Subject
+from advisor.execution.backends import Backend, Expected, FileChange
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
     HUMAN_SOURCE,
@@ -48,6 +48,7 @@ from advisor.execution.locate import Refusal
 from advisor.execution.received import NotReceived
 from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
+from advisor.execution.subject import incident_of, subject_of
 from advisor.store import EventStore, leases
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
@@ -169,7 +170,7 @@ class Executor:
             for r in done
             if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
         ]
-        incident = self._incident(row)
+        incident = incident_of(self.store, row)
         incident_open = incident is None or incident["status"] == "open"
         ready = frozenset(
             r["invocation_id"]
@@ -181,28 +182,6 @@ class Executor:
             previous_after=previous[-1].state_after if previous else None,
             previous_step=previous[-1].step if previous else None,
             ready_invocations=ready,
-        )
-
-    def _incident(self, row: ActionRow) -> dict[str, Any] | None:
-        """The `incidents` row of the step's incident (None: none, or not folded yet)."""
-        if not row.incident_id:
-            return None
-        found = [
-            i
-            for i in read_rows(self.store, "incidents", host=row.host, unit=row.unit)
-            if i["incident_id"] == row.incident_id
-        ]
-        return found[0] if found else None
-
-    def _subject(self, row: ActionRow) -> Subject:
-        """The incident a step's notice is about: its alert's labels."""
-        incident = self._incident(row) or {}
-        return Subject(
-            incident_id=row.incident_id or row.plan_id,
-            host=row.host,
-            unit=row.unit,
-            label=incident.get("label"),
-            started_us=incident.get("started_us") or incident.get("opened_us"),
         )
 
     def _observe(self, step: ActionStep) -> UnitSnapshot | None:
@@ -245,9 +224,8 @@ class Executor:
         if self.hook is not None:
             self.hook("started", action_id)
         try:
-            outcome = self.backend.perform(
-                step, before, change, self._expected(row), self._subject(row)
-            )
+            subject = subject_of(self.store, row)
+            outcome = self.backend.perform(step, before, change, self._expected(row), subject)
         except NotReceived as e:
             undone = undo_flags(self.store, self.backend, row.plan_id, row.unit)
             self._fail(row, f"{e}{undone}", self._safe_observe(step), report, hint=False)
