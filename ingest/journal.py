@@ -165,9 +165,9 @@ def _trusted(fields: Mapping[str, Any], name: str, value: str) -> bool:
         return bool(v == value)
     if isinstance(v, bytes):
         return v == value.encode()
-    if isinstance(v, list) and v and all(type(b) is int for b in v):
+    if isinstance(v, list) and v and all(type(b) is int and 0 <= b <= 255 for b in v):
         return bytes(v) == value.encode()
-    return False  # missing, null, or several values: journald writes its fields once
+    return False  # missing, null, not bytes, or several values: journald writes its fields once
 
 
 def _about(
@@ -222,7 +222,22 @@ def entry_payload(
 ) -> tuple[int, dict[str, Any], str]:
     """(time, `log.recorded` payload, unit of its stream) of one journal entry: what
     `entry_event` builds, less the stream's name and the idempotency key; EntryError if
-    unusable. Almost every value is a plain string; anything else goes through `_first`."""
+    unusable. Almost every value is a plain string; anything else goes through `_first`.
+
+    Every value is the sender's (or a file's) to choose: one that the decoding cannot take
+    (a type, a byte value, a nesting it was not written for) makes this entry an EntryError,
+    never an exception that would stop the rest of the file."""
+    try:
+        return _entry_payload(fields, default_host)
+    except EntryError:
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:
+        raise EntryError(f"unusable entry: {type(e).__name__}: {str(e)[:120]}") from e
+
+
+def _entry_payload(
+    fields: Mapping[str, Any], default_host: str | None
+) -> tuple[int, dict[str, Any], str]:
     get = fields.get
 
     def text(name: str) -> str | None:

@@ -65,7 +65,7 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
     if pending:
         rows = [r for r in rows if r.status == "proposed"]
     if as_json:
-        echo_json([row.columns() for row in rows])
+        echo_json([{**row.columns(), "short_id": short_id(row.action_id)} for row in rows])
         return
     for row in rows:
         click.echo(_describe(row))

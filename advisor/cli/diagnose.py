@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from advisor.cli.common import echo_json, json_option, write_file
 from advisor.cli.group import AdvisorGroup
+from advisor.core.errors import InputError
 from advisor.core.render import clip, safe_text
 from advisor.reports.writeup import step_title
+
+if TYPE_CHECKING:
+    from advisor.parsing.lines import LogLine
 
 rules_option = click.option(
     "--rules",
@@ -52,8 +57,12 @@ def classify(
 
     rules = load_rules(rules_dirs)
     model = load_model(model_path)
-    fmt, lines = open_log(file)  # read as it is diagnosed: memory does not grow with its size
-    result = to_contract(diagnose_stream(lines, rules, model), fmt)
+    malformed: list[tuple[int, str]] = []
+    # read as it is diagnosed: memory does not grow with its size
+    fmt, lines = open_log(file, malformed=malformed)
+    read = [0]
+    result = to_contract(diagnose_stream(_counted(lines, read), rules, model), fmt, len(malformed))
+    _echo_malformed(file, malformed, read[0])
     if as_json:
         echo_json(result)
         return
@@ -78,6 +87,31 @@ def classify(
                 f"  lines {run['first_line']}-{run['last_line']}: {run['label']} "
                 f"({run['confidence']:.2f})"
             )
+
+
+def _counted(lines: Iterator[LogLine], count: list[int]) -> Iterator[LogLine]:
+    """`lines`, counting them in count[0]."""
+    for line in lines:
+        count[0] += 1
+        yield line
+
+
+def _echo_malformed(file: str, malformed: list[tuple[int, str]], read: int) -> None:
+    """On stderr: the journal lines that were skipped; InputError when no line was usable."""
+    if not malformed:
+        return
+    name = "<stdin>" if file == "-" else file
+    line_no, reason = malformed[0]
+    if not read:
+        raise InputError(
+            f"{name}: none of its {len(malformed)} line(s) could be read "
+            f"(line {line_no}: {safe_text(reason)})"
+        )
+    click.echo(
+        f"{name}: skipped {len(malformed)} malformed line(s) "
+        f"(first: line {line_no}: {safe_text(reason)})",
+        err=True,
+    )
 
 
 def _echo_plan(actions: list[dict[str, Any]]) -> None:

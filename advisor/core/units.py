@@ -33,6 +33,9 @@ _GLOB = re.compile(r"[*?\[]")
 # A host as streams hold it: what journald's _HOSTNAME or --host gave, without control
 # characters or slashes.
 _HOST_NAME = re.compile(r"^[^\x00-\x1f\x7f/\s][^\x00-\x1f\x7f/]{0,199}$")
+# Units that are a user's (or the system's) service manager, not a server: acting on one
+# would stop every unit of that user.
+_MANAGERS: Final = re.compile(r"^(?:user@\d+|user-runtime-dir@\d+|systemd-[a-z-]+|dbus)\.service$")
 EXAMPLE: Final = "UNIT or HOST/UNIT, e.g. vllm-minimax-m25 or gpu-node-07/vllm-minimax-m25.service"
 
 
@@ -74,3 +77,24 @@ def service_host(service: str, from_service: str | None, host: str | None) -> st
     if from_service is not None and host is not None and from_service != host:
         raise InputError(f"{service!r} names host {from_service!r} but --host says {host!r}")
     return from_service or host
+
+
+def not_a_server(name: str) -> str | None:
+    """Why the unit `name` is never diagnosed into an incident, planned for or acted on
+    (None: it may be). A server is a `.service`: a scope (a login session, `session-3.scope`,
+    whatever its processes log), a slice, a socket, a timer is not one, nor is a service
+    manager or a part of systemd (`user@1000.service`, `systemd-journald.service`). Their
+    lines are evidence at most. A name with no unit type (lines filed under the sender's
+    identifier) is no unit at all: what acts on units refuses it as such."""
+    kind = name.rpartition(".")[2] if has_type_suffix(name) else None
+    if kind is not None and kind != "service":
+        return (
+            f"{name[:80]} is a {kind} unit, not a server's service: advisor does not diagnose, "
+            "plan for or act on it (its lines are evidence at most)"
+        )
+    if _MANAGERS.match(name):
+        return (
+            f"{name} is a service manager or a part of systemd, not a server: advisor does "
+            "not act on it (a user's own units are not advisor's to change)"
+        )
+    return None

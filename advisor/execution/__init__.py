@@ -30,6 +30,7 @@ __all__ = [
     "shellwords",
     "specifiers",
     "state",
+    "subject",
     "systemd",
     "unitfile",
     "unitfiles",

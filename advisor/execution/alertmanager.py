@@ -2,9 +2,10 @@
 (`POST BASE/api/v2/alerts`), the way Prometheus does, and Alertmanager routes them to its
 receivers, groups and silences them.
 
-One alert per incident, named `AdvisorIncident`, labelled with the incident, host, unit and
-failure label (the same labels every time, so each notice updates the one alert); its
-annotations carry the latest notice. A plan done resolves it (`endsAt` now).
+One alert per incident, named `AdvisorIncident`, labelled with the incident (its id and its
+short id), host, unit and failure label (the same labels every time, so each notice — a
+`notify` step's too — updates the one alert, and Alertmanager never merges two incidents);
+its annotations carry the latest notice. A plan done resolves it (`endsAt` now).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from advisor.core.errors import AdvisorError
+from advisor.core.ids import short_id
 
 if TYPE_CHECKING:
     from advisor.execution.notices import Notice
@@ -41,6 +43,7 @@ def alert_for(notice: Notice, now_us: int) -> dict[str, Any]:
         "alertname": ALERT_NAME,
         "severity": "info" if notice.resolved else "critical",
         "incident": notice.incident_id or "",
+        "short_id": short_id(notice.incident_id) if notice.incident_id else "",
         "host": notice.host or "",
         "unit": notice.unit or "",
         "label": notice.label or "",

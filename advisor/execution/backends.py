@@ -23,6 +23,7 @@ from advisor.execution.primitives import (
     Expected,
     FileChange,
     Outcome,
+    Subject,
     acted_on,
     unit_of,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Expected",
     "FileChange",
     "Outcome",
+    "Subject",
     "acted_on",
     "describe",
     "unit_of",
@@ -57,6 +59,7 @@ class Backend(Protocol):
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome: ...
     def restore(self, change: FileChange) -> Outcome: ...
     def release_hold(self, unit: str) -> str | None: ...
@@ -86,6 +89,7 @@ class DryRunBackend:
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
         handler = handler_for(step.kind)
         if handler.touches_unit:

@@ -18,7 +18,7 @@ import apprise
 
 from advisor.core.errors import InputError
 from advisor.execution.alertmanager import AlertmanagerError, alert_for, post_alerts
-from advisor.execution.primitives import BackendError, Outcome
+from advisor.execution.primitives import BackendError, Outcome, Subject
 
 if TYPE_CHECKING:
     from advisor.core.settings import NotifySettings
@@ -93,12 +93,31 @@ class Notices:
         return problems
 
 
-def notify_outcome(notices: Notices | None, message: str) -> Outcome:
-    """What a `notify` step does on any backend: tell every target; BackendError when there
-    are targets and none could be told."""
+def step_notice(message: str, subject: Subject | None) -> Notice:
+    """The notice of a `notify` step: its message, about its incident (the alert's labels)."""
+    if subject is None:
+        return Notice("action", "advisor: a person should look", message)
+    service = f"{subject.host}/{subject.unit}" if subject.unit else subject.host
+    return Notice(
+        "action",
+        f"advisor: a person should look at {service}",
+        message,
+        incident_id=subject.incident_id,
+        host=subject.host,
+        unit=subject.unit,
+        label=subject.label,
+        started_us=subject.started_us,
+    )
+
+
+def notify_outcome(
+    notices: Notices | None, message: str, subject: Subject | None = None
+) -> Outcome:
+    """What a `notify` step does on any backend: tell every target about `subject`;
+    BackendError when there are targets and none could be told."""
     if notices is None or notices.targets == 0:
         return Outcome(f"notified: {message} (no [notify] targets: recorded only)")
-    problems = notices.send(Notice("action", "advisor: a person should look", message))
+    problems = notices.send(step_notice(message, subject))
     if len(problems) == notices.targets:
         raise BackendError(f"could not notify anyone: {'; '.join(problems)}")
     told = notices.targets - len(problems)

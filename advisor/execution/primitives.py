@@ -10,15 +10,14 @@ that keeps it in memory (the sim) makes the edit's call on itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Protocol
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
-from advisor.core.units import is_unit_name
+from advisor.core.units import is_unit_name, not_a_server
 from advisor.execution.state import UnitSnapshot
 from advisor.planning.bounds import check_step
 
@@ -44,6 +43,18 @@ class Expected:
     flag: str
     value: str
     where: str = ""  # the step that set it, for the message when it did not arrive
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The incident a `notify` step tells about, as its alert is labelled: the incident,
+    its service and its failure label (None where the store does not know it)."""
+
+    incident_id: str
+    host: str
+    unit: str | None = None
+    label: str | None = None
+    started_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +120,8 @@ class Primitives(Protocol):
     def wait_gpu_free(self, unit: str, gpus: tuple[int, ...] | None, bound_s: float) -> Outcome:
         """Poll until the unit's GPU memory is free and stable; BackendError at the bound."""
 
-    def notify(self, message: str) -> Outcome: ...
+    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
+        """Tell every `[notify]` target; `subject`: the incident it is about."""
 
     def plan_config(
         self, unit: str, before: UnitSnapshot | None, edit: ConfigEdit
@@ -120,21 +132,14 @@ class Primitives(Protocol):
         """Make the change, reload, read back; undone (BackendError) if not loaded as meant."""
 
 
-# Units that are a user's (or the system's) service manager, not a server: acting on one
-# would stop every unit of that user. Their lines are evidence at most.
-_MANAGERS: Final = re.compile(r"^(?:user@\d+|user-runtime-dir@\d+|systemd-[a-z-]+|dbus)\.service$")
-
-
 def unit_of(step: ActionStep) -> str:
     if step.unit is None:
         raise InputError(f"{step.kind} needs a unit and this action has none")
     if not is_unit_name(step.unit):
         raise InputError(f"{step.unit[:80]!r} is not a systemd unit name")
-    if _MANAGERS.match(step.unit):
-        raise InputError(
-            f"{step.unit} is a service manager or a part of systemd, not a server: advisor does "
-            "not act on it (a user's own units are not advisor's to change)"
-        )
+    refusal = not_a_server(step.unit)
+    if refusal is not None:
+        raise InputError(refusal)
     return step.unit
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
+from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
 from advisor.execution.backends import Backend, Expected, FileChange
@@ -47,6 +48,7 @@ from advisor.execution.locate import Refusal
 from advisor.execution.received import NotReceived
 from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
+from advisor.execution.subject import incident_of, subject_of
 from advisor.store import EventStore, leases
 from advisor.views.projector import Projector
 from advisor.views.reading import read_rows
@@ -168,14 +170,8 @@ class Executor:
             for r in done
             if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
         ]
-        incident_open = True
-        if row.incident_id:
-            found = [
-                i
-                for i in read_rows(self.store, "incidents", host=row.host, unit=row.unit)
-                if i["incident_id"] == row.incident_id
-            ]
-            incident_open = not found or found[0]["status"] == "open"
+        incident = incident_of(self.store, row)
+        incident_open = incident is None or incident["status"] == "open"
         ready = frozenset(
             r["invocation_id"]
             for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
@@ -205,6 +201,10 @@ class Executor:
                 report,
             )
             return False
+        refusal = not_a_server(row.unit) if row.unit else None
+        if refusal is not None:  # no step is taken for a scope, a socket, a user's manager
+            self._fail(row, refusal, None, report)
+            return False
         try:
             step = attested_step(self.store, row)  # as the chain says, not the table alone
             before = self._observe(step)
@@ -224,7 +224,8 @@ class Executor:
         if self.hook is not None:
             self.hook("started", action_id)
         try:
-            outcome = self.backend.perform(step, before, change, self._expected(row))
+            subject = subject_of(self.store, row)
+            outcome = self.backend.perform(step, before, change, self._expected(row), subject)
         except NotReceived as e:
             undone = undo_flags(self.store, self.backend, row.plan_id, row.unit)
             self._fail(row, f"{e}{undone}", self._safe_observe(step), report, hint=False)

@@ -38,7 +38,14 @@ from advisor.execution.dropins import (
 from advisor.execution.handlers import perform_step, prepare_step
 from advisor.execution.locate import container_of, engine_of
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import BackendError, ConfigEdit, Expected, FileChange, Outcome
+from advisor.execution.primitives import (
+    BackendError,
+    ConfigEdit,
+    Expected,
+    FileChange,
+    Outcome,
+    Subject,
+)
 from advisor.execution.readiness import JournalReadiness, NotReady
 from advisor.execution.received import Effects, NotReceived
 from advisor.execution.state import ExecCommand, UnitSnapshot
@@ -145,8 +152,9 @@ class SystemdBackend:
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
-        return perform_step(self, step, change, expect)
+        return perform_step(self, step, change, expect, subject)
 
     # ------------------------------------------------------------------ configuration
     # ------------------------------------------------------------------ configuration
@@ -166,8 +174,8 @@ class SystemdBackend:
         return self.files.restore(change)
 
     # ------------------------------------------------------------------ jobs
-    def notify(self, message: str) -> Outcome:
-        return notify_outcome(self.notices, message)
+    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
+        return notify_outcome(self.notices, message, subject)
 
     def reset_failed(self, unit: str) -> Outcome:
         # On the unit's object: an inactive unit systemd unloaded is loaded again first.

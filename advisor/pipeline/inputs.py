@@ -23,7 +23,11 @@ TEXT = "text"
 _BLOCK = 1 << 20
 
 
-def _journal_lines(blocks: Iterable[list[bytes]], name: str) -> Iterator[LogLine]:
+def _journal_lines(
+    blocks: Iterable[list[bytes]], name: str, malformed: list[tuple[int, str]] | None
+) -> Iterator[LogLine]:
+    """The lines of a `journalctl -o json` file; one that cannot be decoded is an InputError,
+    or with `malformed` given, is skipped and noted there as (line number, why)."""
     from ingest.journal import json_line_payload
 
     number = 0
@@ -34,7 +38,10 @@ def _journal_lines(blocks: Iterable[list[bytes]], name: str) -> Iterator[LogLine
                 continue
             decoded = json_line_payload(raw)
             if isinstance(decoded, str):
-                raise InputError(f"{name}: line {number}: {decoded}")
+                if malformed is None:
+                    raise InputError(f"{name}: line {number}: {decoded}")
+                malformed.append((number, decoded))
+                continue
             time_us, payload = decoded
             yield line_from_payload(number, payload, time_us)
 
@@ -92,10 +99,13 @@ def _first_line(blocks: Iterator[list[bytes]]) -> tuple[list[list[bytes]], bytes
     return seen, b""
 
 
-def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
+def open_log(
+    path: str, *, malformed: list[tuple[int, str]] | None = None
+) -> tuple[str, Iterator[LogLine]]:
     """(format, lines read as they are consumed) of a log file, or of stdin for `-`.
     InputError when unreadable, binary or empty (at once), or for a bad journal line (when
-    it is reached)."""
+    it is reached) unless `malformed` is given: then such a line is skipped and noted there
+    as (line number, why)."""
     name = "<stdin>" if path == "-" else path
     try:
         # Closed by the line reader when it is done (or by the checks below).
@@ -113,7 +123,7 @@ def open_log(path: str) -> tuple[str, Iterator[LogLine]]:
         raise InputError(f"{name}: empty log")
     everything = chain(seen, blocks)
     if line_kind(first) == JOURNAL_JSON:
-        return JOURNALD, _journal_lines(everything, name)
+        return JOURNALD, _journal_lines(everything, name, malformed)
     return TEXT, _text_lines(everything)
 
 

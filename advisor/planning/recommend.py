@@ -15,7 +15,7 @@ from typing import Any, Final
 from advisor.core.engines import ENGINES, by_name
 from advisor.core.engines.model import Engine
 from advisor.core.events import ActionStep
-from advisor.core.units import is_unit_name
+from advisor.core.units import is_unit_name, not_a_server
 from advisor.planning.context import Holder, PlanContext, checked_facts
 from advisor.planning.engine_remedies import llama_context, sglang_pool, tgi_prefill
 from advisor.planning.remedies import (
@@ -72,13 +72,14 @@ def plan(
     corroborated: bool = True,
 ) -> list[ActionStep]:
     """The plan for one diagnosis. A label no rule's evidence agrees with (the learned model's
-    alone, `corroborated` false) is reported, never acted on: `notify` only."""
+    alone, `corroborated` false) is reported, never acted on: `notify` only. A unit that is
+    no server's (`not_a_server`) gets no plan at all."""
     ctx = context or PlanContext()
+    if label == "healthy" or (ctx.unit is not None and not_a_server(ctx.unit) is not None):
+        return []  # nothing to do, or no server's unit to do it for (a scope, a socket)
     unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
     facts = checked_facts(facts)
     p = Draft(unit, invocation_id=ctx.invocation_id)
-    if label == "healthy":
-        return []
     refusal = _notify_only(label, confidence, corroborated, ctx.unit, unit)
     if refusal is not None:
         p.add("notify", refusal)

@@ -24,8 +24,9 @@ class Judged(Protocol):
     def primary(self) -> RunVerdict | None: ...
 
 
-def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
-    """The `classify --json` object (plus candidates and the runs seen)."""
+def to_contract(diagnosis: Judged, input_format: str, malformed: int = 0) -> dict[str, Any]:
+    """The `classify --json` object (plus candidates and the runs seen); `malformed` is how
+    many journal lines the reader skipped."""
     verdict = diagnosis.primary
     parsed = diagnosis.parsed
     if verdict is None:
@@ -38,7 +39,7 @@ def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
             "actions": [],
             "candidates": [],
             "runs": [],
-            "input": {"format": input_format, "lines": 0},
+            "input": {"format": input_format, "lines": 0, "malformed": malformed},
         }
     facts = verdict_facts(verdict, parsed, diagnosis.verdicts)
     actions = plan(
@@ -57,7 +58,7 @@ def to_contract(diagnosis: Judged, input_format: str) -> dict[str, Any]:
         "actions": summary(actions),
         "candidates": _candidates(verdict),
         "runs": [_run(v, parsed) for v in diagnosis.verdicts],
-        "input": {"format": input_format, "lines": len(parsed)},
+        "input": {"format": input_format, "lines": len(parsed), "malformed": malformed},
     }
 
 

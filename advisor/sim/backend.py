@@ -15,7 +15,14 @@ from advisor.execution.gpuwait import FREE_FRACTION, STABLE_SAMPLES
 from advisor.execution.handlers import perform_step, prepare_step
 from advisor.execution.locate import same_value
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import BackendError, ConfigEdit, Expected, FileChange, Outcome
+from advisor.execution.primitives import (
+    BackendError,
+    ConfigEdit,
+    Expected,
+    FileChange,
+    Outcome,
+    Subject,
+)
 from advisor.execution.received import NotReceived
 from advisor.execution.state import INFINITY_US, ExecCommand, UnitSnapshot
 from advisor.sim.units import flag_value
@@ -63,12 +70,13 @@ class SimBackend:
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
-        return perform_step(self, step, change, expect)
+        return perform_step(self, step, change, expect, subject)
 
     # ------------------------------------------------------------------ primitives
-    def notify(self, message: str) -> Outcome:
-        return notify_outcome(self.notices, message)
+    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
+        return notify_outcome(self.notices, message, subject)
 
     def stop_unit(self, unit: str) -> Outcome:
         state = self.node.stop(unit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import or_, select
 
+from advisor.core.units import not_a_server
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.keys import CURRENT
@@ -14,7 +15,9 @@ from advisor.views.rows import RunView
 def runs_to_diagnose(store: EventStore, *, final: bool) -> list[RunView]:
     """`runs` rows to diagnose now, in time order: ended ones not classified for their lines
     (with `final`, also those that died without ending); then the first runs of current
-    incidents whose diagnosis is older than their label (or missing)."""
+    incidents whose diagnosis is older than their label (or missing). A run of a unit that
+    is no server's (`core.units.not_a_server`: a login session's scope, a socket, a user's
+    service manager) is never among them: it opens no incident, and so gets no plan."""
     r, i = runs.c, incidents.c
     with store.connect() as conn:
         rows = conn.execute(
@@ -32,9 +35,11 @@ def runs_to_diagnose(store: EventStore, *, final: bool) -> list[RunView]:
             .where(or_(i.classified_seq.is_(None), i.classified_seq < r.label_seq))
             .order_by(r.started_us, r.run_id)
         ).all()
-    return [RunView.from_row(row._mapping) for row in rows if row.ended or final] + [
-        RunView.from_row(row._mapping) for row in unsaid
-    ]
+    return [
+        RunView.from_row(row._mapping)
+        for row in rows
+        if (row.ended or final) and not_a_server(row.unit) is None
+    ] + [RunView.from_row(row._mapping) for row in unsaid if not_a_server(row.unit) is None]
 
 
 def run_row(store: EventStore, run_id: str) -> RunView | None:

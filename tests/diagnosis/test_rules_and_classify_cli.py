@@ -178,8 +178,12 @@ def test_classify_as_a_process_on_stdin_and_bad_inputs(tmp_path: Path) -> None:
     broken = _write(
         tmp_path, "broken.jsonl", '{"MESSAGE": "x", "__REALTIME_TIMESTAMP": "1"}\n{not json\n'
     )
-    done = run_advisor("classify", str(broken))
-    assert done.returncode == 4 and b"line 2: invalid JSON" in done.stderr
+    done = run_advisor("classify", str(broken))  # the good line is classified, the bad one noted
+    assert done.returncode == 0
+    assert b"skipped 1 malformed line(s) (first: line 2: invalid JSON" in done.stderr
+    only_bad = _write(tmp_path, "bad.jsonl", '{"__REALTIME_TIMESTAMP": "x"}\n{not json\n')
+    done = run_advisor("classify", str(only_bad))
+    assert done.returncode == 4 and b"none of its 2 line(s) could be read (line 1:" in done.stderr
 
 
 def test_unknown_when_there_is_no_evidence(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome
+from advisor.core.events import ActionStep, NewEvent
+from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
 from advisor.execution.dropins import (
     AdvisorDropin,
     exec_start_line,
@@ -114,6 +114,7 @@ class Dies(DryRunBackend):
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
         if step.kind == "wait_gpu_free":
             raise KeyboardInterrupt
@@ -146,6 +147,7 @@ def test_a_second_executor_leaves_a_live_executors_plan_alone(diagnosed: EventSt
             before: UnitSnapshot | None,
             change: FileChange | None,
             expect: Sequence[Expected] = (),
+            subject: Subject | None = None,
         ) -> Outcome:
             if step.kind == "wait_gpu_free":
                 inside.set()
@@ -380,8 +382,9 @@ def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
             before: UnitSnapshot | None,
             change: FileChange | None,
             expect: Sequence[Expected] = (),
+            subject: Subject | None = None,
         ) -> Outcome:
-            done = super().perform(step, before, change, expect)
+            done = super().perform(step, before, change, expect, subject)
             if step.kind == "hold_restarts":  # stopped; then an operator starts it again
                 stopped = UnitSnapshot(UNIT, held=True)
                 self.now = UnitSnapshot(
@@ -442,3 +445,35 @@ def test_a_forged_flag_value_in_an_approved_row_is_refused(diagnosed: EventStore
     assert backend.done[0] == f"hold restarts of {UNIT}"  # step 0 ran; the forged one did not
     assert not any("max-num-seqs" in done for done in backend.done)
     assert report.state == "stopped" and "another step than the action.proposed" in report.why
+
+
+def test_no_step_is_taken_for_a_unit_that_is_no_servers(diagnosed: EventStore) -> None:
+    """A plan aimed at a login session's scope (its action.proposed events as the planner
+    would write them, the unit a scope) is refused step by step; nothing reaches the unit."""
+    scope = "session-3.scope"
+    forged = [
+        NewEvent.model_validate(
+            json.loads(
+                json.dumps(
+                    {
+                        "stream": e.stream,
+                        "time_us": e.time_us,
+                        "source": "test",
+                        "key": e.seq,
+                        "payload": e.payload.model_dump(mode="json"),
+                    }
+                ).replace(UNIT, scope)
+            )
+        )
+        for e in diagnosed.read(EventFilter(type="action.proposed"))
+        if getattr(e.payload, "plan_id", None) == SAMPLER_PLAN
+    ]
+    diagnosed.append(forged)
+    plan = SAMPLER_PLAN.replace(UNIT, scope)
+    approve(diagnosed, plan, "human:test")
+    backend = DryRunBackend()
+    report = execute(diagnosed, backend, plan)
+    assert backend.done == []
+    assert report.state == "stopped" and "is a scope unit, not a server's service" in report.why
+    with pytest.raises(InputError, match="is a socket unit"):
+        backend.perform(ActionStep(kind="restart", unit="vllm.socket", why="test"), None, None)

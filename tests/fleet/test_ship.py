@@ -42,6 +42,7 @@ class Proxy:
         self.port = self.server.getsockname()[1]
         self.up = threading.Event()
         self.up.set()
+        self.refused = 0  # connections turned away while cut
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
         self.sockets: list[socket.socket] = []
         self.pumps: list[threading.Thread] = []
@@ -60,6 +61,8 @@ class Proxy:
             client.settimeout(None)
             if not self.up.is_set():
                 client.close()
+                with self.lock:
+                    self.refused += 1
                 continue
             upstream = socket.create_connection(self.target)
             with self.lock:
@@ -170,7 +173,9 @@ def test_four_hosts_ship_through_a_cut_connection(
             assert time.monotonic() < deadline
             time.sleep(0.05)
         proxy.cut()
-        time.sleep(2.0)
+        while proxy.refused == 0:  # a shipper felt the cut: it is reconnecting
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         proxy.restore()
         for t in threads:
             t.join(timeout=300)

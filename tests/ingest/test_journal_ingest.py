@@ -279,16 +279,49 @@ def test_two_ingesters_on_one_store(tmp_path: Path, store_url: str, opener: Open
     assert verify(store).ok
 
 
+# The real CLI, except that once its first batch of events is committed it waits for a signal.
+PAUSE_AFTER_FIRST_BATCH = """
+import signal
+import sys
+
+from advisor.cli.main import main
+from advisor.store.store import EventStore
+
+_append = EventStore.append_prepared
+
+
+def _append_then_wait(self, *args, **kwargs):
+    result = _append(self, *args, **kwargs)
+    if result.appended:
+        EventStore.append_prepared = _append
+        signal.pause()
+    return result
+
+
+EventStore.append_prepared = _append_then_wait
+sys.argv[0] = "advisor"
+main()
+"""
+
+
 def test_interrupted_ingest_says_so_and_resumes(
     tmp_path: Path, sqlite_url: str, opener: Opener
 ) -> None:
+    """SIGINT in the middle of a file: the CLI says so (exit 130), what was committed stays,
+    and the next run goes on from the checkpoint. The ingester waits after its first batch
+    (`PAUSE_AFTER_FIRST_BATCH`) for the signal, so the signal always lands in the middle,
+    however fast either process runs."""
     path = tmp_path / "big.jsonl"
     _write_big_journal(path, 30_000)
-    argv = advisor_argv("ingest", "journal", "--file", str(path), "--db", sqlite_url)
+    paused = tmp_path / "paused_advisor.py"
+    paused.write_text(PAUSE_AFTER_FIRST_BATCH)
+    argv = [sys.executable, str(paused), "ingest", "journal", "--file", str(path)]
     store = opener(sqlite_url)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*argv, "--db", sqlite_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
-    while _stored(store) == 0:
+    while _stored(store) == 0:  # the first batch is committed: the ingester is waiting
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)

@@ -301,6 +301,40 @@ def test_a_forged_failure_opens_no_incident_for_the_unit(
     assert forged_streams == {"gpu-node-07/session-3.scope"}
 
 
+@pytest.mark.parametrize(
+    "unit", ["session-3.scope", "vllm.socket", "user-1000.slice", "user@1000.service"]
+)
+def test_no_incident_or_plan_for_a_unit_that_is_no_servers(
+    unit: str, tmp_path: Path, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
+    """The seed's failures as PID 1 would log them about a login session's scope (a user's
+    own processes OOM in it, and write CUDA errors with `logger`), a socket, a slice or a
+    user's service manager: the lines are stored and cut into runs, as evidence, but no run
+    of such a unit is judged, so no incident opens and nothing is planned for it; nor does
+    `logger`-written text claiming to be systemd about the scope change that."""
+    journal = tmp_path / "not-a-server.jsonl"
+    spoofed = [
+        spoofer(SYSLOG_IDENTIFIER="systemd", _SYSTEMD_UNIT=unit, MESSAGE=message)
+        for message in (
+            f"{unit}: Main process exited, code=exited, status=1/FAILURE",
+            f"{unit}: Failed with result 'exit-code'.",
+        )
+    ]
+    for i, fields in enumerate(spoofed):
+        fields["__CURSOR"] = f"s=spoofed;i={i}"
+        fields["__REALTIME_TIMESTAMP"] = str(T0 + 10_000_000_000 + i * 1000)
+    journal.write_bytes(
+        seed_journal.read_bytes().replace(UNIT.encode(), unit.encode())
+        + b"".join(orjson.dumps(f) + b"\n" for f in spoofed)
+    )
+    store = opener(f"sqlite:///{tmp_path / 'store.db'}")
+    ingest_json_file(store, journal)
+    Processor(store).run(final=True)
+    assert {r["unit"] for r in read_rows(store, "runs")} == {unit}
+    assert read_rows(store, "incidents") == []
+    assert read_rows(store, "actions") == []
+
+
 # -- real systemd ---------------------------------------------------------------------------
 
 BOX_UNIT = "vllm-x.service"

@@ -14,7 +14,7 @@ import pytest
 
 from advisor.core.events import ActionStep
 from advisor.core.settings import NotifySettings
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome
+from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
 from advisor.execution.decisions import approve
 from advisor.execution.notices import Notices
 from advisor.execution.primitives import BackendError
@@ -103,6 +103,7 @@ class _Failing(DryRunBackend):
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
         raise BackendError("the bus is not there")
 

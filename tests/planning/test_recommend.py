@@ -170,6 +170,16 @@ def test_unknown_and_low_confidence_only_notify(label: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "unit", ["session-3.scope", "vllm.socket", "user.slice", "user@1000.service", "dbus.service"]
+)
+def test_a_unit_that_is_no_servers_gets_no_plan(unit: str) -> None:
+    """Not even a notify: a login session's scope (what its user's processes log), a socket,
+    a slice, a service manager may be evidence, never the subject of a plan."""
+    assert plan("sampler_warmup_oom", 0.95, facts(max_num_seqs=1024), PlanContext(unit=unit)) == []
+    assert plan("unknown", 0.2, facts(), PlanContext(unit=unit)) == []
+
+
+@pytest.mark.parametrize(
     "unit",
     [
         "$(reboot).service",

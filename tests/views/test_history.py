@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.core.events import GpuProcess, GpuSampled, NewEvent
+from advisor.core.ids import short_id
 from advisor.core.timefmt import parse_iso_us
 from advisor.store import open_store
 from advisor.views.history import p95, release_times
@@ -36,6 +37,22 @@ def test_release_time_after_the_seed_kill_and_the_plan_uses_it(
     assert wait["spec"]["arithmetic"] == [
         "bound 5 s: p95 of this host's past releases after a kill is 4.9 s; at least 5 s"
     ]
+
+
+def test_actions_json_carries_the_short_id_the_text_shows(
+    sqlite_url: str, seed_journal: Path
+) -> None:
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            cli, ["ingest", "journal", "--file", str(seed_journal), "--db", sqlite_url]
+        ).exit_code
+        == 0
+    )
+    rows = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
+    text = runner.invoke(cli, ["actions", "--db", sqlite_url]).output.splitlines()
+    assert rows and [r["short_id"] for r in rows] == [line.split()[0] for line in text]
+    assert all(r["short_id"] == short_id(r["action_id"]) for r in rows)
 
 
 def test_p95_nearest_rank() -> None:

@@ -32,6 +32,7 @@ from advisor.execution.primitives import (
     FileChange,
     Outcome,
     Primitives,
+    Subject,
     acted_on,
     unit_of,
 )
@@ -100,14 +101,35 @@ class _Expecting:
         return self._m.restart_unit(unit, ready_bound_s, (*self._expect, *expect))
 
 
+class _Telling:
+    """A backend's primitives whose notify tells about `subject` (the step's incident)."""
+
+    def __init__(self, m: Primitives, subject: Subject) -> None:
+        self._m = m
+        self._subject = subject
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._m, name)
+
+    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
+        return self._m.notify(message, subject or self._subject)
+
+
 def perform_step(
-    m: Primitives, step: ActionStep, change: FileChange | None, expect: Sequence[Expected] = ()
+    m: Primitives,
+    step: ActionStep,
+    change: FileChange | None,
+    expect: Sequence[Expected] = (),
+    subject: Subject | None = None,
 ) -> Outcome:
     """Carry out a step on a backend, after the checks every backend makes (`expect`: what
-    the unit's engine must have received when a restart counts)."""
+    the unit's engine must have received when a restart counts; `subject`: the incident a
+    notice is about)."""
     handler = handler_for(step.kind)
     unit = acted_on(step) if handler.touches_unit else step.unit or ""
     on = cast(Primitives, _Expecting(m, expect)) if expect else m
+    if subject is not None:
+        on = cast(Primitives, _Telling(on, subject))
     return handler.perform(on, step, unit, change)
 
 
