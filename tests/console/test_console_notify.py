@@ -28,7 +28,7 @@ from advisor.core.settings import load_settings
 from advisor.execution.backends import DryRunBackend, Expected, FileChange, UnitSnapshot
 from advisor.execution.handlers import Primitives, perform_step
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import Outcome
+from advisor.execution.primitives import Outcome, Subject
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
 from ingest.journal_sources import ingest_json_file
@@ -51,8 +51,8 @@ class Telling(DryRunBackend):
 
     notices: Notices | None = None
 
-    def notify(self, message: str) -> Outcome:
-        return notify_outcome(self.notices, message)
+    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
+        return notify_outcome(self.notices, message, subject)
 
     def perform(
         self,
@@ -60,10 +60,11 @@ class Telling(DryRunBackend):
         before: UnitSnapshot | None,
         change: FileChange | None,
         expect: Sequence[Expected] = (),
+        subject: Subject | None = None,
     ) -> Outcome:
         if step.kind == "notify":
-            return perform_step(cast(Primitives, self), step, change, expect)
-        return super().perform(step, before, change, expect)
+            return perform_step(cast(Primitives, self), step, change, expect, subject)
+        return super().perform(step, before, change, expect, subject)
 
 
 @pytest.fixture
