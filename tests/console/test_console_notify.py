@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import uvicorn
@@ -22,18 +21,14 @@ import advisor.pipeline.backends as backends_module
 from advisor.cli.main import cli
 from advisor.cli.serve import console_for
 from advisor.console.app import build_app
-from advisor.core.events import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import load_settings
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, UnitSnapshot
-from advisor.execution.handlers import Primitives, perform_step
-from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import Outcome, Subject
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
 from ingest.journal_sources import ingest_json_file
 from tests.console.serving import Client, free_port
 from tests.http_sink import Sink, serve_sink
+from tests.telling import Telling
 
 TOKEN = "correct horse battery staple"
 GOLDEN = (
@@ -42,29 +37,6 @@ GOLDEN = (
 )
 HOST, UNIT = "gpu-h100-44", "vllm.service"
 PLAN = f"{HOST}/{UNIT}@2025-12-03T02:10:00.000289Z"
-
-
-@dataclass
-class Telling(DryRunBackend):
-    """Acts on no unit; a `notify` step is carried out as every backend carries it out
-    (`perform_step`: it tells the backend's notices)."""
-
-    notices: Notices | None = None
-
-    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
-        return notify_outcome(self.notices, message, subject)
-
-    def perform(
-        self,
-        step: ActionStep,
-        before: UnitSnapshot | None,
-        change: FileChange | None,
-        expect: Sequence[Expected] = (),
-        subject: Subject | None = None,
-    ) -> Outcome:
-        if step.kind == "notify":
-            return perform_step(cast(Primitives, self), step, change, expect, subject)
-        return super().perform(step, before, change, expect, subject)
 
 
 @pytest.fixture

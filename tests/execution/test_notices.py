@@ -4,27 +4,23 @@ tells the targets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import cast
+from collections.abc import Iterator
 
 import pytest
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
 from advisor.execution.alertmanager import ALERT_NAME
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
-from advisor.execution.handlers import perform_step
 from advisor.execution.notices import Notice, Notices, notify_outcome
-from advisor.execution.primitives import BackendError, Primitives
+from advisor.execution.primitives import BackendError
 from advisor.execution.run import approve, execute
-from advisor.execution.state import UnitSnapshot
 from advisor.planning.planner import propose
 from advisor.store import EventStore
 from advisor.views.reading import read_rows
 from advisor.views.runs import run_row
 from tests.http_sink import Sink, serve_sink
+from tests.telling import Telling
 
 
 @pytest.fixture
@@ -138,28 +134,6 @@ def test_a_notify_step_without_targets_says_so_and_fails_when_none_is_told(sink:
         notify_outcome(_notices(sink), "look")
 
 
-class _Telling(DryRunBackend):
-    """A dry run whose `notify` steps tell the `[notify]` targets, as every real backend's
-    do (through the same perform_step and notify_outcome)."""
-
-    def __init__(self, notices: Notices) -> None:
-        super().__init__()
-        self.notices = notices
-
-    def perform(
-        self,
-        step: ActionStep,
-        before: UnitSnapshot | None,
-        change: FileChange | None,
-        expect: Sequence[Expected] = (),
-        subject: Subject | None = None,
-    ) -> Outcome:
-        return perform_step(cast(Primitives, self), step, change, expect, subject)
-
-    def notify(self, message: str, subject: Subject | None = None) -> Outcome:
-        return notify_outcome(self.notices, message, subject)
-
-
 def test_a_notify_steps_alert_carries_its_incident(diagnosed: EventStore, sink: Sink) -> None:
     """Two incidents' `notify` steps, run by the executor, post two alerts Alertmanager tells
     apart: each labelled with its incident (id and short id), host, unit and failure label,
@@ -177,7 +151,7 @@ def test_a_notify_steps_alert_carries_its_incident(diagnosed: EventStore, sink: 
         plans.append((plan_id, incident))
     assert len(plans) == 2
     for plan_id, _ in plans:
-        assert execute(diagnosed, _Telling(_notices(sink)), plan_id).state == "done"
+        assert execute(diagnosed, Telling(notices=_notices(sink)), plan_id).state == "done"
     alerts = [alert for [alert] in sink.bodies("/api/v2/alerts")]
     assert [a["labels"] for a in alerts] == [
         {
