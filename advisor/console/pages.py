@@ -12,6 +12,7 @@ from advisor.console.auth import authorised
 from advisor.console.charts import fleet_charts, incident_charts, plotly_src
 from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.payloads import MAX_KEY
 from advisor.core.render import event_json
 from advisor.store import EventFilter
 from advisor.store.audit import last_seq
@@ -20,15 +21,15 @@ from advisor.views.console import choices, incident_by_id, incident_list, resolv
 from advisor.views.rows import fresh
 
 LIST_LIMIT = 200
-MAX_SEQ = 2**63 - 1  # a position is a signed 64-bit integer in either engine
 
 
 def position(given: str) -> int | None:
-    """The event position `given` names (decimal digits, 1 to MAX_SEQ), else None."""
+    """The event position `given` names (decimal digits, 1 to MAX_KEY: a signed 64-bit
+    integer in either engine), else None."""
     if not given.isascii() or not given.isdigit() or len(given) > 19:
         return None
     seq = int(given)
-    return seq if 1 <= seq <= MAX_SEQ else None
+    return seq if 1 <= seq <= MAX_KEY else None
 
 
 def render(
