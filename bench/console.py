@@ -3,20 +3,25 @@ and the fleet) on a store with many incidents.
 
     .venv/bin/python bench/console.py [--incidents 10000] [--hosts 20] [--repeat 20] [--workdir DIR]
     .venv/bin/python bench/console.py --load 2000 --at-once 200 [--incidents 10000] [--workdir DIR]
+        [--db postgresql+psycopg://postgres@127.0.0.1:5432/bench] [--writes-per-s 2]
 
-Builds a SQLite store through the store API where every unit crashes in the sampler warm-up,
-restarts and comes up healthy, over and over (each cycle one incident, opened and resolved),
-folds and diagnoses it, then starts `advisor serve` as a real process on 127.0.0.1 and times
-GET requests over HTTP: the newest incident's page, one from the middle of the history, the
-incident list and the fleet page (the first request of each is reported apart: it is the one
-that folds whatever is new). Prints the median and the slowest of the rest.
+Builds a store (SQLite in the work folder, or the empty database --db names) through the
+store API where every unit crashes in the sampler warm-up, restarts and comes up healthy,
+over and over (each cycle one incident, opened and resolved), folds and diagnoses it, then
+starts `advisor serve` as a real process on 127.0.0.1 and times GET requests over HTTP: the
+newest incident's page, one from the middle of the history, the incident list and the fleet
+page (the first request of each is reported apart: it is the one that folds whatever is new,
+and renders the page kept for later requests while the store stays where it is). Prints the
+median and the slowest of the rest.
 
 With --load N: N GET requests instead, --at-once of them in flight at any time, spread over
 the incident list, /api/changes, /metrics and an incident's page; prints how many were
 answered (and with which status: 503 is the console saying it is busy, with Retry-After),
 how many got no answer (an error or a time-out), the median and 95th percentile per page,
 how long /api/changes takes to answer once the load has stopped, and how long the server
-takes to exit after SIGTERM.
+takes to exit after SIGTERM. With --writes-per-s R another process's writes go on meanwhile:
+R events a second appended to the store (a daemon ingesting), each one a new store position,
+so that the pages are read anew while the load runs.
 """
 
 from __future__ import annotations
@@ -157,9 +162,31 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def load(url: str, incident: str, requests: int, at_once: int, timeout_s: float) -> None:
+def _writer(url: str, per_s: float) -> subprocess.Popen[bytes]:
+    """Another process appending `per_s` log events a second to the store until killed."""
+    code = (
+        "import sys, time\n"
+        "from bench_events import journal_event\n"
+        "from advisor.store import open_store\n"
+        "store = open_store(sys.argv[1])\n"
+        "key, pause = 10**12, 1 / float(sys.argv[2])\n"
+        "while True:\n"
+        "    key += 1\n"
+        "    store.append([journal_event('writer', 'other.service', time.time_ns() // 1000,"
+        " key, 'INFO a line', False)])\n"
+        "    time.sleep(pause)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'bench'}{os.pathsep}{ROOT}"}
+    return subprocess.Popen([sys.executable, "-c", code, url, str(per_s)], env=env)
+
+
+def load(
+    url: str, incident: str, requests: int, at_once: int, timeout_s: float, writes_per_s: float
+) -> None:
     """The load run (see the module's docstring)."""
     proc, base = _start(url)
+    writer = _writer(url, writes_per_s) if writes_per_s > 0 else None
+    before = last_seq_of(url)
     pages = {
         "/": f"{base}/",
         "/api/changes": f"{base}/api/changes",
@@ -175,6 +202,10 @@ def load(url: str, incident: str, requests: int, at_once: int, timeout_s: float)
         ]
         results = [(name, *job.result()) for name, job in jobs]
     took = time.perf_counter() - started
+    if writer is not None:
+        writer.kill()
+        writer.wait()
+        print(f"meanwhile {last_seq_of(url) - before} events appended by another process")
     statuses = Counter(status for _, status, _ in results)
     answered = sum(n for status, n in statuses.items() if isinstance(status, int))
     print(
@@ -204,6 +235,14 @@ def load(url: str, incident: str, requests: int, at_once: int, timeout_s: float)
         print("SIGTERM to exit: still running after 60 s (killed)", flush=True)
 
 
+def last_seq_of(url: str) -> int:
+    store = open_store(url)
+    try:
+        return last_seq(store)
+    finally:
+        store.close()
+
+
 def serve_and_time(url: str, ids: list[str], repeat: int) -> None:
     proc, base = _start(url)
     try:
@@ -227,6 +266,10 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--workdir", type=Path, help="keep the store here (reused when built)")
+    parser.add_argument("--db", help="the store's URL (default: SQLite in the work folder)")
+    parser.add_argument(
+        "--writes-per-s", type=float, default=0, help="events appended a second (--load)"
+    )
     parser.add_argument("--load", type=int, metavar="N", help="N GETs under load instead")
     parser.add_argument("--at-once", type=int, default=200, help="requests in flight (--load)")
     parser.add_argument("--timeout", type=float, default=150, help="seconds a GET may take")
@@ -234,7 +277,7 @@ def main() -> int:
     folder = args.workdir or Path(tempfile.mkdtemp(prefix="advisor-console-"))
     folder.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ADVISOR_KEY", str(folder / "host-key"))
-    url = f"sqlite:///{folder / 'console.db'}"
+    url = args.db or f"sqlite:///{folder / 'console.db'}"
     store = open_store(url)
     if last_seq(store) == 0:
         seconds = build(store, args.incidents, args.hosts)
@@ -243,7 +286,7 @@ def main() -> int:
     store.close()
     print(f"store: {url}: {len(ids):,} incidents", flush=True)
     if args.load:
-        load(url, ids[-1], args.load, args.at_once, args.timeout)
+        load(url, ids[-1], args.load, args.at_once, args.timeout, args.writes_per_s)
     else:
         serve_and_time(url, ids, args.repeat)
     return 0

@@ -8,30 +8,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from advisor.sim.box import SystemdBox
 from tests.conftest import ROOT
-
-TIMEOUT_S = 30.0
-
-
-def wait(
-    what: str,
-    check: Callable[[], bool],
-    proc: subprocess.Popen[bytes] | None = None,
-    timeout: float = TIMEOUT_S,
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the process exited ({proc.returncode}) while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
+from tests.waiting import TIMEOUT_S, wait
 
 
 class Watch:

@@ -24,7 +24,7 @@ from advisor.console import decisions, pages
 from advisor.console.auth import Sessions
 from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
-from advisor.console.load import Gate, Recent, gated
+from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
 from advisor.store.audit import last_seq
 
@@ -81,10 +81,10 @@ class Console:
 
 def routes() -> list[Any]:
     return [
-        Route("/", gated(pages.incidents_page)),
-        Route("/incident/{incident_id:path}", gated(pages.incident_page)),
-        Route("/event/{seq}", gated(pages.event_page)),
-        Route("/fleet", gated(pages.fleet_page)),
+        Route("/", shared(pages.incidents_page)),
+        Route("/incident/{incident_id:path}", shared(pages.incident_page)),
+        Route("/event/{seq}", shared(pages.event_page)),
+        Route("/fleet", shared(pages.fleet_page)),
         Route("/api/changes", pages.changes),
         Route(PLOTLY_PATH, plotly_script),
         Route("/login", gated(pages.login_page)),
@@ -150,6 +150,7 @@ def build_app(console: Console) -> Any:
     )
     app.state.console = console
     app.state.gate = Gate()
+    app.state.pages = Pages()
     app.state.newest = Recent(lambda: last_seq(console.store))
     app.state.metrics = Recent(_metrics_text(console.db_url))
     protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}

@@ -103,6 +103,7 @@ async def _decide(request: Request, kind: str) -> Response:
         return busy()
     except AdvisorError as e:
         note = f"{kind} {ident}: {e}"
+    request.app.state.newest.expire()  # the pages show what was just written at once
     request.session["note"] = safe_text(note)
     return RedirectResponse(_back(form), status_code=303, background=task)
 

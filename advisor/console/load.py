@@ -8,18 +8,30 @@ and the event loop stays free to accept, answer and shut down.
 The figures many clients poll (/api/changes, /metrics) are computed once for all the requests
 arriving within `FRESH_S` of each other (`Recent`), each in one worker thread of its own
 rather than behind the pages' queue: a page polling for changes is answered at once however
-many pages wait (one more store connection: the pool's fifth)."""
+many pages wait (one more store connection: the pool's fifth).
+
+The pages themselves (the list, an incident, the fleet, an event) are rendered once per store
+position (`Pages`): the store is append-only, so a page read at position N is the page for
+every request that finds the store still at N. Requests for a page being rendered wait for
+that one rendering; requests for a rendered one are answered from the event loop, without a
+worker thread or a store connection. Who is asking changes only the CSRF token in the page's
+forms (put in per request) and whether the forms may act (part of the page's key)."""
 
 from __future__ import annotations
 
+import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+
+from advisor.console.auth import authorised
 
 T = TypeVar("T")
 
@@ -28,6 +40,7 @@ QUEUE: Final = 256  # requests waiting for a slot; one more is answered 503 at o
 WAIT_S: Final = 10.0  # the longest a request waits for a slot before its 503
 RETRY_AFTER_S: Final = 1
 FRESH_S: Final = 0.5  # how old a shared figure (/api/changes, /metrics) may be
+KEPT_PAGES: Final = 256  # rendered pages kept (the least recently asked for go first)
 
 
 class Busy(Exception):
@@ -104,6 +117,10 @@ class Recent(Generic[T]):
         self._at = float("-inf")
         self._computing: anyio.Event | None = None
 
+    def expire(self) -> None:
+        """The next `get` computes the figure anew (the console itself just wrote)."""
+        self._at = float("-inf")
+
     async def get(self) -> T:
         stale = time.monotonic() - self._at > self.fresh_s
         while stale or not self._has:
@@ -124,3 +141,81 @@ class Recent(Generic[T]):
         finally:
             self._computing = None
             computing.set()
+
+
+@dataclass
+class _Rendered:
+    position: int
+    done: anyio.Event
+    body: str = ""
+    status: int = 200
+    failed: BaseException | None = None
+
+
+class Pages:
+    """Rendered pages by (path, query, may act), each for the store position it was read at
+    (see the module's docstring). `marker` stands for the CSRF token in a rendered page: a
+    random string per console, so that no log line shown in a page can spell it."""
+
+    def __init__(self, kept: int = KEPT_PAGES) -> None:
+        self.kept = kept
+        self.marker = f"csrf-{secrets.token_hex(16)}"
+        self._pages: OrderedDict[tuple[str, str, bool], _Rendered] = OrderedDict()
+
+    async def get(
+        self,
+        key: tuple[str, str, bool],
+        position: int,
+        render: Callable[[], Awaitable[Response]],
+    ) -> tuple[str, int]:
+        """(the page's body, its status) for `key` read at `position` or later, rendered by
+        `render` only when no request has rendered (or is rendering) it yet."""
+        page = self._pages.get(key)
+        if page is None or page.position < position:
+            page = _Rendered(position, anyio.Event())
+            self._pages[key] = page
+            while len(self._pages) > self.kept:
+                self._pages.popitem(last=False)
+            try:
+                response = await render()
+                page.body, page.status = bytes(response.body).decode(), response.status_code
+            except BaseException as e:  # every waiter hears it; the next request renders anew
+                page.failed = e
+                if self._pages.get(key) is page:
+                    del self._pages[key]
+                raise
+            finally:
+                page.done.set()
+        else:
+            self._pages.move_to_end(key)
+            await page.done.wait()
+        if page.failed is not None:
+            raise page.failed
+        return page.body, page.status
+
+
+def shared(page: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
+    """`gated(page)`, rendered once per store position for everyone asking for the same page
+    (`Pages`); a request carrying a note to show (after a login or a decision) renders its
+    own."""
+    alone = gated(page)
+
+    async def endpoint(request: Request) -> Response:
+        if request.session.get("note") is not None:
+            return await alone(request)
+        pages: Pages = request.app.state.pages
+        gate = gate_of(request)
+        position = await request.app.state.newest.get()
+        request.state.position, request.state.marker = position, pages.marker
+        key = (request.url.path, request.url.query, authorised(request))
+
+        try:
+            body, status = await pages.get(key, position, lambda: gate.run(page, request))
+        except Busy:
+            return busy()
+        csrf = request.scope.get("csrftoken")
+        return HTMLResponse(body.replace(pages.marker, csrf() if csrf else ""), status)
+
+    endpoint.__name__ = endpoint.__qualname__ = page.__name__
+    endpoint.__doc__ = page.__doc__
+    return endpoint

@@ -45,10 +45,13 @@ def render(
     meanwhile still makes the page refresh."""
     console = request.app.state.console
     csrf = request.scope.get("csrftoken")
+    marker = getattr(request.state, "marker", None)  # a page rendered for all who ask
+    if marker is not None:  # (load.Pages): the position it is kept for, its token put in later
+        seq = request.state.position
     base = {
         "request": request,
         "seq": last_seq(console.store) if seq is None else seq,
-        "csrftoken": csrf() if csrf is not None else "",
+        "csrftoken": marker or (csrf() if csrf is not None else ""),
         "can_act": authorised(request),
         "store_url": console.store.display_url,
         "note": request.session.pop("note", None),

@@ -9,6 +9,7 @@ deploy/ holds a Grafana dashboard and Prometheus alert rules built on them.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -24,12 +25,10 @@ from advisor.fleet.ship import checkpoint_name
 from advisor.store import EventFilter
 from advisor.store.engine import redact
 from advisor.store.retained import last_seq
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
+from advisor.views import tallies
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow, IncidentView
 
 # Crash → proposal latency buckets, seconds.
 LATENCY_BUCKETS: Final = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -67,10 +66,8 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         store = self.open_store()
         try:
-            incidents = incident_rows(store)
-            rows = all_actions(store, fold=False)
-            yield from _incident_metrics(incidents, rows)
-            yield from _action_metrics(rows)
+            yield from _incident_metrics(store)
+            yield from _action_metrics(store)
             yield from _journal_metrics(store)
             yield from _ship_metrics(store, self.ship_to)
             yield from _gpu_metrics(store)
@@ -78,23 +75,17 @@ class StoreCollector(Collector):
             store.close()
 
 
-def _incident_metrics(incidents: list[IncidentView], rows: list[ActionRow]) -> Iterator[Metric]:
-    counts = Counter(
-        (i.host, i.unit, i.label or "unclassified", i.status)
-        for i in incidents
-        if i.status != "superseded"
-    )
+def _incident_metrics(store: EventStore) -> Iterator[Metric]:
+    counts = Counter[tuple[str, str, str, str]]()
+    for host, unit, label, status, n in tallies.incident_counts(store):
+        counts[(host, unit, label or "unclassified", status)] += n
     family = _gauge("advisor_incidents", ["host", "unit", "label", "status"])
     for labels, n in sorted(counts.items()):
         family.add_metric(list(labels), n)
     yield family
-    by_id = {i.incident_id: i for i in incidents}  # superseded too: the histogram only grows
-    first: dict[str, int] = {}
-    for r in rows:
-        if r.incident_id in by_id:
-            first[r.incident_id] = min(first.get(r.incident_id, r.proposed_us), r.proposed_us)
-    latencies = [max(0, us - by_id[i].opened_us) / 1e6 for i, us in first.items()]
-    buckets = [(str(b), float(sum(1 for x in latencies if x <= b))) for b in LATENCY_BUCKETS]
+    # superseded incidents too: the histogram only grows
+    latencies = sorted(us / 1e6 for us in tallies.proposal_latencies_us(store))
+    buckets = [(str(b), float(bisect_right(latencies, b))) for b in LATENCY_BUCKETS]
     buckets.append(("+Inf", float(len(latencies))))
     yield HistogramMetricFamily(
         "advisor_proposal_latency_seconds",
@@ -104,18 +95,15 @@ def _incident_metrics(incidents: list[IncidentView], rows: list[ActionRow]) -> I
     )
 
 
-def _action_metrics(rows: list[ActionRow]) -> Iterator[Metric]:
+def _action_metrics(store: EventStore) -> Iterator[Metric]:
     family = _gauge("advisor_actions", ["kind", "status"])
-    for (kind, status), n in sorted(Counter((r.kind, r.status) for r in rows).items()):
+    for kind, status, n in sorted(tallies.action_counts(store)):
         family.add_metric([kind, status], n)
     yield family
-    plans: dict[str, list[ActionRow]] = {}
-    for r in rows:
-        if not r.alternative:
-            plans.setdefault(r.plan_id, []).append(r)
-    pending = sum(1 for steps in plans.values() if all(r.status == "proposed" for r in steps))
     yield GaugeMetricFamily(
-        "advisor_plans_pending", METRICS["advisor_plans_pending"], value=pending
+        "advisor_plans_pending",
+        METRICS["advisor_plans_pending"],
+        value=tallies.plans_pending(store),
     )
 
 

@@ -29,6 +29,7 @@ from ingest.journal_sources import ingest_json_file
 from tests.console.serving import Client, free_port
 from tests.http_sink import Sink, serve_sink
 from tests.telling import Telling
+from tests.waiting import wait
 
 TOKEN = "correct horse battery staple"
 GOLDEN = (
@@ -96,13 +97,6 @@ def _serving(app: Any) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-def _until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 @pytest.mark.usefixtures("settings_with_a_target")
 def test_a_notify_step_run_in_the_console_tells_whom_remediate_tells(
     sink: Sink, tmp_path: Path, opener: Callable[[str], EventStore]
@@ -124,8 +118,8 @@ def test_a_notify_step_run_in_the_console_tells_whom_remediate_tells(
         for path in ("/approve", "/run"):
             fields = {"csrftoken": client.csrf(), "id": short_id(PLAN)}
             assert client.post(path, fields).status == 303
-        _until(lambda: len(sink.bodies("/hook")) == 2, "the console's run told nobody")
-        _until(lambda: len(_actions(by_console)) == len(_actions(by_cli)), "the run did not end")
+        wait("the console's run to tell the target", lambda: len(sink.bodies("/hook")) == 2)
+        wait("the run's end", lambda: len(_actions(by_console)) == len(_actions(by_cli)))
     assert _actions(by_console) == _actions(by_cli)
     told = [e for e in _actions(by_console) if e[0] == "action.succeeded"]
     assert told and "1 target(s) told" in str(told[0][1]["detail"]), told

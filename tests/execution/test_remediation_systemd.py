@@ -25,8 +25,9 @@ from advisor.store import EventFilter, EventStore, open_store
 from advisor.views.actions import all_actions
 from advisor.views.reading import read_rows
 from advisor.views.rows import ActionRow
-from tests.boxproc import advisor_in, wait, watching
+from tests.boxproc import advisor_in, watching
 from tests.conftest import ROOT
+from tests.waiting import wait
 
 UNIT = "vllm-minimax-m25.service"
 SPEC = '{"method": "ngram", "num_speculative_tokens": 3}'

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -17,6 +17,7 @@ from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN
 from advisor.execution.guards import Context, judge
 from advisor.execution.systemd import SystemdBackend
 from advisor.sim.gpuhost import GpuHost
+from tests.waiting import wait
 
 UNIT = "vllm-minimax-m25.service"
 SEED = {
@@ -62,11 +63,7 @@ def host(gpu_host: GpuHost) -> GpuHost:
     return gpu_host
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+wait_for = partial(wait, timeout=20.0)
 
 
 def step(kind: str, **fields: object) -> ActionStep:

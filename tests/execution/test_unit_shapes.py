@@ -22,8 +22,9 @@ from advisor.sim.gpuhost import GpuHost
 from advisor.store import open_store
 from advisor.views.actions import all_actions
 from advisor.views.reading import read_rows
-from tests.boxproc import Watch, advisor_in, wait, watching
+from tests.boxproc import Watch, advisor_in, watching
 from tests.execution.unit_shapes import SHAPES, UNSET, Shape
+from tests.waiting import wait
 
 POLICY = (
     "min_confidence = 0.9\ncooldown_s = 0\nmax_actions_per_hour = 60\n[[allow]]\n"

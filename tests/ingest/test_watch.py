@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -21,6 +21,7 @@ from ingest.gpu_recording import recording_line
 from ingest.pipeline import IngestReport
 from ingest.watch import FolderWatcher, service_name, sniff
 from tests.conftest import advisor_argv
+from tests.waiting import wait
 
 Opener = Callable[[str], EventStore]
 
@@ -77,12 +78,7 @@ def append(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+wait_for = partial(wait, timeout=TIMEOUT_S, pause_s=0.02)
 
 
 def count(store: EventStore, *, stream: str | None = None, type: str | None = None) -> int:

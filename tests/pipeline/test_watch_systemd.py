@@ -26,10 +26,10 @@ from advisor.execution.discover import (
 from advisor.sim.box import SystemdBox
 from advisor.store import EventStore
 from ingest.journal_sources import UnitGlobs, checkpoint_name_for, ingest_journalctl
-from tests.boxproc import wait as _wait
 from tests.boxproc import watching
 from tests.conftest import ROOT
 from tests.journal_fixtures import Entry, entry, have_journal_tools, make_journal
+from tests.waiting import wait as _wait
 
 Opener = Callable[[str], EventStore]
 HOST = "gpu-box"  # the box's hostname

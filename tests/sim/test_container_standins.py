@@ -20,8 +20,8 @@ import pytest
 from advisor.sim.box import SystemdBox
 from advisor.sim.container_cli import main
 from advisor.sim.standin import write_container_standins
-from tests.boxproc import wait
 from tests.conftest import ROOT
+from tests.waiting import wait
 
 UNIT = "vllm.service"
 # The probe stands for the engine: it records how it was started, has a child, prints a line on

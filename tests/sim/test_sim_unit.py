@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -27,6 +27,7 @@ from advisor.sim.models import GIB
 from advisor.sim.nvml_twin import TwinSampler
 from advisor.sim.server import make_config
 from advisor.sim.vllm_cli import parse_serve, sim_settings, write_vllm_script
+from tests.waiting import wait
 
 MODEL = "MiniMaxAI/MiniMax-M2.5"
 SPEC = '{"method": "ngram", "num_speculative_tokens": 3}'
@@ -51,11 +52,7 @@ SERVE = [
 UNIT = "vllm-minimax-m25.service"
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.03)
+wait_for = partial(wait, timeout=15.0, pause_s=0.03)
 
 
 # ------------------------------------------------------------------ without systemd
@@ -210,7 +207,7 @@ def test_the_driver_daemon_frees_a_dead_process_memory_after_the_delay(tmp_path:
             daemon.tick()
             return child.pid not in read_claims(claims)
 
-        wait_for("the release", released, timeout_s=2.0)
+        wait_for("the release", released, timeout=2.0)
         assert time.time() - died >= 0.6
         assert twin.sample()[1][1].memory_used_bytes == 0
     finally:
