@@ -13,7 +13,8 @@ many pages wait (one more store connection: the pool's fifth).
 The pages themselves (the list, an incident, the fleet, an event) are rendered once per store
 position (`Pages`): the store is append-only, so a page read at position N is the page for
 every request that finds the store still at N. Requests for a page being rendered wait for
-that one rendering; requests for a rendered one are answered from the event loop, without a
+that one rendering (or, when it is a newer rendering of a page already rendered, get the
+last one meanwhile); requests for a rendered one are answered from the event loop, without a
 worker thread or a store connection. Who is asking changes only the CSRF token in the page's
 forms (put in per request) and whether the forms may act (part of the page's key)."""
 
@@ -41,6 +42,7 @@ WAIT_S: Final = 10.0  # the longest a request waits for a slot before its 503
 RETRY_AFTER_S: Final = 1
 FRESH_S: Final = 0.5  # how old a shared figure (/api/changes, /metrics) may be
 KEPT_PAGES: Final = 256  # rendered pages kept (the least recently asked for go first)
+KEPT_BYTES: Final = 64 << 20  # and their bodies together (an incident's page: ~100 kB)
 
 
 class Busy(Exception):
@@ -154,13 +156,31 @@ class _Rendered:
 
 class Pages:
     """Rendered pages by (path, query, may act), each for the store position it was read at
-    (see the module's docstring). `marker` stands for the CSRF token in a rendered page: a
-    random string per console, so that no log line shown in a page can spell it."""
+    (see the module's docstring). While a page is rendered anew for a newer position, the
+    requests for it get the last rendering at once (its position is older: the page refreshes
+    itself when the new one is there); only a page never rendered is waited for. `marker`
+    stands for the CSRF token in a rendered page: a random string per console, so that no log
+    line shown in a page can spell it."""
 
-    def __init__(self, kept: int = KEPT_PAGES) -> None:
-        self.kept = kept
+    def __init__(self, kept: int = KEPT_PAGES, kept_bytes: int = KEPT_BYTES) -> None:
+        self.kept, self.kept_bytes = kept, kept_bytes
         self.marker = f"csrf-{secrets.token_hex(16)}"
         self._pages: OrderedDict[tuple[str, str, bool], _Rendered] = OrderedDict()
+        self._rendering: dict[tuple[str, str, bool], _Rendered] = {}
+        self._bytes = 0  # the rendered bodies kept, together
+
+    def _keep(self, key: tuple[str, str, bool], page: _Rendered) -> None:
+        """`page` under `key`, the least recently asked for forgotten beyond the bounds."""
+        self._forget(key)
+        self._pages[key] = page
+        self._bytes += len(page.body)
+        while self._pages and (len(self._pages) > self.kept or self._bytes > self.kept_bytes):
+            self._forget(next(iter(self._pages)))
+
+    def _forget(self, key: tuple[str, str, bool]) -> None:
+        page = self._pages.pop(key, None)
+        if page is not None:
+            self._bytes -= len(page.body)
 
     async def get(
         self,
@@ -168,29 +188,35 @@ class Pages:
         position: int,
         render: Callable[[], Awaitable[Response]],
     ) -> tuple[str, int]:
-        """(the page's body, its status) for `key` read at `position` or later, rendered by
-        `render` only when no request has rendered (or is rendering) it yet."""
-        page = self._pages.get(key)
-        if page is None or page.position < position:
-            page = _Rendered(position, anyio.Event())
-            self._pages[key] = page
-            while len(self._pages) > self.kept:
-                self._pages.popitem(last=False)
-            try:
-                response = await render()
-                page.body, page.status = bytes(response.body).decode(), response.status_code
-            except BaseException as e:  # every waiter hears it; the next request renders anew
-                page.failed = e
-                if self._pages.get(key) is page:
-                    del self._pages[key]
-                raise
-            finally:
-                page.done.set()
-        else:
+        """(the page's body, its status) for `key` read at `position` or later — or, while
+        that is being rendered, the last rendering — rendered by `render` only when no
+        request has rendered (or is rendering) it yet."""
+        kept = self._pages.get(key)
+        if kept is not None and (kept.position >= position or key in self._rendering):
             self._pages.move_to_end(key)
-            await page.done.wait()
+            return kept.body, kept.status
+        page = self._rendering.get(key)
+        if page is None:
+            return await self._render(key, position, render)
+        await page.done.wait()
         if page.failed is not None:
             raise page.failed
+        return page.body, page.status
+
+    async def _render(
+        self, key: tuple[str, str, bool], position: int, render: Callable[[], Awaitable[Response]]
+    ) -> tuple[str, int]:
+        page = self._rendering[key] = _Rendered(position, anyio.Event())
+        try:
+            response = await render()
+            page.body, page.status = bytes(response.body).decode(), response.status_code
+            self._keep(key, page)
+        except BaseException as e:  # every waiter hears it; the next request renders anew
+            page.failed = e
+            raise
+        finally:
+            del self._rendering[key]
+            page.done.set()
         return page.body, page.status
 
 

@@ -11,6 +11,7 @@ import re
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from click.testing import CliRunner
@@ -58,6 +59,34 @@ def test_requests_at_one_position_share_one_rendering() -> None:
     anyio.run(pages.get, KEY, 8, _renderer(calls, "newer"))  # the store moved: read anew
     assert len(calls) == 2
     assert anyio.run(pages.get, KEY, 8, _renderer(calls)) == ("newer", 200)
+
+
+def test_while_a_page_is_rendered_anew_the_last_rendering_is_answered_at_once() -> None:
+    pages, calls = Pages(), list[int]()
+    anyio.run(pages.get, KEY, 7, _renderer(calls, "old"))
+
+    async def main() -> list[tuple[str, int]]:
+        release = anyio.Event()
+
+        async def slow() -> Response:
+            await release.wait()
+            return HTMLResponse("new")
+
+        answers: list[tuple[str, int]] = []
+
+        async def ask(render: Callable[[], Any]) -> None:
+            answers.append(await pages.get(KEY, 8, render))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, slow)  # the store moved: rendered anew, slowly
+            await anyio.wait_all_tasks_blocked()
+            await ask(_renderer(calls, "never"))  # meanwhile: the last rendering, at once
+            release.set()
+        await ask(_renderer(calls, "never"))
+        return answers
+
+    assert anyio.run(main) == [("old", 200), ("new", 200), ("new", 200)]
+    assert len(calls) == 1
 
 
 def test_a_failed_rendering_reaches_its_waiters_and_is_not_kept() -> None:
@@ -134,3 +163,13 @@ def test_each_visitor_gets_its_own_token_and_another_process_write_shows(
         assert anna.post("/reject", fields).status == 303  # a kept page's token acts
         assert _status(anna.get(PAGE).body, f"{SAMPLER}#1") == "rejected"
         assert _status(ben.get(PAGE).body, f"{SAMPLER}#1") == "rejected"
+
+
+def test_the_bytes_kept_are_bounded_too() -> None:
+    pages, calls = Pages(kept_bytes=10), list[int]()
+    for n in range(3):  # 4 bytes each: the third pushes the first out
+        anyio.run(pages.get, (f"/p{n}", "", False), 1, _renderer(calls, "abcd"))
+    anyio.run(pages.get, ("/p2", "", False), 1, _renderer(calls))
+    assert len(calls) == 3
+    anyio.run(pages.get, ("/p0", "", False), 1, _renderer(calls))
+    assert len(calls) == 4

@@ -415,7 +415,7 @@ def test_the_seed_config_fails_in_the_sampler_warm_up_and_systemd_restarts_it(
     wait_for(
         "two restarts",
         lambda: int(box.show(UNIT, "NRestarts")["NRestarts"]) >= 2 and len(failed_runs()) >= 2,
-        timeout_s=20,
+        timeout=20,
     )
     for text in failed_runs():
         assert warm_up in text
