@@ -305,11 +305,3 @@ def verdict_facts(
     facts["phase"] = verdict.phase
     facts["facts_dropped"] = run.facts_dropped
     return facts
-
-
-def facts_of(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The facts of the primary run (see `verdict_facts`)."""
-    verdict = diagnosis.primary
-    if verdict is None:
-        return dict.fromkeys(FACT_KEYS)
-    return verdict_facts(verdict, diagnosis.parsed, diagnosis.verdicts)

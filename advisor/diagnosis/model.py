@@ -22,6 +22,7 @@ from advisor.core.errors import InputError
 
 FORMAT: Final = "advisor-linear-v1"
 SHIPPED: Final = "model.json"
+_SORTED: Final = orjson.OPT_SORT_KEYS
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,29 @@ class LinearModel:
         return {label: e / total for label, e in zip(self.labels, exps, strict=True)}
 
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "format": FORMAT,
-                "labels": list(self.labels),
-                "temperature": self.temperature,
-                "intercept": list(self.intercept),
-                "info": dict(self.info),
-                "weights": {t: list(w) for t, w in sorted(self.weights.items())},
-            },
-            option=orjson.OPT_SORT_KEYS,
-        )
+        """The model as a reviewable file: keys sorted, one line per field and one per token
+        (a diff of two trainings shows the tokens whose weights moved), ending in a newline."""
+        head = {
+            "format": FORMAT,
+            "info": dict(self.info),
+            "intercept": list(self.intercept),
+            "labels": list(self.labels),
+            "temperature": self.temperature,
+        }
+        lines = [b"{"]
+        lines += [
+            b"  %s: %s," % (orjson.dumps(k), orjson.dumps(v, option=_SORTED))
+            for k, v in head.items()
+        ]
+        lines.append(b'  "weights": {')
+        rows = sorted(self.weights.items())
+        lines += [
+            b"    %s: %s%s"
+            % (orjson.dumps(t), orjson.dumps(list(w)), b"," if n < len(rows) else b"")
+            for n, (t, w) in enumerate(rows, 1)
+        ]
+        lines += [b"  }", b"}", b""]
+        return b"\n".join(lines)
 
 
 def from_json(data: bytes, name: str) -> LinearModel:
@@ -80,20 +93,38 @@ def from_json(data: bytes, name: str) -> LinearModel:
     return LinearModel(labels, weights, intercept, temperature, obj.get("info") or {}, digest)
 
 
-_cache: dict[str, LinearModel | None] = {}
+# Models read, by file, with the file's (mtime, size) when read: a file retrained since (by
+# `advisor model train`, in this process or another) is read again.
+_cache: dict[str, tuple[tuple[int, int] | None, LinearModel | None]] = {}
+
+
+def _stamp(path: Any) -> tuple[int, int] | None:
+    try:
+        st = Path(str(path)).stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def load_model(path: Path | None = None) -> LinearModel | None:
-    """The model in `path`, or the one shipped with advisor (None when none is shipped)."""
-    key = str(path) if path is not None else SHIPPED
-    if key not in _cache:
-        if path is not None:
-            try:
-                data = path.read_bytes()
-            except OSError as e:
-                raise InputError(f"{path}: cannot read model: {e.strerror or e}") from e
-            _cache[key] = from_json(data, str(path))
-        else:
-            entry = resources.files("advisor.diagnosis").joinpath(SHIPPED)
-            _cache[key] = from_json(entry.read_bytes(), SHIPPED) if entry.is_file() else None
-    return _cache[key]
+    """The model in `path`, or the one shipped with advisor (None when none is shipped);
+    read again when the file has changed since it was last read."""
+    if path is not None:
+        key, stamp = str(path), _stamp(path)
+    else:
+        entry = resources.files("advisor.diagnosis").joinpath(SHIPPED)
+        key, stamp = SHIPPED, _stamp(entry)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] == stamp and stamp is not None:
+        return cached[1]
+    model: LinearModel | None
+    if path is not None:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise InputError(f"{path}: cannot read model: {e.strerror or e}") from e
+        model = from_json(data, str(path))
+    else:
+        model = from_json(entry.read_bytes(), SHIPPED) if entry.is_file() else None
+    _cache[key] = (stamp, model)
+    return model

@@ -12,17 +12,14 @@ Users add a folder with `--rules DIR`; a rule there with the id of a shipped rul
 
 from __future__ import annotations
 
-import functools
 import re
-import re._parser as _sre_parse  # the regular-expression parser (Python 3.11+)
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from re._constants import BRANCH as _BRANCH
-from re._constants import LITERAL as _LITERAL
 from typing import Any, Final
 
 from advisor.core.errors import InputError
+from advisor.diagnosis.cues import literal_cue, literal_cues
 from advisor.diagnosis.rulefile import (
     FAILURE_LABELS,
     LABELS,
@@ -51,8 +48,6 @@ __all__ = [
     "build_ruleset",
     "catalog_rules",
     "cued_search",
-    "literal_cue",
-    "literal_cues",
     "load_file",
     "load_rules",
     "match_run",
@@ -62,7 +57,6 @@ __all__ = [
 ]
 
 MORE_EVIDENCE: Final = 2  # further lines the winning rule matched, cited as evidence too
-_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
 
 
 @dataclass(frozen=True)
@@ -84,51 +78,6 @@ class RuleSet:
             if cue in body:
                 return True
         return any(p.search(body) for p in self.uncued)
-
-
-def literal_cue(pattern: str) -> str | None:
-    """The longest run of literal characters that every match of `pattern` contains (taken
-    from the top level of the parsed pattern only, so it is mandatory), if 3 or longer; none
-    for a pattern that ignores case."""
-    parsed = _parsed(pattern)
-    return None if parsed is None else _longest_literal(parsed)
-
-
-@functools.lru_cache(maxsize=4096)  # worked out once per pattern: searches ask for each line
-def literal_cues(pattern: str) -> tuple[str, ...] | None:
-    """Literals one of which every match of `pattern` contains: its `literal_cue`, or, for a
-    pattern that is one alternation (`a|b|c`), each alternative's when all have one."""
-    parsed = _parsed(pattern)
-    if parsed is None:
-        return None
-    cue = _longest_literal(parsed)
-    if cue is not None:
-        return (cue,)
-    if len(parsed) != 1 or parsed[0][0] is not _BRANCH:
-        return None
-    cues = [_longest_literal(branch) for branch in parsed[0][1][1]]
-    return tuple(c for c in cues if c is not None) if None not in cues else None
-
-
-def _parsed(pattern: str) -> Any:
-    """`pattern` parsed (its named groups plain ones), or None when it ignores case: then
-    its literals are not the text it finds."""
-    parsed = _sre_parse.parse(_NAMED_GROUP.sub("(?:", pattern))
-    return None if parsed.state.flags & re.IGNORECASE else parsed
-
-
-def _longest_literal(parsed: Any) -> str | None:
-    best, run = "", []
-    for op, arg in parsed:
-        if op is _LITERAL:
-            run.append(chr(arg))
-            continue
-        if len(run) > len(best):
-            best = "".join(run)
-        run = []
-    if len(run) > len(best):
-        best = "".join(run)
-    return best if len(best) >= 3 else None
 
 
 def load_rules(extra_dirs: Iterable[Path] = ()) -> RuleSet:

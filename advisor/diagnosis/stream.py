@@ -23,8 +23,9 @@ from typing import Final, overload
 
 from advisor.core.gcpause import gc_paused
 from advisor.diagnosis.classify import Diagnosis, RunVerdict, judge_run
+from advisor.diagnosis.cues import literal_cues
 from advisor.diagnosis.model import LinearModel
-from advisor.diagnosis.rules import RuleSet, cued_search, literal_cues
+from advisor.diagnosis.rules import RuleSet, cued_search
 from advisor.parsing.facts import CONFIG_FACTS
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse

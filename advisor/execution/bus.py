@@ -57,14 +57,6 @@ def default_address() -> tuple[str, bool]:
     return os.environ.get("DBUS_SYSTEM_BUS_ADDRESS") or SYSTEM_BUS, False
 
 
-def unit_object_path(name: str) -> str:
-    """systemd's object path of a unit: every byte outside [A-Za-z0-9] as `_xx`."""
-    escaped = "".join(
-        c if c.isascii() and c.isalnum() else "".join(f"_{b:02x}" for b in c.encode()) for c in name
-    )
-    return f"{MANAGER_PATH}/unit/{escaped}"
-
-
 def _unwrap(value: Any) -> Any:
     """jeepney gives variants as (signature, value)."""
     if (

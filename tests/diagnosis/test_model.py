@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,27 @@ def test_rules_and_model_combine() -> None:
     unsure = decide(None, {"nccl_error": 0.4, "other_crash": 0.35, "healthy": 0.25})
     assert unsure[0] == "unknown" and unsure[1] < UNKNOWN_BELOW
     assert unsure[2][0].label == "nccl_error"
+
+
+def test_a_retrained_model_file_is_read_again(tmp_path: Path) -> None:
+    shipped = load_model()
+    assert shipped is not None
+    path = tmp_path / "model.json"
+    path.write_bytes(shipped.to_json())
+    first = load_model(path)
+    assert first is not None and load_model(path) is first  # unchanged: not read again
+    retrained = from_json(shipped.to_json(), "x")
+    object.__setattr__(retrained, "temperature", 2.5)
+    path.write_bytes(retrained.to_json())
+    os.utime(path, ns=(1, 1))  # a different stamp even within the clock's granularity
+    again = load_model(path)
+    assert again is not None and again.temperature == 2.5
+
+
+def test_the_model_file_is_reviewable_one_token_a_line() -> None:
+    text = Path(training.__file__).with_name("model.json").read_text()
+    model = load_model()
+    assert model is not None and text.endswith("}\n")
+    lines = text.splitlines()
+    assert len(lines) == len(model.weights) + 9  # 5 fields, the weights' braces, the file's
+    assert max(len(line) for line in lines) < 1000
