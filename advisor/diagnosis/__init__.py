@@ -4,6 +4,7 @@ diagnoser that labels the runs the views hold.
 
 __all__ = [
     "classify",
+    "cues",
     "features",
     "holdout",
     "live",

@@ -18,4 +18,5 @@ __all__ = [
     "runrow",
     "runs",
     "skipped",
+    "tallies",
 ]
