@@ -1,6 +1,7 @@
 """The console's charts: the figures of `advisor.reports.charts` (the post-mortem's, the
 fleet's) as JSON that a page holds in a `data-figure` attribute, and plotly.js, which the
-console serves itself (`/plotly.js`, cached for a year: its URL names the version).
+console serves itself (`/plotly.js`, cached for a year: its URL names the version): the same
+vendored bundle the HTML post-mortem inlines (`advisor.reports.charts.plotly_js`).
 
 No page carries an inline script: console.js draws every `[data-figure]` with
 `Plotly.newPlot`, on load and again after a refresh swaps the page's main part in. The text
@@ -27,11 +28,11 @@ YEAR_S: Final = 365 * 86_400
 
 @cache
 def plotly_src() -> str:
-    """The URL the pages load plotly.js from: the version in it, so that a new plotly is a
-    new URL and the long cache never serves an old one."""
-    import plotly.offline
+    """The URL the pages load plotly.js from: the bundle's version in it, so that a new
+    bundle is a new URL and the long cache never serves an old one."""
+    from advisor.reports.charts import plotly_js_version
 
-    return f"{PATH}?v={plotly.offline.get_plotlyjs_version()}"
+    return f"{PATH}?v={plotly_js_version()}-basic"
 
 
 @cache
@@ -43,7 +44,8 @@ def _bundle(gzipped: bool) -> bytes:
 
 
 def plotly_script(request: Request) -> Response:
-    """plotly.js (4.6 MiB, about 1.4 gzipped), for every page that draws a chart."""
+    """plotly.js (the basic bundle the post-mortem inlines: 1.2 MB, about 0.4 gzipped), for
+    every page that draws a chart."""
     gzipped = "gzip" in request.headers.get("accept-encoding", "")
     headers = {"Cache-Control": f"public, max-age={YEAR_S}, immutable", "Vary": "Accept-Encoding"}
     if gzipped:

@@ -12,11 +12,13 @@ The API:
   (`crashes_by_label`, `crashes_by_service`, `crashes_by_week`;
   `advisor.reports.stats_charts`).
 - `to_html_fragment(fig, include_js=False, div_id=None) -> str`: one `<div>` and the
-  `<script>` that draws it; with `include_js`, plotly.js inlined before it (4.6 MiB), so the
+  `<script>` that draws it; with `include_js`, plotly.js inlined before it (1.2 MB), so the
   fragment draws with no network. A page with several figures inlines the library once
   (`script_tag()`) and embeds each figure without it.
-- `plotly_js() -> str`: the plotly.js source shipped inside the plotly package, for a page to
-  inline or a server to send (never a CDN).
+- `plotly_js() -> str`: plotly.js's "basic" bundle (scatter, bar and pie traces: all these
+  charts use), vendored in this package (`advisor/reports/static/`, its source, version and
+  sha256 in the README there) rather than the full 4.6 MiB bundle of the plotly package, for
+  a page to inline or a server to send (never a CDN); `plotly_js_version()` its version.
 
 Text from the store reaches plotly only escaped (`chart_base.label`); plotly writes the
 figure's JSON with `<`, `>` and `/` as `\\u` escapes, so nothing in it can close the script.
@@ -24,12 +26,13 @@ figure's JSON with `<`, `>` and `/` as `\\u` escapes, so nothing in it can close
 
 from __future__ import annotations
 
+import re
 from functools import cache
+from importlib.resources import files
 from typing import Final
 
 import plotly.graph_objects as go
 import plotly.io as pio
-import plotly.offline
 
 from advisor.reports.chart_base import CONFIG
 from advisor.reports.incident_charts import incident_figures
@@ -39,6 +42,7 @@ __all__ = [
     "CSP",
     "incident_figures",
     "plotly_js",
+    "plotly_js_version",
     "script_tag",
     "stats_figures",
     "to_html_fragment",
@@ -53,10 +57,26 @@ CSP: Final = (
 )
 
 
+# plotly.js's partial bundle with the trace types these charts draw (scatter, bar; pie too),
+# its licence header kept; the Python plotly package's full bundle also holds 3D, maps and
+# the rest, four times the size. Its major version is the one the Python package writes
+# figures for (plotly 7 for plotly.js 4).
+BUNDLE: Final = "plotly-basic.min.js"
+
+
 @cache
 def plotly_js() -> str:
-    """The plotly.js bundle of the installed plotly package (read once)."""
-    return str(plotly.offline.get_plotlyjs())
+    """The vendored plotly.js bundle (read once)."""
+    return files("advisor.reports").joinpath("static", BUNDLE).read_text(encoding="utf-8")
+
+
+@cache
+def plotly_js_version() -> str:
+    """The bundle's version, as its licence header names it (`4.1.1`)."""
+    found = re.search(r"^\* plotly\.js \(basic - minified\) v(\S+)$", plotly_js()[:200], re.M)
+    if found is None:
+        raise RuntimeError(f"{BUNDLE}: no plotly.js version in its header")
+    return found.group(1)
 
 
 def script_tag() -> str:

@@ -3,8 +3,16 @@ one labelled row per kind of event, the phases as bars, actions as diamonds — 
 memory in GiB as small multiples, one panel per GPU (eight identical GPUs never hide one
 another), each with the phases shaded behind it; the failures (red, dashed) and the actions
 (grey, dotted) are vertical lines through every panel. Hovering shows each point's time and
-value. Without GPU samples only the timeline is drawn, over the times it holds; actions
-decided long after the log's last line (an old log diagnosed today) are left to the text.
+value. Without GPU samples only the timeline is drawn, over the times it holds.
+
+The time axis stays on the incident: an action decided after the incident's window (its last
+logged line + 30 s, or its last GPU sample) is drawn as an arrow at the axis' right edge in its
+own row, with its time written beside it ("at 16:43:24 →"), not at its time; actions decided
+more than an hour after the log's last line (an old log diagnosed today) are left to the text.
+
+The marks (failure and action lines, phase bands) are built here as plain shape dicts and set
+with one layout update: plotly's `add_vline`/`add_vrect` validate every shape again on each
+call, which made a figure with a few dozen marks take seconds.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ GpuSeries = dict[str, list[tuple[int, float]]]
 LANE_PX: Final = 24
 GPU_PX: Final = 110
 LATE_US: Final = 3600 * 1_000_000  # actions later than this after the log: not drawn
+# The incident's window ends this long after its last logged line (as its GPU samples do,
+# `postmortem`), or at its last GPU sample: actions after it are arrows at the axis' edge.
+WINDOW_AFTER_US: Final = 30 * 1_000_000
 LANE_CHARS: Final = 60  # a row's label, at most (the rows' labels are our own words)
 # What ends a phase: the next phase of the same run, or one of these.
 _ENDS: Final = ("main process exited", "failed", "stop timed out", "stopped cleanly", "started")
@@ -89,6 +100,13 @@ def _phase_colours(phases: list[Phase]) -> dict[str, str]:
     return {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
 
 
+def _colour(what: str) -> str:
+    """A lifecycle event's or action's colour: red for failures, green for health, else grey."""
+    if what in ("started", "stopped cleanly") or "succeeded" in what:
+        return HEALTHY
+    return FAILURE if what.startswith(_FAILURES) or "failed" in what else ACTION
+
+
 def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
     """The timeline rows: a bar per phase, a marker per lifecycle event or action."""
     colours = _phase_colours(phases)
@@ -114,16 +132,16 @@ def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
     for what in dict.fromkeys(e.what for e in others):
         times = [when(e.time_us) for e in others if e.what == what]
         action = what.startswith("action")
-        colour = FAILURE if what.startswith(_FAILURES) or "failed" in what else ACTION
-        colour = (
-            HEALTHY if what in ("started", "stopped cleanly") or "succeeded" in what else colour
-        )
         traces.append(
             go.Scatter(
                 x=times,
                 y=[label(what, LANE_CHARS)] * len(times),
                 mode="markers",
-                marker={"color": colour, "size": 11, "symbol": "diamond" if action else "circle"},
+                marker={
+                    "color": _colour(what),
+                    "size": 11,
+                    "symbol": "diamond" if action else "circle",
+                },
                 name=label(what, LANE_CHARS),
                 hovertemplate="%{y}<br>%{x|%H:%M:%S.%L}<extra></extra>",
                 showlegend=False,
@@ -150,41 +168,131 @@ def _gpu_trace(gpu: str, points: list[tuple[int, float]], total_gib: float | Non
     )
 
 
-def _mark(fig: go.Figure, events: list[Event], phases: list[Phase], gpu_rows: int) -> None:
-    """Failures and actions as lines through every panel; phases shaded behind the GPUs."""
+def after_window(events: list[Event], end_us: int | None) -> tuple[list[Event], list[Event]]:
+    """The events on the time axis, and the actions decided after `end_us` (the end of the
+    incident's window: `WINDOW_AFTER_US` after its last logged line, or its last GPU sample
+    if later), which must not stretch it."""
+    if end_us is None:
+        return events, []
+    late = [e.what.startswith("action") and e.time_us > end_us for e in events]
+    return (
+        [e for e, out in zip(events, late, strict=True) if not out],
+        [e for e, out in zip(events, late, strict=True) if out],
+    )
+
+
+def _after_traces(after: list[Event], edge_us: int, day: str) -> list[go.Scatter]:
+    """Actions decided after the window: an arrow at the axis' right edge (`edge_us`, the
+    last time drawn) in the action's own row, its time written beside it (the date too when
+    it is not `day`); hovering tells the time in full."""
+    traces = []
+    for what in dict.fromkeys(e.what for e in after):
+        times = [when(e.time_us) for e in after if e.what == what]
+        last = times[-1]
+        shown = f"{last:%H:%M:%S}" if f"{last:%Y-%m-%d}" == day else f"{last:%Y-%m-%d %H:%M:%S}"
+        many = f"{len(times)}×, last " if len(times) > 1 else ""
+        full = ", ".join(f"{t:%Y-%m-%d %H:%M:%S.%f}"[:-3] for t in times)
+        traces.append(
+            go.Scatter(
+                x=[when(edge_us)],
+                y=[label(what, LANE_CHARS)],
+                mode="markers+text",
+                marker={"color": _colour(what), "size": 12, "symbol": "arrow-right"},
+                text=[f"{many}at {shown} →"],
+                textposition="middle left",
+                textfont={"color": ACTION},
+                customdata=[f"at {full} UTC, after the incident's window"],
+                name=label(what, LANE_CHARS),
+                hovertemplate="%{y}<br>%{customdata}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    return traces
+
+
+def _shapes(events: list[Event], phases: list[Phase], rows: int) -> list[dict[str, Any]]:
+    """Failures and actions as lines through every panel (one line per panel, each within
+    its panel), phases shaded behind the GPU panels (rows 2 to `rows`): the shapes
+    `add_vline`/`add_vrect` would add, as dicts for one layout update."""
+    refs = [("x", "y"), *((f"x{n}", f"y{n}") for n in range(2, rows + 1))]
+    shapes: list[dict[str, Any]] = []
     for e in events:
         if e.what.startswith(_FAILURES) or e.what.startswith("action"):
             failure = not e.what.startswith("action")
-            fig.add_vline(
-                x=when(e.time_us),
-                line={
-                    "color": FAILURE if failure else ACTION,
-                    "dash": "dash" if failure else "dot",
-                    "width": 1.5 if failure else 1,
-                },
-            )
+            t = when(e.time_us)
+            shapes += [
+                {
+                    "type": "line",
+                    "x0": t,
+                    "x1": t,
+                    "xref": x,
+                    "y0": 0,
+                    "y1": 1,
+                    "yref": f"{y} domain",
+                    "line": {
+                        "color": FAILURE if failure else ACTION,
+                        "dash": "dash" if failure else "dot",
+                        "width": 1.5 if failure else 1,
+                    },
+                }
+                for x, y in refs
+            ]
     colours = _phase_colours(phases)
-    for p in phases if gpu_rows else ():
-        for row in range(2, gpu_rows + 2):
-            fig.add_vrect(
-                x0=when(p.start_us),
-                x1=when(max(p.end_us, p.start_us + 50_000)),
-                fillcolor=colours[p.name],
-                opacity=0.10,
-                line_width=0,
-                layer="below",
-                row=row,
-                col=1,
-            )
+    for p in phases:
+        shapes += [
+            {
+                "type": "rect",
+                "x0": when(p.start_us),
+                "x1": when(max(p.end_us, p.start_us + 50_000)),
+                "xref": x,
+                "y0": 0,
+                "y1": 1,
+                "yref": f"{y} domain",
+                "fillcolor": colours[p.name],
+                "opacity": 0.10,
+                "line": {"width": 0},
+                "layer": "below",
+            }
+            for x, y in refs[1:]
+        ]
+    return shapes
+
+
+def _time_axes(fig: go.Figure, rows: int, day: str) -> None:
+    """Dates on every x axis, the times written above the timeline and below the last GPU
+    (`rows` panels), the day in the axis title."""
+    fig.update_xaxes(
+        type="date",
+        showgrid=True,
+        tickformatstops=[
+            {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
+            {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
+            {"dtickrange": [86_400_000, None], "value": "%Y-%m-%d %H:%M"},
+        ],
+    )
+    fig.update_xaxes(row=1, col=1, showticklabels=True, side="top")
+    fig.update_xaxes(
+        row=rows,
+        col=1,
+        showticklabels=True,
+        title={"text": TIME_TITLE + (f", {day}" if day else "")},
+    )
 
 
 def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figure]:
     """The post-mortem's figures (one, with a shared time axis): `report` is
     `postmortem.build`'s, `samples` the GPU series it filled (time µs, used fraction)."""
     events, _ = drawn(events_of(report))
-    phases = phases_of(events)
-    lanes = _lane_traces(events, phases)
     gpus = sorted((g for g, pts in samples.items() if pts), key=lambda g: (len(g), g))
+    logged = [e.time_us for e in events if not e.what.startswith("action")]
+    sampled = [t for g in gpus for t, _ in samples[g]]
+    end_us = max([max(logged) + WINDOW_AFTER_US, *sampled]) if logged else None
+    events, after = after_window(events, end_us)
+    phases = phases_of(events)
+    day = f"{when(events[0].time_us):%Y-%m-%d}" if events else ""
+    lanes = _lane_traces(events, phases)
+    if after:  # at the right edge: the last time drawn (a logged line is never after)
+        lanes += _after_traces(after, max([e.time_us for e in events] + sampled), day)
     lane_count = max(1, len({t.name for t in lanes}))
     lane_px = 30 + LANE_PX * lane_count
     rows = 1 + len(gpus)
@@ -215,20 +323,8 @@ def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figu
             automargin=True,
             nticks=4,
         )
-    _mark(fig, events, phases, len(gpus))
-    fig.update_xaxes(
-        type="date",
-        showgrid=True,
-        tickformatstops=[
-            {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
-            {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
-            {"dtickrange": [86_400_000, None], "value": "%Y-%m-%d %H:%M"},
-        ],
-    )
-    # The times are written above the timeline and below the last GPU.
-    fig.update_xaxes(row=1, col=1, showticklabels=True, side="top")
-    day = f", {when(events[0].time_us):%Y-%m-%d}" if events else ""
-    fig.update_xaxes(row=rows, col=1, showticklabels=True, title={"text": TIME_TITLE + day})
+    fig.update_layout(shapes=_shapes(events, phases if gpus else [], rows))
+    _time_axes(fig, rows, day)
     base_layout(fig, height=lane_px + GPU_PX * len(gpus) + 110)
     fig.update_layout(hovermode="closest", margin={"t": 40})
     return [fig]

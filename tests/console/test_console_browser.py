@@ -86,8 +86,9 @@ def _status(driver: WebDriver, action_id: str) -> str:
 
 
 # What plotly drew in the incident page's chart section: its plots, the subplots of the first
-# (`xy`, `x2y2`, …: the timeline, then a panel per GPU), the GPU panels' titles, and the tick
-# labels of its time axes (plotly's `xtick`, `x2tick`, …).
+# (`xy`, `x2y2`, …: the timeline, then a panel per GPU), the GPU panels' titles, the tick
+# labels of its time axes (plotly's `xtick`, `x2tick`, …) and how many shapes it drew (the
+# failure and action lines, the phase bands).
 DRAWN = """
 var section = document.getElementById("charts");
 var plots = section ? section.querySelectorAll(".js-plotly-plot") : [];
@@ -104,6 +105,7 @@ return {
   }),
   gpu_titles: texts("text[class$='title']").filter(function (t) { return /^gpu/.test(t); }),
   times: texts("g[class^='x'][class$='tick'] text"),
+  shapes: plots[0].querySelectorAll(".shapelayer path").length,
 };
 """
 
@@ -121,6 +123,8 @@ def _check_chart(drawn: dict[str, Any], gpus: list[str]) -> None:
     assert drawn["subplots"] == ["xy", *(f"x{n}y{n}" for n in range(2, len(gpus) + 2))], drawn
     assert [t.split("<br>")[0] for t in drawn["gpu_titles"]] == [f"gpu{g}" for g in gpus]
     assert any(re.fullmatch(r"\d\d:\d\d(:\d\d(\.\d+)?)?", t) for t in drawn["times"]), drawn
+    # a failure line through the timeline and each GPU panel at least
+    assert drawn["shapes"] >= 1 + len(gpus), drawn
 
 
 def test_approve_a_step_of_the_demo_and_watch_it_run(

@@ -275,7 +275,7 @@ def _header(answer: Any, name: str) -> str:
 def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
     diagnosed: EventStore, sqlite_url: str, tmp_path: Path
 ) -> None:
-    from advisor.reports.charts import plotly_js
+    from advisor.reports.charts import plotly_js, plotly_js_version
 
     with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
         client = Client(base)  # nobody logged in: /metrics reads like the pages
@@ -297,13 +297,15 @@ def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
         assert scripts == [
             f'<script src="{scripts[0][13:-8]}" defer>',
             '<script src="/static/console.js" defer>',
-        ] and scripts[0].startswith('<script src="/plotly.js?v='), scripts
+        ] and scripts[0].startswith(f'<script src="/plotly.js?v={plotly_js_version()}-basic"')
         figures = [json.loads(html.unescape(f)) for f in re.findall(r'data-figure="([^"]*)"', page)]
         assert len(figures) == 1 and figures[0]["config"]["displaylogo"] is False
         assert "phase sampler_warmup" in json.dumps(figures[0]["data"])
         assert len(re.findall(r"data-figure=", client.get("/fleet").body)) == 3
         lib = client.get(scripts[0][13:-8])
+        # the vendored basic bundle the HTML post-mortem inlines, not plotly's full one
         assert lib.status == 200 and lib.body == plotly_js(), lib.headers
+        assert lib.body.startswith("/**\n* plotly.js (basic - minified) v")
         assert _header(lib, "cache-control") == "public, max-age=31536000, immutable"
         assert _header(lib, "content-type").startswith("text/javascript")
         request = urllib.request.Request(base + "/plotly.js", headers={"Accept-Encoding": "gzip"})

@@ -1,17 +1,33 @@
 """The figures of `advisor.reports.charts` as data: phases cut per run, weeks filled in,
 count axes that a count of 1 does not fill, hostile text escaped, fragments that carry
-plotly.js only when asked and never a CDN."""
+plotly.js only when asked and never a CDN; the marks set as shapes in one go, actions after the
+incident's window at the axis' edge, the vendored plotly.js the one its README names."""
 
 from __future__ import annotations
 
-from datetime import date
+import hashlib
+from datetime import date, datetime
+from pathlib import Path
 from typing import Any
 
-from advisor.reports.chart_base import count_range, label
-from advisor.reports.charts import incident_figures, stats_figures, to_html_fragment
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs_version
+
+import advisor.reports
+from advisor.reports.chart_base import ACTION, COLOURS, FAILURE, count_range, label
+from advisor.reports.charts import (
+    incident_figures,
+    plotly_js,
+    plotly_js_version,
+    script_tag,
+    stats_figures,
+    to_html_fragment,
+)
 from advisor.reports.html import render
 from advisor.reports.incident_charts import Event, Phase, drawn, events_of, phases_of
 from advisor.reports.stats_charts import weekly_counts
+
+STATIC = Path(advisor.reports.__file__).parent / "static"
 
 
 def test_a_phase_lasts_until_the_next_phase_or_end_of_its_own_run() -> None:
@@ -115,3 +131,111 @@ def test_actions_long_after_an_old_log_are_left_to_the_text() -> None:
     page = render(report, {})
     assert 'id="late-actions"' in page and "1 action(s) decided more than an hour" in page
     assert 'id="late-actions"' not in render({**report, "timeline": report["timeline"][:3]}, {})
+
+
+def _incident(timeline: list[tuple[str, str, str | None]]) -> dict[str, Any]:
+    return {
+        "timeline": [{"time": t, "what": what, "run": run} for t, what, run in timeline],
+        "gpu_memory": {str(g): {"total_gib": 96.0} for g in range(2)},
+    }
+
+
+INCIDENT = [
+    ("2026-02-21T00:33:00.000Z", "phase weights_loading", "r"),
+    ("2026-02-21T00:33:05.000Z", "phase sampler_warmup", "r"),
+    ("2026-02-21T00:33:10.000Z", "failed", "r"),
+    ("2026-02-21T00:33:11.000Z", "action kill succeeded", None),
+]
+T0 = 1_771_633_980_000_000  # 2026-02-21T00:33:00Z in µs
+
+
+def test_the_marks_are_the_shapes_add_vline_and_add_vrect_would_add() -> None:
+    """One layout update with the shapes as dicts draws what one `add_vline` per failure or
+    action (through every panel) and one `add_vrect` per phase and GPU panel drew."""
+    samples = {g: [(T0 + n * 1_000_000, 0.1 * n) for n in range(15)] for g in ("0", "1")}
+    (fig,) = incident_figures(_incident(INCIDENT), samples)
+    ours = fig.to_plotly_json()["layout"]["shapes"]
+    # the same figure marked the slow way, as before
+    slow = go.Figure(fig)
+    slow.layout.shapes = ()
+    for t, dash, colour, width in (
+        ("2026-02-21 00:33:10", "dash", FAILURE, 1.5),
+        ("2026-02-21 00:33:11", "dot", ACTION, 1),
+    ):
+        x = datetime.fromisoformat(t)
+        slow.add_vline(x=x, line={"color": colour, "dash": dash, "width": width})
+    for start, end, colour in (
+        ("00:33:00", "00:33:05", COLOURS[0]),
+        ("00:33:05", "00:33:10", COLOURS[1]),
+    ):
+        for row in (2, 3):
+            slow.add_vrect(
+                x0=datetime.fromisoformat(f"2026-02-21 {start}"),
+                x1=datetime.fromisoformat(f"2026-02-21 {end}"),
+                fillcolor=colour,
+                opacity=0.10,
+                line_width=0,
+                layer="below",
+                row=row,
+                col=1,
+            )
+    assert ours == slow.to_plotly_json()["layout"]["shapes"]
+    assert len(ours) == 2 * 3 + 2 * 2  # two lines through three panels, two phases on two GPUs
+    # the first failure line is in the timeline, the phase bands only behind the GPUs
+    assert (ours[0]["xref"], ours[0]["yref"]) == ("x", "y domain")
+    assert {(s["xref"], s["yref"]) for s in ours if s["type"] == "rect"} == {
+        ("x2", "y2 domain"),
+        ("x3", "y3 domain"),
+    }
+
+
+def test_actions_after_the_window_are_arrows_at_its_edge() -> None:
+    """An action decided after the incident's last line and sample (a person approved it
+    later) does not stretch the time axis: it is an arrow at the right edge in its own row,
+    its time written beside it, and no line is drawn for it."""
+    report = _incident([*INCIDENT, ("2026-02-21T00:50:07.250Z", "action restart succeeded", None)])
+    samples = {"0": [(T0 + n * 1_000_000, 0.5) for n in range(20)]}  # to 00:33:19
+    (fig,) = incident_figures(report, samples)
+    xs = [x for trace in fig.data for x in trace.x if x is not None]
+    assert max(xs) == datetime(2026, 2, 21, 0, 33, 19)  # the last sample: the window's end
+    (arrow,) = [t for t in fig.data if t.name == "action restart succeeded"]
+    assert list(arrow.x) == [datetime(2026, 2, 21, 0, 33, 19)] and arrow.marker.symbol == (
+        "arrow-right"
+    )
+    assert list(arrow.text) == ["at 00:50:07 →"]
+    late = "at 2026-02-21 00:50:07.250 UTC, after the incident's window"
+    assert list(arrow.customdata) == [late]
+    lines = [s.x0 for s in fig.layout.shapes if s.type == "line"]
+    assert lines and all(x <= "2026-02-21T00:33:19" for x in map(str, lines))
+    # the action within the window keeps its diamond and its line; two late ones of a kind
+    # are one arrow; on another day the date is written too
+    assert [t.name for t in fig.data].count("action kill succeeded") == 1
+    twice = [
+        ("2026-02-21T00:40:00.000Z", "action restart succeeded", None),
+        ("2026-02-21T01:30:00.000Z", "action restart succeeded", None),
+    ]
+    (fig,) = incident_figures(_incident([*INCIDENT, *twice]), {})
+    (arrow,) = [t for t in fig.data if t.name == "action restart succeeded"]
+    assert list(arrow.text) == ["2×, last at 01:30:00 →"]
+    # without samples the window ends 30 s after the last line (the kill, 1 s after the
+    # failure, keeps its place); the arrow is at the last time drawn
+    assert list(arrow.x) == [datetime(2026, 2, 21, 0, 33, 11)]
+    midnight = [
+        ("2026-02-21T23:59:50.000Z", "failed", "r"),
+        ("2026-02-22T00:05:00.000Z", "action restart succeeded", None),
+    ]
+    (fig,) = incident_figures(_incident(midnight), {})
+    assert [list(t.text) for t in fig.data if t.text] == [["at 2026-02-22 00:05:00 →"]]
+
+
+def test_the_vendored_plotly_js_is_the_one_its_readme_names() -> None:
+    """The bundle inlined and served is the file the README names (sha256, version), and its
+    major version is the one the installed plotly writes figures for."""
+    text = plotly_js()
+    readme = (STATIC / "README.md").read_text(encoding="utf-8")
+    sha = hashlib.sha256((STATIC / "plotly-basic.min.js").read_bytes()).hexdigest()
+    assert f"`{sha}`" in readme and f"version {plotly_js_version()}" in readme
+    assert text.startswith("/**\n* plotly.js (basic - minified) v") and "MIT" in text[:300]
+    assert plotly_js_version().split(".")[0] == get_plotlyjs_version().split(".")[0]
+    assert len(text.encode()) < 1_300_000  # not the full bundle (4.6 MiB)
+    assert script_tag().count(text) == 1

@@ -1,6 +1,7 @@
-"""The HTML post-mortem and fleet page, rendered in real headless Chromium: plotly drew the
-charts (one panel per GPU, times on the axis, the labels in full), the pages ask the network
-for nothing (Chromium's every request goes to a recording proxy on 127.0.0.1, which must see
+"""The HTML post-mortem and fleet page, rendered in real headless Chromium: the vendored
+plotly.js drew the charts (one panel per GPU, times on the axis, the labels in full, every
+failure line and phase band, later actions at the axis' edge), the pages ask the network for
+nothing (Chromium's every request goes to a recording proxy on 127.0.0.1, which must see
 none), hostile text is shown as text, and the screenshots are kept in the test's folder."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.reports.charts import plotly_js
 from advisor.reports.html import render, render_stats
 from tests.conftest import run_advisor
 from tests.reports.seeded import UNIT, seeded
@@ -147,7 +149,11 @@ def test_the_post_mortem_draws_one_panel_per_gpu_on_a_time_axis(
         cli, ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
     )
     assert result.exit_code == 0, result.output
-    _self_contained(page.read_text())
+    html = page.read_text()
+    _self_contained(html)
+    # plotly.js's basic bundle, inlined once: the page is a quarter of the full bundle's size
+    assert html.count(plotly_js()) == 1 and "plotly.js (basic - minified)" in html
+    assert page.stat().st_size < 1_500_000
     dom = _page_and_shot(proxy, page, "1200,1800")
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 1
     subplots = _subplots(dom)
@@ -178,8 +184,12 @@ def test_the_post_mortem_draws_one_panel_per_gpu_on_a_time_axis(
     gib = re.findall(r'<g class="y(\d+)tick"><text[^>]*>([^<]*)</text>', dom)
     for axis in range(2, 10):  # GiB on every GPU's own axis
         assert {"0", "50"} <= {t for a, t in gib if a == str(axis)}, axis
-    # the failures: red dashed lines through every panel
-    assert len(re.findall(r"stroke: rgb\(214, 39, 40\)[^\"]*stroke-dasharray", dom)) >= 2
+    # the failures: red dashed lines through every panel (two `failed`, one `stop timed out`
+    # through 9 panels); the 8 phases shaded behind each of the 8 GPUs; nothing else
+    shapes = re.findall(r'<path data-index="\d+"[^>]*style="([^"]*)"', dom)
+    dashed = [s for s in shapes if re.search(r"stroke: rgb\(214, 39, 40\).*stroke-dasharray", s)]
+    bands = [s for s in shapes if "opacity: 0.1;" in s and "stroke-width: 0px" in s]
+    assert (len(dashed), len(bands), len(shapes)) == (3 * 9, 8 * 8, 3 * 9 + 8 * 8)
     assert "wedged_stop" in dom and "No GPU samples" not in dom
 
 
@@ -347,6 +357,32 @@ def _hostile_incident() -> dict[str, Any]:
         "gpu_memory": {"0": {"peak_fraction": 0.9, "total_gib": 80.0, "sparkline": "▁█"}},
         "similar": [],
     }
+
+
+@needs_chromium
+def test_actions_after_the_incident_are_arrows_at_the_axis_edge(
+    tmp_path: Path, proxy: tuple[str, list[str]]
+) -> None:
+    """An action approved 17 minutes after the failure: the axis keeps the incident's 20
+    seconds, and the action's row ends in an arrow with its time beside it."""
+    report = _hostile_incident()
+    report["incident"] |= {"short_id": "0123456789ab", "label": "wedged_stop", "phase": None}
+    report["evidence"], report["config"] = [], {}
+    report["timeline"] = [
+        {"time": "2026-02-21T00:33:00.000Z", "what": "phase weights_loading", "run": "r"},
+        {"time": "2026-02-21T00:33:10.000Z", "what": "failed", "run": "r"},
+        {"time": "2026-02-21T00:33:12.000Z", "what": "action kill succeeded", "run": None},
+        {"time": "2026-02-21T00:50:07.250Z", "what": "action restart succeeded", "run": None},
+    ]
+    t0 = 1_771_633_980_000_000  # 00:33:00
+    page = tmp_path / "late-post-mortem.html"
+    page.write_text(render(report, {"0": [(t0 + n * 1_000_000, 0.5) for n in range(20)]}))
+    dom = _page_and_shot(proxy, page, "1200,900")
+    times = _times(dom)
+    assert times and all(t.startswith("00:33:") for t in times), times
+    assert "action restart succeeded" in _texts(dom, "ytick")
+    assert re.search(r'<g class="textpoint"[^>]*><text[^>]*>at 00:50:07 →</text>', dom)
+    assert 'id="late-actions"' not in dom  # within the hour: drawn, at the edge
 
 
 @needs_chromium
