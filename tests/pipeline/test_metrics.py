@@ -5,6 +5,7 @@ prometheus_client's own parser; a bad --metrics address is refused with one line
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 import urllib.request
@@ -189,3 +190,27 @@ def test_the_asgi_app_serves_the_same_metrics(diagnosed: EventStore, sqlite_url:
     assert sent[0]["status"] == 200
     body = b"".join(m.get("body", b"") for m in sent[1:]).decode()
     assert _value(_samples(body)["advisor_plans_pending"]) == 2
+
+
+def test_proposal_latency_runs_from_the_crash_to_the_proposal(
+    tmp_path: Path, sqlite_url: str, opener: Callable[[str], EventStore], seed_journal: Path
+) -> None:
+    """The seed's lines written just now, as `watch` stores them: each plan is proposed a
+    few seconds (not 0, not months) after the crash of its incident."""
+    entries = [json.loads(line) for line in seed_journal.read_text().splitlines() if line]
+    shift = (
+        time.time_ns() // 1000 - 1_000_000 - max(int(e["__REALTIME_TIMESTAMP"]) for e in entries)
+    )
+    for e in entries:
+        for key in ("__REALTIME_TIMESTAMP", "_SOURCE_REALTIME_TIMESTAMP"):
+            if key in e:
+                e[key] = str(int(e[key]) + shift)
+    recent = tmp_path / "recent.jsonl"
+    recent.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    store = opener(sqlite_url)
+    ingest_json_file(store, recent)
+    Processor(store).run(final=True)
+    got = _samples(generate_latest(registry_for(_reader(sqlite_url))).decode())
+    assert _value(got["advisor_proposal_latency_seconds_count"]) == 2
+    assert _value(got["advisor_proposal_latency_seconds_bucket"], le="600.0") == 2
+    assert _value(got["advisor_proposal_latency_seconds_sum"]) > 0.5
