@@ -32,13 +32,15 @@ from advisor.cli.common import store_for
     default=None,
     metavar="URL",
     help="Store URL. Default: the demo's own SQLite file, demo.db beside the default store "
-    "($XDG_DATA_HOME/advisor/demo.db); $ADVISOR_DB is not used.",
+    "($XDG_DATA_HOME/advisor/demo.db), made anew for each run; $ADVISOR_DB is not used.",
 )
 def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
     GPU node (or under real systemd with --systemd) — then the post-mortem. It keeps its own
-    store (printed at the start), so the simulated host never enters your real one; with
-    `--db` that store answers `advisor explain` and `advisor events` afterwards.
+    store (printed at the start), made anew for each run so that the post-mortem and the
+    plan's bounds are this run's alone, and the simulated host never enters your real one;
+    that store (or the one `--db` names, used as it is) answers `advisor explain` and
+    `advisor events` afterwards.
 
     \b
     Examples:
@@ -46,12 +48,21 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
       advisor demo --yes --db sqlite:///tmp/demo.db
     """
     from advisor.core.errors import PrerequisiteError
-    from advisor.core.settings import demo_db_url
+    from advisor.core.settings import demo_db_path
     from advisor.demo.simulated import UNIT, run_demo
     from advisor.reports.postmortem import build, render_text
 
-    store = store_for(db_url or demo_db_url())
-    click.echo(f"store: {store.display_url} (the demo's own; --db URL picks another)")
+    if db_url is None:
+        own = demo_db_path()
+        for stale in (own, *(own.with_name(own.name + end) for end in ("-wal", "-shm"))):
+            stale.unlink(missing_ok=True)  # the last demo's store: this run starts afresh
+        store = store_for(f"sqlite:///{own}")
+        click.echo(
+            f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)"
+        )
+    else:
+        store = store_for(db_url)
+        click.echo(f"store: {store.display_url}")
 
     def ask(plan: str) -> bool:
         click.echo(plan)

@@ -42,10 +42,10 @@ def default_db_url(environ: dict[str, str] | None = None) -> str:
     return f"sqlite:///{default_db_path(environ)}"
 
 
-def demo_db_url(environ: dict[str, str] | None = None) -> str:
+def demo_db_path(environ: dict[str, str] | None = None) -> Path:
     """`advisor demo`'s own store, beside the default one (`demo.db`): the simulated host
     never enters a real store unless `--db` names one."""
-    return f"sqlite:///{default_db_path(environ).with_name('demo.db')}"
+    return default_db_path(environ).with_name("demo.db")
 
 
 def config_path(environ: dict[str, str] | None = None) -> Path | None:

@@ -15,20 +15,30 @@ from advisor.sim.box import unavailable as box_unavailable
 from tests.conftest import run_advisor
 
 UNIT = "vllm-minimax-m25.service"
+GOLDEN = (  # a journal of another host (gpu-h100-44)
+    Path(__file__).parents[1]
+    / "golden/gpu_hardware_fault/xid79-fallen-off-bus-v011-tp2-full-journal.jsonl"
+)
 
 
 def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(tmp_path: Path) -> None:
     data = tmp_path / "data"
     real = tmp_path / "real.db"  # $ADVISOR_DB: the user's real store, which the demo leaves be
     env = {**os.environ, "XDG_DATA_HOME": str(data), "ADVISOR_DB": f"sqlite:///{real}"}
+    sqlite_url = f"sqlite:///{data / 'advisor' / 'demo.db'}"
+    last = CliRunner().invoke(  # an earlier demo's store: this run starts without it
+        cli, ["ingest", "journal", "--file", str(GOLDEN), "--db", sqlite_url]
+    )
+    assert last.exit_code == 0, last.output
     started = time.monotonic()
     done = run_advisor("demo", "--yes", timeout=120, env=env)
     seconds = time.monotonic() - started
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode() + out
     assert seconds < 60
-    sqlite_url = f"sqlite:///{data / 'advisor' / 'demo.db'}"
-    assert out.startswith(f"store: {sqlite_url} (the demo's own; --db URL picks another)\n")
+    assert out.startswith(
+        f"store: {sqlite_url} (the demo's own, made anew; --db URL picks another)\n"
+    )
     assert f"`advisor explain {UNIT} --db {sqlite_url}`" in out
     assert not real.exists() and not (data / "advisor" / "events.db").exists()
     for expected in (
@@ -55,6 +65,9 @@ def test_demo_goes_from_a_crash_loop_to_healthy_and_leaves_a_store(tmp_path: Pat
         ("wedged_stop", "resolved"),
     ]
     assert incidents[0]["runs"] >= 2
+    listed = runner.invoke(cli, ["events", "--json", "--db", sqlite_url]).output.splitlines()
+    hosts = {json.loads(line)["stream"].split("/")[0] for line in listed}
+    assert hosts == {"gpu-node-07"}, hosts  # nothing of the earlier store
     runs = json.loads(runner.invoke(cli, ["runs", "--json", "--db", sqlite_url]).output)
     assert runs[-1]["outcome"] == "ready" and runs[-1]["config"]["max_num_seqs"] == 256
     actions = json.loads(runner.invoke(cli, ["actions", "--json", "--db", sqlite_url]).output)
