@@ -46,6 +46,7 @@ BENCHES = (
     Bench(
         "analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}"), pg_fresh=True
     ),
+    Bench("startup", ("bench/startup.py",)),
 )
 
 
