@@ -75,6 +75,15 @@ class LazyGroup(AdvisorGroup):
             self.add_command(_load(self.lazy[cmd_name].target), cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and args[0] not in self.lazy:
+            # No such command: click suggests the close names among `commands`, so all of them.
+            for name in self.lazy:
+                self.get_command(ctx, name)
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list, as click writes it, with each command not loaded yet stood in
         for by a bare command carrying its summary (click shortens it the same way)."""
