@@ -2,7 +2,8 @@
 libraries (the event models' pydantic, the store's SQLAlchemy, DuckDB, rich, the console's
 web stack...), read from `python -X importtime`, not timed. The root group's table of
 commands (`advisor.cli.main.COMMANDS`) stays true to the commands it stands in for, shell
-completion still lists them, and a mistyped name still gets the close ones suggested. The figures are bench/startup.py's."""
+completion still lists them, and a mistyped name still gets the close ones suggested. The
+figures are bench/startup.py's."""
 
 from __future__ import annotations
 
