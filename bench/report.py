@@ -47,6 +47,7 @@ BENCHES = (
         "analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}"), pg_fresh=True
     ),
     Bench("explain_html", ("bench/explain_html.py",)),
+    Bench("startup", ("bench/startup.py",)),
 )
 
 

@@ -16,6 +16,7 @@ from advisor.core.actions import ActionKind
 from advisor.diagnosis.rules import FAILURE_LABELS
 from advisor.execution.handlers import ALL_HANDLERS
 from ingest import kinds
+from tests.commands import subcommands
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "extending.md"
@@ -92,7 +93,7 @@ def test_every_input_kind_is_read_by_the_watcher() -> None:
 
 
 def test_every_command_lives_in_the_cli_package() -> None:
-    for name, command in cli.commands.items():
+    for name, command in subcommands(cli).items():
         module = command.callback.__module__ if command.callback else type(command).__module__
         if isinstance(command, click.Group) and command.callback is None:
             continue

@@ -35,10 +35,10 @@ from advisor.core.render import safe_text
 from advisor.core.units import parse_service, service_host
 from advisor.pipeline.signals import signals_set, sigterm_as_interrupt
 from ingest.files import resolve
-from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
+    from ingest.pipeline import IngestReport
 
 
 @click.group(cls=AdvisorGroup)

@@ -10,11 +10,11 @@ import click
 from advisor.cli.common import echo_json
 from advisor.core.errors import InputError
 from advisor.core.render import safe_text
-from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
     from advisor.pipeline.processing import ProcessReport
     from advisor.store import EventStore
+    from ingest.pipeline import IngestReport
 
 strict_option = click.option(
     "--strict", is_flag=True, help="A line that cannot be parsed is an error; nothing is written."

@@ -1,36 +1,137 @@
-"""The `advisor` command line: a thin layer that parses options, calls the library, prints."""
+"""The `advisor` command line: a thin layer that parses options, calls the library, prints.
+
+The root group imports a command's module only when that command runs (or shows its help):
+`COMMANDS` names each one's module and the summary `advisor --help` lists, so that listing
+them, and starting any one of them, imports none of the others (docs/speed.md, start-up).
+"""
 
 from __future__ import annotations
 
 import click
-import orjson
 
-from advisor.cli.actions import (
-    actions_cmd,
-    approve,
-    auto,
-    reject,
-    remediate,
-    replan,
-    rollback,
-)
-from advisor.cli.analytics import export_group, query, retention, ship, stats
-from advisor.cli.central import fold
 from advisor.cli.common import COUNT, db_option, echo_json, json_option, store_for
-from advisor.cli.demo import demo
-from advisor.cli.diagnose import classify, model_group, rules_group
-from advisor.cli.group import AdvisorGroup
-from advisor.cli.ingest import ingest
-from advisor.cli.projections import diagnose, explain, incidents, rebuild, runs
-from advisor.cli.serve import serve
-from advisor.cli.verify import verify
-from advisor.cli.watch import watch
-from advisor.core.render import event_json, event_line, safe_text
-from advisor.core.timefmt import format_us, parse_time_us
-from advisor.store import EventFilter
+from advisor.cli.group import AdvisorGroup, Lazy, LazyGroup
+
+# name → where the command is, and the first paragraph of its help (tests/cli/test_startup.py
+# checks each against the command itself).
+COMMANDS: dict[str, Lazy] = {
+    "actions": Lazy(
+        "advisor.cli.actions:actions_cmd",
+        "Proposed actions and what became of them, by plan and step (short ids: any prefix of "
+        "one, or of the whole id, is taken by approve, reject and rollback).",
+    ),
+    "approve": Lazy(
+        "advisor.cli.actions:approve",
+        "Approve action ID, or every (non-alternative) proposed step of plan ID. Approving an "
+        "alternative chooses it instead of the step it stands in for.",
+    ),
+    "auto": Lazy(
+        "advisor.cli.actions:auto",
+        "Apply what the policy allows, until SIGINT or SIGTERM; leave the rest for a person.",
+    ),
+    "classify": Lazy(
+        "advisor.cli.diagnose:classify",
+        "Classify a log FILE (journalctl -o json, or plain text; - for stdin).",
+    ),
+    "demo": Lazy(
+        "advisor.cli.demo:demo",
+        "Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated "
+        "GPU node (or under real systemd with --systemd) — then the post-mortem. It keeps its "
+        "own store (printed at the start), so the simulated host never enters your real one; "
+        "with `--db` that store answers `advisor explain` and `advisor events` afterwards.",
+    ),
+    "diagnose": Lazy(
+        "advisor.cli.projections:diagnose",
+        "Bring the projections up to date and diagnose the runs not diagnosed yet (what `ingest"
+        " --no-diagnose` left).",
+    ),
+    "explain": Lazy(
+        "advisor.cli.projections:explain",
+        "The post-mortem of SERVICE's latest incident (UNIT or HOST/UNIT; `vllm` means "
+        "vllm.service, as in systemctl): the one last seen failing or acted on. The others are "
+        "listed at the end with their short ids (`--incident ID` shows one).",
+    ),
+    "export": Lazy("advisor.cli.analytics:export_group", "Export the history for other tools."),
+    "fold": Lazy(
+        "advisor.cli.central:fold",
+        "Bring the projections up to date without diagnosing: the central store's fold (its "
+        "shippers may not write the projections, and the hosts diagnosed what they shipped).",
+    ),
+    "incidents": Lazy(
+        "advisor.cli.projections:incidents",
+        "Incidents: a failed run, or a run of failed restarts counted once.",
+    ),
+    "ingest": Lazy("advisor.cli.ingest:ingest", "Bring observations into the event store."),
+    "model": Lazy("advisor.cli.diagnose:model_group", "Train and evaluate the learned model."),
+    "query": Lazy(
+        "advisor.cli.analytics:query",
+        "Run DuckDB SQL over the views events, log_lines, gpu_samples, runs, incidents, "
+        "actions. The store is attached read-only and, unless --allow-files, the SQL reaches "
+        "nothing else: no files, no extensions, no settings.",
+    ),
+    "rebuild": Lazy(
+        "advisor.cli.projections:rebuild",
+        "Drop the projections (runs, incidents, GPU samples) and rebuild them from events.",
+    ),
+    "reject": Lazy("advisor.cli.actions:reject", "Reject action ACTION_ID: it will never run."),
+    "remediate": Lazy(
+        "advisor.cli.actions:remediate",
+        "Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it), "
+        "ask step by step (or --yes), and carry it out.",
+    ),
+    "replan": Lazy(
+        "advisor.cli.actions:replan",
+        "Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and "
+        "propose a new plan from the unit's current state.",
+    ),
+    "retention": Lazy(
+        "advisor.cli.analytics:retention",
+        "Central PostgreSQL store: export old partitions of events to Parquet, record that as a"
+        " store.retained event, and detach them.",
+    ),
+    "rollback": Lazy(
+        "advisor.cli.actions:rollback",
+        "Put back the drop-in a set_flag / set_unit_option action wrote, as it was before.",
+    ),
+    "rules": Lazy("advisor.cli.diagnose:rules_group", "Inspect and try the rule files."),
+    "runs": Lazy(
+        "advisor.cli.projections:runs",
+        "Service runs: each start of a unit until its end, with how it went.",
+    ),
+    "serve": Lazy(
+        "advisor.cli.serve:serve",
+        "The web console: incidents (pending approvals first), each with its timeline, "
+        "evidence, charts and plan to approve, reject, roll back and run; the fleet's figures "
+        "and charts; Prometheus metrics at /metrics. It refreshes as events arrive. Runs until "
+        "SIGINT or SIGTERM.",
+    ),
+    "ship": Lazy(
+        "advisor.cli.analytics:ship",
+        "Copy this host's events to a central store: resumable, idempotent, in order, checked "
+        "against what the central store already holds for this host.",
+    ),
+    "stats": Lazy(
+        "advisor.cli.analytics:stats",
+        "Crashes by label, service and week; time to recovery; restart loops; GPU headroom per "
+        "service; GPU memory release after a kill, per host.",
+    ),
+    "verify": Lazy(
+        "advisor.cli.verify:verify",
+        "Walk the hash chain; name the first event that does not match (exit 3). In a central "
+        "store, also walk each host's own chain as it was shipped. With --heads, also compare "
+        "it with the heads the host signed (exit 3 on a mismatch, a cut tail or a deleted "
+        "store).",
+    ),
+    "watch": Lazy(
+        "advisor.cli.watch:watch",
+        "Follow the journal and the GPUs, diagnose as lines arrive, propose plans (and apply "
+        "what the policy allows with --auto). Stops on SIGINT or SIGTERM, committing what it "
+        "has.",
+    ),
+}
 
 
-@click.group(cls=AdvisorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="advisor")
 def cli() -> None:
     """Crash analytics and recovery advisor for GPU LLM inference servers.
@@ -47,7 +148,7 @@ def cli() -> None:
     """
 
 
-@cli.group()
+@cli.group(cls=AdvisorGroup)
 def db() -> None:
     """Manage the event store's schema.
 
@@ -103,6 +204,12 @@ def events(
       advisor events --since -2h --limit 50
       advisor events --stream gpu-node-07/vllm.service --type log.recorded --json
     """
+    import orjson
+
+    from advisor.core.render import event_json, event_line
+    from advisor.core.timefmt import parse_time_us
+    from advisor.store import EventFilter
+
     flt = EventFilter(
         stream=stream,
         type=type_,
@@ -128,6 +235,8 @@ def status(as_json: bool, db_url: str | None) -> None:
       advisor status
       advisor status --json
     """
+    from advisor.core.render import safe_text
+    from advisor.core.timefmt import format_us
     from advisor.store import audit
     from advisor.views.skipped import count_skipped
 
@@ -156,37 +265,6 @@ def status(as_json: bool, db_url: str | None) -> None:
             f"  {safe_text(name)}  {safe_text(str(shown))}  "
             f"(at {format_us(pos['updated_time_us'])})"
         )
-
-
-cli.add_command(ingest)
-cli.add_command(classify)
-cli.add_command(rules_group)
-cli.add_command(model_group)
-cli.add_command(runs)
-cli.add_command(incidents)
-cli.add_command(rebuild)
-cli.add_command(diagnose)
-for command in (
-    verify,
-    actions_cmd,
-    approve,
-    reject,
-    rollback,
-    remediate,
-    replan,
-    explain,
-    auto,
-    watch,
-    demo,
-    query,
-    export_group,
-    stats,
-    ship,
-    fold,
-    retention,
-    serve,
-):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.core.events import (
-    GpuSampled,
-    IncidentClassified,
-    IncidentOpened,
-    IncidentRecurred,
-    IncidentResolved,
-    LogRecorded,
-    RunClassified,
-    StoredEvent,
-)
 from advisor.core.timefmt import format_us
+
+if TYPE_CHECKING:
+    from advisor.core.events import StoredEvent
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -86,6 +79,18 @@ def markdown_code_block(lines: list[str], info: str = "text") -> str:
 
 
 def summary(event: StoredEvent) -> str:
+    # Imported here, not above: the text helpers of this module are used by every command,
+    # and the event models (pydantic) would cost `advisor --help` a fifth of a second.
+    from advisor.core.events import (
+        GpuSampled,
+        IncidentClassified,
+        IncidentOpened,
+        IncidentRecurred,
+        IncidentResolved,
+        LogRecorded,
+        RunClassified,
+    )
+
     p = event.payload
     if isinstance(p, LogRecorded):
         if p.message is None:

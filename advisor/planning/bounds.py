@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from advisor.core.actions import ActionStep
 from advisor.core.engines import FLAG_BOUNDS
 from advisor.core.engines.model import Range
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep
 
 __all__ = [
     "FLAG_BOUNDS",

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from advisor.core.actions import ActionStep
 from advisor.core.engines import ENGINES, by_name
 from advisor.core.engines.model import Engine
-from advisor.core.events import ActionStep
 from advisor.core.units import is_unit_name, not_a_server
 from advisor.planning.context import Holder, PlanContext, checked_facts
 from advisor.planning.engine_remedies import llama_context, sglang_pool, tgi_prefill

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.core.events import ActionKind, ActionStep
+from advisor.core.actions import ActionKind, ActionStep
 from advisor.core.units import is_unit_name
 from advisor.planning.bounds import in_bounds
 from advisor.planning.context import PlanContext

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from advisor.cli.main import cli
 from advisor.store import EventStore
+from tests.commands import subcommands
 from tests.conftest import ROOT, run_advisor
 from tests.journal_fixtures import entry, json_line
 
@@ -177,7 +178,7 @@ def test_the_cli_as_a_process(journal: Path, sqlite_url: str) -> None:
 
 def _command_paths(group: click.Group, prefix: str = "advisor") -> list[str]:
     paths = []
-    for name, command in sorted(group.commands.items()):
+    for name, command in subcommands(group).items():
         path = f"{prefix} {name}"
         if isinstance(command, click.Group):
             paths.extend(_command_paths(command, path))
@@ -192,7 +193,7 @@ def test_every_command_and_option_is_documented() -> None:
         assert path in readme, f"{path} is not in README.md"
         command = cli
         for part in path.split()[1:]:
-            command = command.commands[part]  # type: ignore[attr-defined]
+            command = subcommands(command)[part]  # type: ignore[arg-type]
         assert command.help, f"{path} has no help text"
         for param in command.params:
             for opt in getattr(param, "opts", []):

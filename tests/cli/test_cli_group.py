@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy
 from click.testing import CliRunner
 
-from advisor.cli.group import AdvisorGroup
+from advisor.cli.group import AdvisorGroup, LazyGroup
 from advisor.cli.main import cli
 from advisor.core.errors import InputError, IntegrityError, PrerequisiteError
+from tests.commands import subcommands
 
 
 def _broken_store() -> None:
@@ -90,13 +91,14 @@ def test_other_exceptions_and_usage_errors_pass_through() -> None:
 def test_every_group_of_the_advisor_cli_is_one() -> None:
     def groups(group: click.Group) -> list[click.Group]:
         found = [group]
-        for command in group.commands.values():
+        for command in subcommands(group).values():
             if isinstance(command, click.Group):
                 found += groups(command)
         return found
 
     names = {g.name: type(g) for g in groups(cli)}
     assert {"cli", "db", "ingest", "rules", "model", "export"} <= set(names)
+    assert names.pop("cli") is LazyGroup  # an AdvisorGroup that loads its commands on use
     assert set(names.values()) == {AdvisorGroup}
 
 

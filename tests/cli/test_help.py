@@ -10,12 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from tests.commands import subcommands
 
 
 def _commands(command: click.Command, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        for name, sub in subcommands(command).items():
             yield from _commands(sub, (*path, name))
 
 
