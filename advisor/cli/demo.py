@@ -37,10 +37,11 @@ from advisor.cli.common import store_for
 def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
     GPU node (or under real systemd with --systemd) — then the post-mortem. It keeps its own
-    store (printed at the start), made anew for each run so that the post-mortem and the
-    plan's bounds are this run's alone, and the simulated host never enters your real one;
-    that store (or the one `--db` names, used as it is) answers `advisor explain` and
-    `advisor events` afterwards.
+    store (printed at the start), so the simulated host never enters your real one; with
+    `--db` that store answers `advisor explain` and `advisor events` afterwards.
+
+    The demo's own store is made anew at each run, so that the post-mortem and the plan's
+    bounds are that run's alone; a store `--db` names is used as it is.
 
     \b
     Examples:
