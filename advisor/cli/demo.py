@@ -5,10 +5,14 @@ from __future__ import annotations
 import shlex
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from advisor.cli.common import store_for
+
+if TYPE_CHECKING:
+    from advisor.store import EventStore
 
 
 @click.command()
@@ -49,21 +53,10 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
       advisor demo --yes --db sqlite:///tmp/demo.db
     """
     from advisor.core.errors import PrerequisiteError
-    from advisor.core.settings import demo_db_path
     from advisor.demo.simulated import UNIT, run_demo
     from advisor.reports.postmortem import build, render_text
 
-    if db_url is None:
-        own = demo_db_path()
-        for stale in (own, *(own.with_name(own.name + end) for end in ("-wal", "-shm"))):
-            stale.unlink(missing_ok=True)  # the last demo's store: this run starts afresh
-        store = store_for(f"sqlite:///{own}")
-        click.echo(
-            f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)"
-        )
-    else:
-        store = store_for(db_url)
-        click.echo(f"store: {store.display_url}")
+    store = _store(db_url)
 
     def ask(plan: str) -> bool:
         click.echo(plan)
@@ -95,3 +88,19 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
         f"\nstore: {store.display_url} (try `advisor explain {UNIT} {where}`, "
         f"`advisor incidents {where}`)"
     )
+
+
+def _store(db_url: str | None) -> EventStore:
+    """The store `--db` names, as it is; else the demo's own, made anew (said either way)."""
+    from advisor.core.settings import demo_db_path
+
+    if db_url is not None:
+        store = store_for(db_url)
+        click.echo(f"store: {store.display_url}")
+        return store
+    own = demo_db_path()
+    for stale in (own, *(own.with_name(own.name + end) for end in ("-wal", "-shm"))):
+        stale.unlink(missing_ok=True)  # the last demo's store: this run starts afresh
+    store = store_for(f"sqlite:///{own}")
+    click.echo(f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)")
+    return store
