@@ -185,8 +185,12 @@ def load(
 ) -> None:
     """The load run (see the module's docstring)."""
     proc, base = _start(url)
-    writer = _writer(url, writes_per_s) if writes_per_s > 0 else None
     before = last_seq_of(url)
+    writer = None
+    if writes_per_s > 0:
+        writer = _writer(url, writes_per_s)
+        while last_seq_of(url) == before:  # its first write: it is running
+            time.sleep(0.05)
     pages = {
         "/": f"{base}/",
         "/api/changes": f"{base}/api/changes",

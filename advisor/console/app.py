@@ -4,12 +4,16 @@ charts and Prometheus' /metrics beside the pages."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import jinja2
 from asgi_csrf import asgi_csrf
 from starlette.applications import Starlette
@@ -26,6 +30,7 @@ from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
 from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
+from advisor.core.render import safe_text
 from advisor.store.audit import last_seq
 
 if TYPE_CHECKING:
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
     from advisor.store import EventStore
 
 HERE = Path(__file__).parent
+log = logging.getLogger("advisor.console")
 # Every answer's Content-Security-Policy: scripts, styles and requests of the console's own
 # origin only (plotly.js at /plotly.js; no page carries an inline script). plotly.js builds
 # some functions at run time ('unsafe-eval') and styles its plots inline ('unsafe-inline').
@@ -133,12 +139,43 @@ def _with_policy(app: Any) -> Any:
     return policed
 
 
+def _warm(console: Console) -> None:
+    """What the first pages would otherwise wait for: the modules they import (the
+    post-mortem, plotly) and the templates compiled."""
+    import advisor.reports.incident_charts
+    import advisor.reports.postmortem  # noqa: F401
+
+    for name in console.templates.list_templates():
+        console.templates.get_template(name)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    """While the console starts answering, it gets ready for its first pages in the
+    background: the modules and templates (`_warm`), the store's position and the metrics;
+    a request that comes first is answered as it would be without."""
+
+    async def warm() -> None:
+        try:
+            await anyio.to_thread.run_sync(_warm, app.state.console, abandon_on_cancel=True)
+            await app.state.newest.get()
+            await app.state.metrics.get()
+        except Exception as e:  # the pages will say what is wrong when they are asked for
+            log.warning("getting ready for the first pages: %s", safe_text(str(e)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(warm)
+        yield
+        tg.cancel_scope.cancel()
+
+
 def build_app(console: Console) -> Any:
     """The ASGI app: every POST needs the CSRF cookie's token in its form (or the
     `x-csrftoken` header); a state-changing one needs the console's token too. /metrics
     reads like the pages: no login."""
     app = Starlette(
         routes=[Route("/metrics", metrics), *routes()],
+        lifespan=_lifespan,
         middleware=[
             Middleware(
                 SessionMiddleware,
