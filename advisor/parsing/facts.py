@@ -86,7 +86,8 @@ def _config(body: str, result: LineFacts) -> None:
     out = result.facts
     if any(cue in body for cue in _CONFIG_CUES):
         for alias, raw in _KEYVAL.findall(body):
-            _state(result, _ALIAS[alias], raw)
+            if raw not in _ALIAS:  # `EngineArgs(model=model)`: source code, not a value
+                _state(result, _ALIAS[alias], raw)
     if " --" in body or " -tp" in body or " -q " in body:
         for flag, raw in _FLAG.findall(body):
             _state(result, _FLAG_ALIAS[flag], raw)

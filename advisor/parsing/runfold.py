@@ -42,7 +42,14 @@ _DEATH_CUES: Final = (
     "Application startup failed",
     "Fatal Python error",
     "Scheduler hit an exception",
+    # vLLM 0.5 – 0.7's launcher, when the engine died under a running server (logger.fatal;
+    # uvicorn's orderly shutdown lines follow it): "MQLLMEngine is already dead, …",
+    # "AsyncLLMEngine has failed, terminating server process"
+    "terminating server process",
+    "Webserver Crashed",  # TGI's launcher, when its router process failed
 )
+# Levels at which a server logs only what ends it (Python's logger.fatal is CRITICAL).
+_FATAL_LEVELS: Final = frozenset({"CRITICAL", "FATAL"})
 _CLEAN_SIGNALS: Final = frozenset({"TERM", "INT", "HUP", "PIPE"})
 _BANNER_CUES: Final = (
     "API server version",
@@ -86,6 +93,12 @@ def starts_new_run(run: Boundary, p: Parsed) -> bool:
 def says_died(body: str) -> bool:
     """Does the line say the server or its engine died (whatever the exit status)?"""
     return any(cue in body for cue in _DEATH_CUES)
+
+
+def line_says_died(p: Parsed) -> bool:
+    """`says_died`, or a line of the server's own at a fatal level: whatever orderly
+    shutdown lines follow, the run ended in failure."""
+    return says_died(p.body) or (p.split.level in _FATAL_LEVELS and p.engine in APP_ENGINES)
 
 
 def ended_badly(event_facts: dict[str, Any], events: Iterable[str]) -> bool:
@@ -141,7 +154,7 @@ class RunFold:
             self._phase(at, f.phase)
         if f.event is not None:
             self._event(at, f.event, f.facts)
-        if self.stop_at is None and not f.noise and says_died(p.body):
+        if self.stop_at is None and not f.noise and line_says_died(p):
             self.said_died = True
 
     def _phase(self, at: int, phase: str) -> None:

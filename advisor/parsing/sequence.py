@@ -19,6 +19,7 @@ from advisor.parsing.runfold import (
     Boundary,
     RunFold,
     ended_badly,
+    line_says_died,
     says_died,
     starts_new_run,
 )
@@ -233,7 +234,7 @@ def _died(run: Run, parsed: Sequence[Parsed]) -> bool:
         return True
     stop = run.stop_at
     for i in run.indexes:
-        if (stop is None or i < stop) and not parsed[i].facts.noise and says_died(parsed[i].body):
+        if (stop is None or i < stop) and not parsed[i].facts.noise and line_says_died(parsed[i]):
             return True
     if not run.ended and run.tracebacks:
         # A paste that ends in a traceback: the process died with it (unless it went on

@@ -17,6 +17,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+# IPython's and Jupyter's frames (a traceback pasted from a notebook): `File PATH:LINE, in
+# Class.function(args)` and the cell's own `Cell In[3], line 5`; their code lines are
+# numbered, the failing one marked with an arrow (`----> 5 llm = LLM(...)`).
+_NOTEBOOK_FRAME = re.compile(
+    r"^\s*(?:File (\S+?):\d+, in (?:[\w.]*\.)?(\w+)\(|(Cell) In\[\d+\], line \d+)"
+)
+_ARROW = re.compile(r"^-+> ")
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Fault)\b"
     r"|^(?:[a-z_][\w]*\.)+[A-Z]\w+: |^[A-Z]\w*Error$"
@@ -130,7 +137,7 @@ class Stitcher:
             self._open[writer] = _Open(Traceback(writer, [i]))
             self._heads[writer] = record
             return False
-        frame = _FRAME.match(body)
+        frame = _FRAME.match(body) or _NOTEBOOK_FRAME.match(body)
         if state is None:
             if frame is None:
                 return False
@@ -151,7 +158,7 @@ class Stitcher:
         same_record = record is not None and record == self._heads.get(tb.writer)
         if frame:
             tb.indexes.append(i)
-            tb.functions.append(frame.group(2))
+            tb.functions.append(frame.group(2) or "<cell>")
             state.after_frame, state.after_exception = True, False
         elif text.startswith(_CHAIN):
             tb.indexes.append(i)
@@ -164,6 +171,7 @@ class Stitcher:
         elif (
             not text
             or set(text) <= set("^~ ")
+            or _ARROW.match(text)
             or state.after_frame
             or body[:1].isspace()
             or (same_record and not state.after_exception)

@@ -49,6 +49,7 @@ EXAMPLES = (
     "The above exception was the direct cause: see the root cause above",
     "see the stack trace above",
     "see the stack trace (above)",
+    "thread 'tokio-runtime-worker' panicked at router/src/infer/mod.rs:120:45:",
 )
 
 
