@@ -94,10 +94,11 @@ def plan(
     if any(a.kind in ("set_flag", "restart") for a in p.actions) and not all(
         a.kind == "notify" for a in p.actions
     ):
-        loop = facts.get("restart_count")
-        why = (
-            f"the unit is in a restart loop (restart counter {loop})"
-            if loop
+        restarts = facts.get("restart_count")
+        why = (  # systemd's count of its restarts, not a restart loop (docs/taxonomy.md)
+            f"systemd has restarted the unit {restarts} time(s) (restart counter {restarts}) "
+            "and Restart= may start it again at any moment"
+            if restarts
             else "Restart= may start the unit again at any moment"
         )
         p.actions.insert(

@@ -60,7 +60,8 @@ def test_sampler_warmup_in_a_restart_loop_holds_restarts_first() -> None:
     )
     actions = plan("sampler_warmup_oom", 0.97, f, PlanContext(unit="vllm.service"))
     assert kinds(actions)[0] == "hold_restarts"
-    assert "restart counter 3" in actions[0].why
+    assert "restarted the unit 3 time(s) (restart counter 3)" in actions[0].why
+    assert "restart loop" not in actions[0].why  # a loop is an incident's, not a counter's
     # per request 0.5 GiB / 512 / 4 × 20 B = 5 MiB; 0.9 × 0.75 GiB / 5 MiB = 138 → 128
     assert actions[1].value == 128
 
