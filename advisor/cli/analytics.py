@@ -12,7 +12,7 @@ from typing import Any
 import click
 import orjson
 
-from advisor.cli.common import db_option, echo_json, emit, settings, store_for
+from advisor.cli.common import db_option, echo_json, emit, json_option, settings, store_for
 from advisor.cli.group import AdvisorGroup
 from advisor.core.render import escape_controls, safe_text
 from advisor.core.units import parse_service, service_host
@@ -252,12 +252,14 @@ def stats(
     help="The host key that signs the chain head stored centrally after each batch "
     "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).",
 )
+@json_option
 @db_option
 def ship(
     central_url: str,
     host: str | None,
     give_up_after: float,
     key_path: Path | None,
+    as_json: bool,
     db_url: str | None,
 ) -> None:
     """Copy this host's events to a central store: resumable, idempotent, in order, checked
@@ -266,7 +268,10 @@ def ship(
     \b
     Examples:
       advisor ship --to postgresql+psycopg://advisor_ship_gpu_node_07@central/fleet
+      advisor ship --to postgresql+psycopg://advisor_ship_gpu_node_07@central/fleet --json
     """
+    from dataclasses import asdict
+
     from advisor.core.errors import InputError
     from advisor.fleet.ship import open_central
     from advisor.fleet.ship import ship as ship_
@@ -295,6 +300,9 @@ def ship(
             "refilled from there (restored from an older backup?)",
             err=True,
         )
+    if as_json:
+        echo_json({**asdict(report), "to": central.display_url, "store": local.display_url})
+        return
     click.echo(
         f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
         f"{report.retries} retries) to {central.display_url}; local position "

@@ -75,12 +75,12 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "reject": Lazy("advisor.cli.actions:reject", "Reject action ACTION_ID: it will never run."),
     "remediate": Lazy(
-        "advisor.cli.actions:remediate",
+        "advisor.cli.remediate:remediate",
         "Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it), "
         "ask step by step (or --yes), and carry it out.",
     ),
     "replan": Lazy(
-        "advisor.cli.actions:replan",
+        "advisor.cli.remediate:replan",
         "Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and "
         "propose a new plan from the unit's current state.",
     ),
