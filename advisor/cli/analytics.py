@@ -137,8 +137,9 @@ def export_group() -> None:
     is_flag=True,
     help="Replace an export already in FOLDER (it stays as it was if this one fails).",
 )
+@json_option
 @db_option
-def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
+def export_parquet_cmd(folder: Path, force: bool, as_json: bool, db_url: str | None) -> None:
     """Events partitioned by day and host, and the projections, as Parquet under FOLDER.
 
     \b
@@ -147,8 +148,13 @@ def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
       advisor export parquet ./export --force    # replace an earlier export
     """
     from advisor.reports.analytics import export_parquet
+    from advisor.store.engine import redact
 
-    counts = export_parquet(settings(db=db_url).db_url, folder, force=force)
+    url = settings(db=db_url).db_url
+    counts = export_parquet(url, folder, force=force)
+    if as_json:
+        echo_json({"counts": counts, "folder": str(folder), "store": redact(url)})
+        return
     click.echo(
         ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
     )

@@ -1,12 +1,14 @@
 """`--json` on the commands that change something (approve, reject, rollback, remediate,
-replan, ship, demo, rebuild): one JSON object on stdout and nothing else — the ids whole and
-with their `short_id`, counts, statuses, the store's URL as the command prints it (password
-hidden) — while the words for a person go to stderr.
+replan, ship, demo, rebuild, db upgrade, export parquet, model train): one JSON object on
+stdout and nothing else — the ids whole and with their `short_id`, counts, statuses, the
+store's URL as the command prints it (password hidden) — while the words for a person go
+to stderr.
 
 Before: none of them took `--json` (click: "No such option: --json", exit 2)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from advisor.cli.main import cli
 from advisor.core.ids import short_id
 from advisor.execution.recovery import Replanned
 from advisor.store.engine import redact
+from tests.conftest import ROOT
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -167,3 +170,31 @@ def test_demo_json(tmp_path: Path) -> None:
     assert obj["plans"] and all(p["short_id"] == short_id(p["plan_id"]) for p in obj["plans"])
     assert obj["steps"] and obj["unit"] == UNIT
     assert "post-mortem" in result.stderr
+
+
+def test_db_upgrade_json(sqlite_url: str) -> None:
+    obj = one_object(run("db", "upgrade", "--json", "--db", sqlite_url))
+    assert obj["store"] == redact(sqlite_url) and obj["revision"]
+
+
+def test_export_parquet_json(seeded: str, tmp_path: Path) -> None:
+    folder = tmp_path / "export"
+    obj = one_object(run("export", "parquet", str(folder), "--json", "--db", seeded))
+    assert obj["folder"] == str(folder) and obj["store"] == redact(seeded)
+    assert obj["counts"]["events"] > 0
+
+
+def test_model_train_json(tmp_path: Path) -> None:
+    """On a few examples per label (the whole corpus takes minutes)."""
+    corpus = tmp_path / "small.jsonl.gz"
+    kept: dict[str, int] = {}
+    with gzip.open(ROOT / "data" / "corpus.jsonl.gz", "rb") as src, gzip.open(corpus, "wb") as dst:
+        for line in src:
+            label = json.loads(line)["label"]
+            if kept.get(label, 0) < 10:
+                kept[label] = kept.get(label, 0) + 1
+                dst.write(line)
+    out = tmp_path / "model.json"
+    obj = one_object(run("model", "train", "--corpus", str(corpus), "--out", str(out), "--json"))
+    assert obj["examples"] == sum(kept.values()) and obj["features"] > 0
+    assert obj["out"] == str(out) and out.exists()
