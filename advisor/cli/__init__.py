@@ -13,6 +13,7 @@ __all__ = [
     "ingest_report",
     "main",
     "projections",
+    "remediate",
     "serve",
     "verify",
     "watch",

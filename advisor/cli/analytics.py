@@ -12,7 +12,7 @@ from typing import Any
 import click
 import orjson
 
-from advisor.cli.common import db_option, echo_json, emit, settings, store_for
+from advisor.cli.common import db_option, echo_json, emit, json_option, settings, store_for
 from advisor.cli.group import AdvisorGroup
 from advisor.core.render import escape_controls, safe_text
 from advisor.core.units import parse_service, service_host
@@ -137,8 +137,9 @@ def export_group() -> None:
     is_flag=True,
     help="Replace an export already in FOLDER (it stays as it was if this one fails).",
 )
+@json_option
 @db_option
-def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
+def export_parquet_cmd(folder: Path, force: bool, as_json: bool, db_url: str | None) -> None:
     """Events partitioned by day and host, and the projections, as Parquet under FOLDER.
 
     \b
@@ -147,8 +148,13 @@ def export_parquet_cmd(folder: Path, force: bool, db_url: str | None) -> None:
       advisor export parquet ./export --force    # replace an earlier export
     """
     from advisor.reports.analytics import export_parquet
+    from advisor.store.engine import redact
 
-    counts = export_parquet(settings(db=db_url).db_url, folder, force=force)
+    url = settings(db=db_url).db_url
+    counts = export_parquet(url, folder, force=force)
+    if as_json:
+        echo_json({"counts": counts, "folder": str(folder), "store": redact(url)})
+        return
     click.echo(
         ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
     )
@@ -252,12 +258,14 @@ def stats(
     help="The host key that signs the chain head stored centrally after each batch "
     "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).",
 )
+@json_option
 @db_option
 def ship(
     central_url: str,
     host: str | None,
     give_up_after: float,
     key_path: Path | None,
+    as_json: bool,
     db_url: str | None,
 ) -> None:
     """Copy this host's events to a central store: resumable, idempotent, in order, checked
@@ -266,7 +274,10 @@ def ship(
     \b
     Examples:
       advisor ship --to postgresql+psycopg://advisor_ship_gpu_node_07@central/fleet
+      advisor ship --to postgresql+psycopg://advisor_ship_gpu_node_07@central/fleet --json
     """
+    from dataclasses import asdict
+
     from advisor.core.errors import InputError
     from advisor.fleet.ship import open_central
     from advisor.fleet.ship import ship as ship_
@@ -295,6 +306,9 @@ def ship(
             "refilled from there (restored from an older backup?)",
             err=True,
         )
+    if as_json:
+        echo_json({**asdict(report), "to": central.display_url, "store": local.display_url})
+        return
     click.echo(
         f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
         f"{report.retries} retries) to {central.display_url}; local position "

@@ -125,3 +125,20 @@ gpus_option = click.option(
     help="Read GPU memory from this NVML twin file (a simulated node's driver) instead of "
     "NVML. Env: ADVISOR_GPU_TWIN.",
 )
+
+
+def with_short(key: str, whole: str) -> dict[str, str]:
+    """An id as `--json` gives it: `{key: the whole id, "short_id": its short id}`."""
+    from advisor.core.ids import short_id
+
+    return {key: whole, "short_id": short_id(whole)}
+
+
+def say_for(as_json: bool) -> Callable[[str], None]:
+    """How a command says things to a person: stdout, or stderr under `--json` (where
+    stdout holds the one JSON object and nothing else)."""
+
+    def say(text: str) -> None:
+        click.echo(text, err=as_json)
+
+    return say

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from advisor.cli.common import store_for
+from advisor.cli.common import echo_json, json_option, say_for, store_for, with_short
 
 if TYPE_CHECKING:
+    from advisor.demo.simulated import DemoResult
     from advisor.store import EventStore
 
 
@@ -38,32 +40,38 @@ if TYPE_CHECKING:
     help="Store URL. Default: the demo's own SQLite file, demo.db beside the default store "
     "($XDG_DATA_HOME/advisor/demo.db), made anew for each run; $ADVISOR_DB is not used.",
 )
-def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None) -> None:
+@json_option
+def demo(
+    yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | None, as_json: bool
+) -> None:
     """Crash, restart loop, wedged stop, diagnosis, approval, fix, healthy — on a simulated
     GPU node (or under real systemd with --systemd) — then the post-mortem. It keeps its own
     store (printed at the start), so the simulated host never enters your real one; with
     `--db` that store answers `advisor explain` and `advisor events` afterwards.
 
     The demo's own store is made anew at each run, so that the post-mortem and the plan's
-    bounds are that run's alone; a store `--db` names is used as it is.
+    bounds are that run's alone; a store `--db` names is used as it is. With --json the
+    story goes to stderr and stdout holds one JSON object: healthy, seconds, plans, steps,
+    store.
 
     \b
     Examples:
       advisor demo --yes
       advisor demo --yes --db sqlite:///tmp/demo.db
+      advisor demo --yes --json
     """
     from advisor.core.errors import PrerequisiteError
-    from advisor.demo.simulated import UNIT, run_demo
-    from advisor.reports.postmortem import build, render_text
+    from advisor.demo.simulated import run_demo
 
-    store = _store(db_url)
+    say = say_for(as_json)
+    store = _store(db_url, say)
 
     def ask(plan: str) -> bool:
-        click.echo(plan)
+        say(plan)
         if yes:
-            click.echo("approved (--yes)")
+            say("approved (--yes)")
             return True
-        return click.confirm("Approve this plan?", default=False)
+        return click.confirm("Approve this plan?", default=False, err=as_json)
 
     if under_systemd:
         from advisor.sim.box import unavailable
@@ -75,32 +83,53 @@ def demo(yes: bool, workdir: Path | None, under_systemd: bool, db_url: str | Non
         if under_systemd:
             from advisor.demo.systemd import run_systemd_demo
 
-            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask, say=click.echo)
+            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask, say=say)
         else:
-            result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=click.echo)
+            result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=say)
+    _ending(store, result, as_json)
+
+
+def _ending(store: EventStore, result: DemoResult, as_json: bool) -> None:
+    """The demo's result (one JSON object with --json), then exit 1 when it did not end
+    healthy, else the post-mortem and where the store is (on stderr with --json)."""
+    from advisor.demo.simulated import UNIT
+    from advisor.reports.postmortem import build, render_text
+
+    say = say_for(as_json)
+    if as_json:
+        echo_json(
+            {
+                "healthy": result.healthy,
+                "seconds": round(result.seconds, 1),
+                "unit": UNIT,
+                "plans": [with_short("plan_id", p) for p in result.incidents],
+                "steps": result.steps,
+                "store": store.display_url,
+            }
+        )
     if not result.healthy:
         raise SystemExit(1)
     first = result.incidents[0] if result.incidents else None
-    click.echo(f"\nhealthy after {result.seconds:.1f} s; the post-mortem:\n")
-    click.echo(render_text(build(store, UNIT, first)), nl=False)
+    say(f"\nhealthy after {result.seconds:.1f} s; the post-mortem:\n")
+    click.echo(render_text(build(store, UNIT, first)), nl=False, err=as_json)
     where = f"--db {shlex.quote(store.display_url)}"
-    click.echo(
+    say(
         f"\nstore: {store.display_url} (try `advisor explain {UNIT} {where}`, "
         f"`advisor incidents {where}`)"
     )
 
 
-def _store(db_url: str | None) -> EventStore:
+def _store(db_url: str | None, say: Callable[[str], None]) -> EventStore:
     """The store `--db` names, as it is; else the demo's own, made anew (said either way)."""
     from advisor.core.settings import demo_db_path
 
     if db_url is not None:
         store = store_for(db_url)
-        click.echo(f"store: {store.display_url}")
+        say(f"store: {store.display_url}")
         return store
     own = demo_db_path()
     for stale in (own, *(own.with_name(own.name + end) for end in ("-wal", "-shm"))):
         stale.unlink(missing_ok=True)  # the last demo's store: this run starts afresh
     store = store_for(f"sqlite:///{own}")
-    click.echo(f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)")
+    say(f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)")
     return store

@@ -226,7 +226,10 @@ corpus_option = click.option(
     help="Where to write the model (default: the shipped advisor/diagnosis/model.json).",
 )
 @rules_option
-def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...]) -> None:
+@json_option
+def model_train(
+    corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...], as_json: bool
+) -> None:
     """Train the model on the corpus (deterministic) and write it as JSON.
 
     \b
@@ -239,6 +242,17 @@ def model_train(corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, .
     result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
     target = out or training.shipped_model_path()
     write_file(target, result.model.to_json())
+    if as_json:
+        echo_json(
+            {
+                "examples": result.examples,
+                "features": len(result.model.weights),
+                "temperature": result.model.temperature,
+                "seconds": round(result.seconds, 1),
+                "out": str(target),
+            }
+        )
+        return
     click.echo(
         f"trained on {result.examples} examples, {len(result.model.weights)} features, "
         f"temperature {result.model.temperature:.2f}, in {result.seconds:.1f} s"

@@ -26,6 +26,7 @@ from advisor.cli.ingest_report import (
     diagnose_option,
     host_option,
     print_report,
+    samples_host,
     strict_option,
 )
 from advisor.core.errors import InputError
@@ -226,6 +227,9 @@ def ingest_nvidia_smi(
 ) -> None:
     """A CSV log written by nvidia-smi --query-gpu=... --format=csv -l N.
 
+    The samples are filed under --host; without it, under this host, unless the store's
+    journal is all of one other host (a post-mortem of its files): that is refused, exit 4.
+
     \b
     Examples:
       advisor ingest nvidia-smi gpus.csv --host gpu-node-07 --timezone Europe/Berlin
@@ -234,8 +238,8 @@ def ingest_nvidia_smi(
 
     resolve(file_)
     store = store_for(db_url)
+    host = samples_host(store, host)
     sign_heads(store)  # tamper evidence: docs/integrity.md
-    host = settings(host=host).host
     with byte_progress(f"ingesting {file_.name}") as progress:
         report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict, progress=progress)
     print_report(report, as_json, diagnose_after(store) if diagnose else None)

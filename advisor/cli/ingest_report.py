@@ -1,5 +1,5 @@
-"""What every `advisor ingest` command shares: its options, and the report of what it read
-(exit 4 when none of the input could be read)."""
+"""What every `advisor ingest` command shares: its options, the report of what it read
+(exit 4 when none of the input could be read), and the host GPU logs are filed under."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from advisor.cli.common import echo_json
+from advisor.cli.common import echo_json, settings
 from advisor.core.errors import InputError
 from advisor.core.render import safe_text
 
@@ -74,3 +74,24 @@ def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
         processor.follow()
         return processor.run(final=False)
     return processor.run(final=True)
+
+
+def samples_host(store: EventStore, host: str | None) -> str:
+    """The host an nvidia-smi CSV is filed under: `--host`, else this host (the settings'
+    `host`) — unless the store's log lines are all of one other host, as in a post-mortem of
+    that host's files: then InputError (exit 4) naming it, rather than samples no chart of
+    that host would ever show."""
+    from advisor.views.hosts import log_hosts
+
+    here = settings(host=host).host
+    if host is not None:
+        return here
+    logged = log_hosts(store)
+    if len(logged) == 1 and here not in logged:
+        (other,) = logged
+        raise InputError(
+            f"ingest nvidia-smi: the store's journal is of host {safe_text(other)}, not this "
+            f"host ({safe_text(here)}); give --host {safe_text(other)} to file the samples "
+            f"under it (or --host {safe_text(here)})"
+        )
+    return here

@@ -75,12 +75,12 @@ COMMANDS: dict[str, Lazy] = {
     ),
     "reject": Lazy("advisor.cli.actions:reject", "Reject action ACTION_ID: it will never run."),
     "remediate": Lazy(
-        "advisor.cli.actions:remediate",
+        "advisor.cli.remediate:remediate",
         "Show the plan for SERVICE's open incident (UNIT or HOST/UNIT, as systemctl takes it), "
         "ask step by step (or --yes), and carry it out.",
     ),
     "replan": Lazy(
-        "advisor.cli.actions:replan",
+        "advisor.cli.remediate:replan",
         "Close SERVICE's stopped or interrupted plan, lift advisor's hold on restarts, and "
         "propose a new plan from the unit's current state.",
     ),
@@ -165,20 +165,24 @@ def db() -> None:
     help="Create the tables even where the database (PostgreSQL: the schema) "
     "already holds other tables.",
 )
+@json_option
 @db_option
-def db_upgrade(shared_schema: bool, db_url: str | None) -> None:
+def db_upgrade(shared_schema: bool, as_json: bool, db_url: str | None) -> None:
     """Create the store or bring its schema up to date.
 
     \b
     Examples:
       advisor db upgrade
-      advisor db upgrade --db postgresql+psycopg://advisor@central/fleet
+      advisor db upgrade --db postgresql+psycopg://advisor@central/fleet --json
     """
     from advisor.store import migrate
 
     store = store_for(db_url, shared_schema=shared_schema)
     with store.connect() as conn:
         revision = migrate.current_revision(conn)
+    if as_json:
+        echo_json({"store": store.display_url, "revision": revision})
+        return
     click.echo(f"{store.display_url}: schema at revision {revision}")
 
 

@@ -127,17 +127,23 @@ def diagnose(as_json: bool, db_url: str | None) -> None:
 
 
 @click.command()
+@json_option
 @db_option
-def rebuild(db_url: str | None) -> None:
+def rebuild(as_json: bool, db_url: str | None) -> None:
     """Drop the projections (runs, incidents, GPU samples) and rebuild them from events.
 
     \b
     Examples:
       advisor rebuild --db sqlite:///var/lib/advisor/events.db
+      advisor rebuild --json
     """
     from advisor.views.projector import Projector
 
-    folded = Projector(store_for(db_url)).rebuild()
+    store = store_for(db_url)
+    folded = Projector(store).rebuild()
+    if as_json:
+        echo_json({"events": folded, "store": store.display_url})
+        return
     click.echo(f"rebuilt projections from {folded} events")
 
 

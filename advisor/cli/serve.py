@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,8 +17,11 @@ from advisor.cli.common import (
     settings,
 )
 from advisor.core.address import host_port
+from advisor.core.errors import AdvisorError, InputError
 
 if TYPE_CHECKING:
+    import socket
+
     from advisor.console.app import Console
     from advisor.core.settings import Settings
     from advisor.store import EventStore
@@ -90,12 +94,43 @@ def serve(
     host, port = host_port(conf.console.listen, "--listen", "127.0.0.1:8750")
     store = click.get_current_context().with_resource(open_store(conf.db_url))
     console = console_for(conf, store, backend, systemd_root)
+    sock = click.get_current_context().with_resource(listening_socket(host, port))
     acts = "acts with the token" if console.token else "reads only (no token set)"
     click.echo(f"advisor console on http://{host}:{port}/ ({store.display_url}; {acts})")
-    uvicorn.run(
-        build_app(console),
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=GRACE_S,
+    config = uvicorn.Config(
+        build_app(console), log_level="warning", timeout_graceful_shutdown=GRACE_S
     )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # SIGINT, as uvicorn.run has it: a stop, exit 0
+        pass
+    except SystemExit as e:  # uvicorn's start-up failure (its exit 3 is our chain's)
+        raise AdvisorError("serve: the console did not start (the lines above say why)") from e
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to HOST:PORT for the console, bound here so that an address in use
+    (or not this host's) is one `Error:` line, InputError (exit 4, as `watch --metrics`),
+    instead of uvicorn's log line and its exit 3, which means a chain that does not verify."""
+    import socket
+
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise InputError(f"serve: {shown}: cannot listen there: {e.strerror or e}") from e
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise InputError(
+                f"serve: {shown} is in use: another process listens there "
+                "(give another with --listen)"
+            ) from e
+        raise InputError(f"serve: {shown}: cannot listen there: {e.strerror or e}") from e
+    return sock

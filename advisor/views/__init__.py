@@ -8,6 +8,7 @@ __all__ = [
     "foldbase",
     "gpu",
     "history",
+    "hosts",
     "incidents",
     "keys",
     "labels",

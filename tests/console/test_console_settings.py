@@ -3,6 +3,7 @@ refusals, read for real: a TOML file on disk, the environment, the CLI."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def test_serve_refuses_a_listen_address_it_cannot_use(listen: str, sqlite_url: s
     result = CliRunner().invoke(cli, ["serve", "--listen", listen, "--db", sqlite_url])
     assert result.exit_code == 4, result.output
     assert result.output == f"Error: --listen {listen!r}: not HOST:PORT (e.g. 127.0.0.1:8750)\n"
+
+
+def test_serve_on_a_busy_port_is_unusable_input(sqlite_url: str) -> None:
+    """Another process listens there: one `Error:` line naming the address, exit 4 (the
+    README's code for an input that cannot be used, as `watch --metrics` has it), not
+    uvicorn's 3 — which the README documents as a hash chain that does not verify."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        listen = f"127.0.0.1:{busy.getsockname()[1]}"
+        result = CliRunner().invoke(cli, ["serve", "--listen", listen, "--db", sqlite_url])
+    assert result.exit_code == 4, result.output
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Error: serve: {listen} is in use: ")

@@ -19,6 +19,7 @@ from advisor.core.events import GpuSampled
 from advisor.store import EventStore
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from ingest.pipeline import IngestReport
+from tests.journal_fixtures import entry, json_line
 
 Opener = Callable[[str], EventStore]
 
@@ -424,3 +425,54 @@ def test_cli_closes_its_store(pg_url: str, tmp_path: Path) -> None:
         gc.collect()
     assert result.exit_code == 0, result.output
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def _journal_of(tmp_path: Path, db_url: str, host: str) -> None:
+    """The store holds a journal of `host` (a post-mortem's files, ingested first)."""
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(json_line(entry(0, "INFO starting", host=host), cursor="s=c;i=0"))
+    done = CliRunner().invoke(cli, ["ingest", "journal", "--file", str(journal), "--db", db_url])
+    assert done.exit_code == 0, done.output
+
+
+def _without_host(db_url: str, path: Path) -> Result:
+    return CliRunner().invoke(
+        cli,
+        ["ingest", "nvidia-smi", str(path), "--db", db_url, "--no-diagnose"],
+        env={"ADVISOR_HOST": "this-box"},
+    )
+
+
+def test_csv_of_another_hosts_journal_needs_host(
+    store_url: str, tmp_path: Path, opener: Opener
+) -> None:
+    """A post-mortem of another host: its journal in the store, its CSV given without
+    --host. Filing the samples under this host would leave its GPU chart empty: refused,
+    one line naming that host and --host, exit 4, no sample stored."""
+    _journal_of(tmp_path, store_url, HOST)
+    csv = write_csv(tmp_path / "gpus.csv", HEADER, row(1, 0), row(1, 1))
+    refused = _without_host(store_url, csv)
+    assert refused.exit_code == 4, refused.output
+    assert refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("Error: ingest nvidia-smi: ")
+    assert f"host {HOST}" in line and f"--host {HOST}" in line and "this-box" in line
+    assert not [e for e in opener(store_url).read() if isinstance(e.payload, GpuSampled)]
+    # with --host, the samples are that host's
+    assert json_report(run_cli(store_url, csv, "--json"))["appended"] == 2
+    hosts = {e.payload.host for e in opener(store_url).read() if isinstance(e.payload, GpuSampled)}
+    assert hosts == {HOST}
+
+
+def test_csv_without_host_is_this_hosts_when_the_journal_is(
+    sqlite_url: str, tmp_path: Path, opener: Opener
+) -> None:
+    """No journal in the store, or this host's: the samples are this host's, as before."""
+    csv = write_csv(tmp_path / "gpus.csv", HEADER, row(1, 0))
+    assert _without_host(sqlite_url, csv).exit_code == 0
+    _journal_of(tmp_path, sqlite_url, "this-box")
+    csv2 = write_csv(tmp_path / "gpus2.csv", HEADER, row(2, 0))
+    done = _without_host(sqlite_url, csv2)
+    assert done.exit_code == 0, done.output
+    hosts = {e.payload.host for e in opener(sqlite_url).read() if isinstance(e.payload, GpuSampled)}
+    assert hosts == {"this-box"}
