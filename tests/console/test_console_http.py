@@ -18,6 +18,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.ids import short_id
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
@@ -312,3 +313,15 @@ def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
         with urllib.request.urlopen(request, timeout=60) as answer:
             assert answer.headers["content-encoding"] == "gzip"
             assert gzip.decompress(answer.read()).decode() == plotly_js()
+
+
+
+def test_the_plan_comes_right_after_the_headline_fix(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        page = Client(base).get(_page(SAMPLER)).body
+    # the plan and its Approve buttons sit under the headline fix, before the long parts
+    fix, plan = page.index('id="fix"'), page.index('id="plan"')
+    approve = page.index('class="inline approve"')
+    assert fix < plan < approve < page.index('id="charts"') < page.index('id="evidence"')
