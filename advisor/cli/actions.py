@@ -20,7 +20,7 @@ from advisor.cli.common import (
     settings,
     store_for,
 )
-from advisor.core.ids import short_id
+from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def approve(ident: str, db_url: str | None) -> None:
     from advisor.pipeline.remediate import human
 
     approved = approve_(store_for(db_url), ident, human())
-    click.echo(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}")
+    click.echo(shorten_ids(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"))
 
 
 @click.command()
@@ -104,7 +104,7 @@ def reject(action_id: str, why: str, db_url: str | None) -> None:
     from advisor.execution.run import reject as reject_
     from advisor.pipeline.remediate import human
 
-    click.echo(f"rejected {reject_(store_for(db_url), action_id, human(), why)}")
+    click.echo(shorten_ids(f"rejected {reject_(store_for(db_url), action_id, human(), why)}"))
 
 
 @click.command()
@@ -123,7 +123,7 @@ def rollback(action_id: str, systemd_root: Path, db_url: str | None) -> None:
 
     backend = backend_for("systemd", systemd_root, host=settings().host)
     assert backend is not None
-    click.echo(rollback_(store_for(db_url), backend, action_id, root=systemd_root))
+    click.echo(shorten_ids(rollback_(store_for(db_url), backend, action_id, root=systemd_root)))
 
 
 def _show_plan(plan: OpenPlan) -> None:
@@ -229,7 +229,7 @@ def remediate(
     assert chosen is not None
     plan, renewed = anew(store, chosen, service)
     if renewed is not None:
-        click.echo(safe_text(renewed))
+        click.echo(safe_text(shorten_ids(renewed)))
     _show_plan(plan)
     if any(r.status == "proposed" for r in plan.rows):
         _decide(store, plan.rows, yes, plan.plan_id)
@@ -238,7 +238,7 @@ def remediate(
     if outcome.again is not None:
         click.echo(
             f"proposed a new plan from the unit's current state: "
-            f"{outcome.again.new_plan} (`advisor remediate {service}`)"
+            f"{short_id(outcome.again.new_plan)} (`advisor remediate {service}`)"
         )
     if not outcome.settled:
         raise SystemExit(PLAN_STOPPED_EXIT)

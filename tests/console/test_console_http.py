@@ -315,7 +315,6 @@ def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
             assert gzip.decompress(answer.read()).decode() == plotly_js()
 
 
-
 def test_the_plan_comes_right_after_the_headline_fix(
     diagnosed: EventStore, sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -325,3 +324,29 @@ def test_the_plan_comes_right_after_the_headline_fix(
     fix, plan = page.index('id="fix"'), page.index('id="plan"')
     approve = page.index('class="inline approve"')
     assert fix < plan < approve < page.index('id="charts"') < page.index('id="evidence"')
+
+
+def _note(body: str) -> str:
+    """The text of the page's note (what the last decision said)."""
+    found = re.search(r'<p class="note" id="note">(.*?)</p>', body, re.S)
+    assert found, "no note on the page"
+    return html.unescape(found.group(1))
+
+
+def test_a_decisions_note_names_short_ids(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        client = Client(base)
+        assert client.login(TOKEN).status == 303
+        step = f"{SAMPLER}#0"
+        fields = {"csrftoken": client.csrf(), "id": step, "next": _page(SAMPLER)}
+        assert client.post("/approve", fields).status == 303
+        note = _note(client.get(_page(SAMPLER)).body)
+        assert note == f"approved 1 action(s): {short_id(step)}"
+        assert client.post("/approve", fields).status == 303  # again: refused, naming it
+        note = _note(client.get(_page(SAMPLER)).body)
+        assert short_id(step) in note and SAMPLER not in note, note
+        fields = {"csrftoken": client.csrf(), "id": f"{WEDGE}#0", "why": "no", "next": "/"}
+        assert client.post("/reject", fields).status == 303
+        assert _note(client.get("/").body) == f"rejected {short_id(WEDGE + '#0')}"
