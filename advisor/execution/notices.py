@@ -5,18 +5,20 @@ speaks) and the Alertmanager servers (`advisor.execution.alertmanager`).
 
 Sending never raises: a target that fails is reported in words, and the others are still told.
 Target URLs hold secrets (tokens, passwords): they are only ever shown with Apprise's
-privacy mode, or by scheme.
+privacy mode, or by scheme. What people read (titles, bodies) names incidents, plans and steps
+by their short ids; an alert's labels keep the whole incident id.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import apprise
 
 from advisor.core.errors import InputError
+from advisor.core.ids import shorten_ids
 from advisor.execution.alertmanager import AlertmanagerError, alert_for, post_alerts
 from advisor.execution.primitives import BackendError, Outcome, Subject
 
@@ -80,6 +82,7 @@ class Notices:
     def send(self, notice: Notice) -> list[str]:
         """Tell every target; what failed, one line per target (empty: all told)."""
         problems: list[str] = []
+        notice = replace(notice, title=shorten_ids(notice.title), body=shorten_ids(notice.body))
         notify_type = _TYPES.get(notice.kind, apprise.NotifyType.INFO)
         for shown, target in self._targets:
             if not target.notify(body=notice.body, title=notice.title, notify_type=notify_type):

@@ -1,6 +1,7 @@
 """Telling people what the daemon sees: an incident opened, a plan waiting for approval, a
 step that failed, a plan done (with the downtime) — a line for the operator (`say`) and a
-notice to the `[notify]` targets (`advisor.execution.notices`).
+notice to the `[notify]` targets (`advisor.execution.notices`), naming incidents and plans by
+their short ids (the alerts' labels keep the whole ids).
 
 Each is told once per incident, not per restart of the unit: the teller keeps what it told,
 keyed by incident and occasion, and what already held when it started (`baseline`) is not
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor.core.events import ACTION_EVENT_TYPES
+from advisor.core.ids import short_id
 from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
@@ -63,10 +65,10 @@ def _notice(i: IncidentView, kind: str, title: str, body: str, resolved: bool = 
 def _opened(i: IncidentView) -> Told:
     confidence = f" ({i.confidence:.2f})" if i.confidence is not None else ""
     what = f"{_service(i)}: {i.label}{confidence}"
-    body = f"{what}, {i.runs} failed run(s); incident {i.incident_id}."
+    body = f"{what}, {i.runs} failed run(s); incident {short_id(i.incident_id)}."
     return Told(
         (i.incident_id, "incident_opened"),
-        f"incident opened: {what} — incident {i.incident_id}",
+        f"incident opened: {what} — incident {short_id(i.incident_id)}",
         _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", body),
     )
 
@@ -77,20 +79,22 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
     failed = [r for r in main if r.status == "failed"]
     if failed:
         r = failed[0]
-        what = f"plan {plan_id} step {r.step} ({r.kind}) failed: {r.detail or 'no detail'}"
+        what = (
+            f"plan {short_id(plan_id)} step {r.step} ({r.kind}) failed: {r.detail or 'no detail'}"
+        )
         title = f"advisor: a step failed on {_service(i)}"
         return Told((i.incident_id, "step_failed"), what, _notice(i, "step_failed", title, what))
     if main and all(r.status == "proposed" for r in main):
         steps = "; ".join(f"{r.step}. {describe(r.action)}" for r in main)
         what = (
             f"plan proposed for {_service(i)} ({i.label}): {steps}"
-            f" — waiting for approval: advisor approve {plan_id}"
+            f" — waiting for approval: advisor approve {short_id(plan_id)}"
         )
         title = f"advisor: a plan for {_service(i)} waits for approval"
         return Told((i.incident_id, "plan_pending"), what, _notice(i, "plan_pending", title, what))
     if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
         downtime = f"{i.downtime_us(max(r.updated_us for r in main)) / 1e6:.0f} s"
-        what = f"plan done: {plan_id} ({_service(i)}, {i.label}); downtime {downtime}"
+        what = f"plan done: {short_id(plan_id)} ({_service(i)}, {i.label}); downtime {downtime}"
         title = f"advisor: {_service(i)} recovered"
         notice = _notice(i, "plan_done", title, what, resolved=True)
         return Told((i.incident_id, "plan_done"), what, notice)
