@@ -6,6 +6,7 @@ restarted teller does not repeat what was already so."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -143,11 +144,28 @@ def test_notices_name_incidents_and_plans_by_short_ids(diagnosed: EventStore, si
     opened = [h for h in hooks if "failed run(s)" in h["message"]]
     pending = [h for h in hooks if "waiting for approval" in h["message"]]
     assert len(opened) == 2 and len(pending) == 2
-    assert opened[0]["message"].endswith(f"incident {short_id(SAMPLER_PLAN)}.")
-    assert pending[0]["message"].endswith(f"advisor approve {short_id(SAMPLER_PLAN)}")
+    first = [h["message"].splitlines()[0] for h in (opened[0], pending[0])]
+    assert first[0].endswith(f"incident {short_id(SAMPLER_PLAN)}.")
+    assert first[1].endswith(f"advisor approve {short_id(SAMPLER_PLAN)}")
     for h in hooks:  # the whole ids stay in the alerts' labels, out of what people read
         assert SAMPLER_PLAN not in h["message"] + h["title"], h
         assert WEDGE_PLAN not in h["message"] + h["title"], h
     assert said[0].endswith(f"— incident {short_id(SAMPLER_PLAN)}")
     labels = {a["labels"]["incident"] for alerts in sink.bodies("/api/v2/alerts") for a in alerts}
     assert labels == {SAMPLER_PLAN, WEDGE_PLAN}
+
+
+@pytest.mark.parametrize("console_url", ["http://127.0.0.1:8750", None])
+def test_notices_carry_the_fix_and_a_link_to_the_console(
+    diagnosed: EventStore, sink: Sink, console_url: str | None
+) -> None:
+    settings = NotifySettings(urls=(f"json://127.0.0.1:{sink.port}/hook",), console_url=console_url)
+    Teller(diagnosed, Notices(settings), [].append).tell()
+    sampler = [h["message"] for h in sink.bodies("/hook") if "sampler_warmup_oom" in h["message"]]
+    assert len(sampler) == 2  # the incident opened, its plan waiting
+    link = f"console: http://127.0.0.1:8750/incident/{urllib.parse.quote(SAMPLER_PLAN)}"
+    for message in sampler:
+        lines = message.splitlines()
+        assert f"fix: set --max-num-seqs 256 on {UNIT}" in lines, lines
+        assert (link in lines) == (console_url is not None), lines
+        assert ("/incident/" in message) == (console_url is not None)
