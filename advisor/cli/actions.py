@@ -21,7 +21,7 @@ from advisor.cli.common import (
     store_for,
     with_short,
 )
-from advisor.core.ids import short_id
+from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def approve(ident: str, as_json: bool, db_url: str | None) -> None:
             }
         )
         return
-    click.echo(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}")
+    click.echo(shorten_ids(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"))
 
 
 @click.command()
@@ -123,7 +123,7 @@ def reject(action_id: str, why: str, as_json: bool, db_url: str | None) -> None:
             }
         )
         return
-    click.echo(f"rejected {rejected}")
+    click.echo(shorten_ids(f"rejected {rejected}"))
 
 
 @click.command()
@@ -156,7 +156,7 @@ def rollback(action_id: str, systemd_root: Path, as_json: bool, db_url: str | No
             }
         )
         return
-    click.echo(detail)
+    click.echo(shorten_ids(detail))
 
 
 @click.command()

@@ -4,7 +4,8 @@ approved. Each is recorded by the very function the command line calls (`advisor
 `reject`, `rollback`, `remediate`), through the same backend (`backend_for`, telling the
 `[notify]` targets of the settings) and taking ids as it does (the whole id, a prefix, a
 prefix of the short id); a plan runs in the background and the page follows its events as
-they arrive. The store work runs off the event loop, through the console's Gate."""
+they arrive. The store work runs off the event loop, through the console's Gate. The note a
+decision leaves names ids by their short ids."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from advisor.console.auth import (
 from advisor.console.load import Busy, busy, gate_of
 from advisor.console.pages import render
 from advisor.core.errors import AdvisorError
+from advisor.core.ids import shorten_ids
 from advisor.core.render import safe_text
 
 log = logging.getLogger("advisor.console")
@@ -104,7 +106,7 @@ async def _decide(request: Request, kind: str) -> Response:
     except AdvisorError as e:
         note = f"{kind} {ident}: {e}"
     request.app.state.newest.expire()  # the pages show what was just written at once
-    request.session["note"] = safe_text(note)
+    request.session["note"] = safe_text(shorten_ids(note))  # short ids, as people read them
     return RedirectResponse(_back(form), status_code=303, background=task)
 
 

@@ -5,7 +5,8 @@ more); a plan is its incident's id (`~N` after a replan) and a step is `PLAN#N`.
 short id instead: the first 12 hex digits of the SHA-256 of the incident part, with the
 `~N` and `#N` kept (`3f9a1c2b7d4e`, `3f9a1c2b7d4e~1#2`). Wherever an id is taken, the whole
 id, a prefix of it, or a prefix of its short id is accepted; a prefix that fits more than one
-id is refused, naming them.
+id is refused, naming them. A sentence for people names ids by their short ids
+(`shorten_ids`); `--json`, URLs and the pages' data attributes keep the whole ids.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from advisor.core.errors import InputError
 SHORT_LEN: Final = 12
 _SUFFIX = re.compile(r"(~\d+)?(#\d+)?$")
 _SHOWN: Final = 5  # ids named in an "ambiguous" error
+# A whole id in a sentence: HOST/UNIT@TIME (ISO 8601 to the microsecond), then ~N and #M.
+_WHOLE = re.compile(
+    r"[^\s,;()'\"]+/[^\s,;()'\"]+@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z(?:~\d+)?(?:#\d+)?"
+)
 
 
 def _split(ident: str) -> tuple[str, str]:
@@ -33,6 +38,11 @@ def short_id(ident: str) -> str:
     """The short id people see for `ident` (an incident, plan or step id)."""
     base, suffix = _split(ident)
     return hashlib.sha256(base.encode()).hexdigest()[:SHORT_LEN] + suffix
+
+
+def shorten_ids(text: str) -> str:
+    """`text` with every whole incident, plan or step id in it written as its short id."""
+    return _WHOLE.sub(lambda m: short_id(m.group(0)), text)
 
 
 def _fits(given: str, ident: str) -> bool:

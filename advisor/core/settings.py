@@ -81,6 +81,9 @@ class NotifySettings(BaseModel):
     alertmanager: tuple[str, ...] = ()
     on: tuple[NoticeKind, ...] = NOTICE_KINDS  # the occasions told of
     timeout_s: float = Field(default=10.0, gt=0, le=300)  # per Alertmanager request
+    # Where people reach `advisor serve` (https://advisor.example): each notice about an
+    # incident links to its page there, BASE/incident/ID. None: no link.
+    console_url: str | None = None
 
 
 class MetricsSettings(BaseModel):

@@ -5,18 +5,23 @@ speaks) and the Alertmanager servers (`advisor.execution.alertmanager`).
 
 Sending never raises: a target that fails is reported in words, and the others are still told.
 Target URLs hold secrets (tokens, passwords): they are only ever shown with Apprise's
-privacy mode, or by scheme.
+privacy mode, or by scheme. What people read (titles, bodies) names incidents, plans and steps
+by their short ids; an alert's labels keep the whole incident id. A notice about an incident
+says its plan's headline fix (`fix: …`) and, with `[notify] console_url`, links to the
+incident's page in the console (`console: BASE/incident/ID`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import apprise
 
 from advisor.core.errors import InputError
+from advisor.core.ids import shorten_ids
 from advisor.execution.alertmanager import AlertmanagerError, alert_for, post_alerts
 from advisor.execution.primitives import BackendError, Outcome, Subject
 
@@ -44,6 +49,7 @@ class Notice:
     label: str | None = None
     started_us: int | None = None  # when the incident began (the alert's start)
     resolved: bool = False  # the incident is over (a plan done)
+    fix: str | None = None  # the incident's plan's headline fix
 
 
 def _scheme(url: str) -> str:
@@ -68,6 +74,11 @@ class Notices:
         for base in self.alertmanagers:
             if not base.startswith(("http://", "https://")):
                 raise InputError(f"[notify] alertmanager: {_scheme(base)}: not an http(s) URL")
+        self.console_url = (settings.console_url or "").rstrip("/") or None
+        if self.console_url and not self.console_url.startswith(("http://", "https://")):
+            raise InputError(
+                f"[notify] console_url: {_scheme(self.console_url)}: not an http(s) URL"
+            )
 
     @property
     def targets(self) -> int:
@@ -77,9 +88,23 @@ class Notices:
         """Whether notices of `kind` are sent (a `notify` action's always are)."""
         return kind == "action" or kind in self.kinds
 
+    def worded(self, notice: Notice) -> Notice:
+        """The notice as people read it: short ids; below the body, the headline fix (unless
+        the body is just that: a `notify` step's own advice) and the link to the incident's
+        page in the console."""
+        lines = [shorten_ids(notice.body)]
+        if notice.fix and notice.fix != notice.body:
+            lines.append(f"fix: {shorten_ids(notice.fix)}")
+        if self.console_url and notice.incident_id:
+            lines.append(
+                f"console: {self.console_url}/incident/{urllib.parse.quote(notice.incident_id)}"
+            )
+        return replace(notice, title=shorten_ids(notice.title), body="\n".join(lines))
+
     def send(self, notice: Notice) -> list[str]:
         """Tell every target; what failed, one line per target (empty: all told)."""
         problems: list[str] = []
+        notice = self.worded(notice)
         notify_type = _TYPES.get(notice.kind, apprise.NotifyType.INFO)
         for shown, target in self._targets:
             if not target.notify(body=notice.body, title=notice.title, notify_type=notify_type):
@@ -107,6 +132,7 @@ def step_notice(message: str, subject: Subject | None) -> Notice:
         unit=subject.unit,
         label=subject.label,
         started_us=subject.started_us,
+        fix=subject.fix,
     )
 
 

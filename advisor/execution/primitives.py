@@ -55,6 +55,7 @@ class Subject:
     unit: str | None = None
     label: str | None = None
     started_us: int | None = None
+    fix: str | None = None  # the plan's headline fix (`headline_fix`), as people read it
 
 
 @dataclass(frozen=True)

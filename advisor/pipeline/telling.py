@@ -1,6 +1,7 @@
 """Telling people what the daemon sees: an incident opened, a plan waiting for approval, a
 step that failed, a plan done (with the downtime) — a line for the operator (`say`) and a
-notice to the `[notify]` targets (`advisor.execution.notices`).
+notice to the `[notify]` targets (`advisor.execution.notices`), naming incidents and plans by
+their short ids (the alerts' labels keep the whole ids).
 
 Each is told once per incident, not per restart of the unit: the teller keeps what it told,
 keyed by incident and occasion, and what already held when it started (`baseline`) is not
@@ -16,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor.core.events import ACTION_EVENT_TYPES
+from advisor.core.ids import short_id
 from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
+from advisor.execution.subject import headline_fix
 from advisor.store.retained import last_seq
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
@@ -46,7 +49,9 @@ def _service(i: IncidentView) -> str:
     return f"{i.host}/{i.unit}"
 
 
-def _notice(i: IncidentView, kind: str, title: str, body: str, resolved: bool = False) -> Notice:
+def _notice(
+    i: IncidentView, kind: str, title: str, body: str, fix: str | None, resolved: bool = False
+) -> Notice:
     return Notice(
         kind,
         title,
@@ -57,42 +62,48 @@ def _notice(i: IncidentView, kind: str, title: str, body: str, resolved: bool = 
         label=i.label,
         started_us=i.started_us or i.opened_us,
         resolved=resolved,
+        fix=fix,
     )
 
 
-def _opened(i: IncidentView) -> Told:
+def _opened(i: IncidentView, fix: str | None) -> Told:
     confidence = f" ({i.confidence:.2f})" if i.confidence is not None else ""
     what = f"{_service(i)}: {i.label}{confidence}"
-    body = f"{what}, {i.runs} failed run(s); incident {i.incident_id}."
+    body = f"{what}, {i.runs} failed run(s); incident {short_id(i.incident_id)}."
     return Told(
         (i.incident_id, "incident_opened"),
-        f"incident opened: {what} — incident {i.incident_id}",
-        _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", body),
+        f"incident opened: {what} — incident {short_id(i.incident_id)}",
+        _notice(i, "incident_opened", f"advisor: {i.label} on {_service(i)}", body, fix),
     )
 
 
 def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | None:
     """What a plan's state calls for: waiting for approval, a failed step, or done."""
     main = [r for r in rows if not r.alternative]
+    fix = headline_fix(rows)
     failed = [r for r in main if r.status == "failed"]
     if failed:
         r = failed[0]
-        what = f"plan {plan_id} step {r.step} ({r.kind}) failed: {r.detail or 'no detail'}"
+        what = (
+            f"plan {short_id(plan_id)} step {r.step} ({r.kind}) failed: {r.detail or 'no detail'}"
+        )
         title = f"advisor: a step failed on {_service(i)}"
-        return Told((i.incident_id, "step_failed"), what, _notice(i, "step_failed", title, what))
+        notice = _notice(i, "step_failed", title, what, fix)
+        return Told((i.incident_id, "step_failed"), what, notice)
     if main and all(r.status == "proposed" for r in main):
         steps = "; ".join(f"{r.step}. {describe(r.action)}" for r in main)
         what = (
             f"plan proposed for {_service(i)} ({i.label}): {steps}"
-            f" — waiting for approval: advisor approve {plan_id}"
+            f" — waiting for approval: advisor approve {short_id(plan_id)}"
         )
         title = f"advisor: a plan for {_service(i)} waits for approval"
-        return Told((i.incident_id, "plan_pending"), what, _notice(i, "plan_pending", title, what))
+        notice = _notice(i, "plan_pending", title, what, fix)
+        return Told((i.incident_id, "plan_pending"), what, notice)
     if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
         downtime = f"{i.downtime_us(max(r.updated_us for r in main)) / 1e6:.0f} s"
-        what = f"plan done: {plan_id} ({_service(i)}, {i.label}); downtime {downtime}"
+        what = f"plan done: {short_id(plan_id)} ({_service(i)}, {i.label}); downtime {downtime}"
         title = f"advisor: {_service(i)} recovered"
-        notice = _notice(i, "plan_done", title, what, resolved=True)
+        notice = _notice(i, "plan_done", title, what, fix, resolved=True)
         return Told((i.incident_id, "plan_done"), what, notice)
     return None
 
@@ -103,9 +114,10 @@ def occasions(store: EventStore) -> Iterator[Told]:
     for row in all_actions(store):  # folds what is new first, for the incidents too
         plans.setdefault(row.plan_id, []).append(row)
     incidents = {i.incident_id: i for i in incident_rows(store) if i.status != "superseded"}
+    fixes = {rows[0].incident_id: headline_fix(rows) for rows in plans.values()}  # the latest
     for i in incidents.values():
         if i.label is not None:
-            yield _opened(i)
+            yield _opened(i, fixes.get(i.incident_id))
     for plan_id, rows in plans.items():
         incident = incidents.get(rows[0].incident_id or "")
         if incident is not None:

@@ -127,6 +127,29 @@ def _check_chart(drawn: dict[str, Any], gpus: list[str]) -> None:
     assert drawn["shapes"] >= 1 + len(gpus), drawn
 
 
+# Where the first Approve button's top is, in CSS pixels from the top of the page.
+APPROVE_TOP = """
+var button = document.querySelector("form.approve button");
+return button ? button.getBoundingClientRect().top + window.scrollY : null;
+"""
+
+
+def _check_plan_in_first_view(driver: WebDriver, action_id: str) -> None:
+    """At 1280×900, the page scrolled to its top, the first Approve button is in view (the
+    plan sits by the headline fix, above the charts and the post-mortem)."""
+    size = driver.get_window_size()
+    driver.set_window_size(1280, 900)
+    try:
+        driver.execute_script("window.scrollTo(0, 0);")
+        top = driver.execute_script(APPROVE_TOP)
+        inner = driver.execute_script("return window.innerHeight;")
+        assert top is not None and top < min(900, inner), (top, inner)
+        step = driver.find_element(By.CSS_SELECTOR, "form.approve input[name=id]")
+        assert step.get_attribute("value") == action_id
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
 def test_approve_a_step_of_the_demo_and_watch_it_run(
     browser: WebDriver, sqlite_url: str, tmp_path: Path
 ) -> None:
@@ -157,6 +180,7 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         assert plan is not None and plan.endswith("#0")
         assert _status(browser, plan) == "proposed"
         _shoot(browser, shots / "2-incident.png")
+        _check_plan_in_first_view(browser, plan)
 
         _navigate(browser, "#login")
         browser.find_element(By.ID, "token").send_keys(TOKEN)

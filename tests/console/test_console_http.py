@@ -18,6 +18,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.ids import short_id
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
@@ -312,3 +313,40 @@ def test_metrics_and_plotly_js_are_served_and_pages_carry_no_inline_script(
         with urllib.request.urlopen(request, timeout=60) as answer:
             assert answer.headers["content-encoding"] == "gzip"
             assert gzip.decompress(answer.read()).decode() == plotly_js()
+
+
+def test_the_plan_comes_right_after_the_headline_fix(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        page = Client(base).get(_page(SAMPLER)).body
+    # the plan and its Approve buttons sit under the headline fix, before the long parts
+    fix, plan = page.index('id="fix"'), page.index('id="plan"')
+    approve = page.index('class="inline approve"')
+    assert fix < plan < approve < page.index('id="charts"') < page.index('id="evidence"')
+
+
+def _note(body: str) -> str:
+    """The text of the page's note (what the last decision said)."""
+    found = re.search(r'<p class="note" id="note">(.*?)</p>', body, re.S)
+    assert found, "no note on the page"
+    return html.unescape(found.group(1))
+
+
+def test_a_decisions_note_names_short_ids(
+    diagnosed: EventStore, sqlite_url: str, tmp_path: Path
+) -> None:
+    with served(sqlite_url, "--token", TOKEN, log=tmp_path / "serve.log") as base:
+        client = Client(base)
+        assert client.login(TOKEN).status == 303
+        step = f"{SAMPLER}#0"
+        fields = {"csrftoken": client.csrf(), "id": step, "next": _page(SAMPLER)}
+        assert client.post("/approve", fields).status == 303
+        note = _note(client.get(_page(SAMPLER)).body)
+        assert note == f"approved 1 action(s): {short_id(step)}"
+        assert client.post("/approve", fields).status == 303  # again: refused, naming it
+        note = _note(client.get(_page(SAMPLER)).body)
+        assert short_id(step) in note and SAMPLER not in note, note
+        fields = {"csrftoken": client.csrf(), "id": f"{WEDGE}#0", "why": "no", "next": "/"}
+        assert client.post("/reject", fields).status == 303
+        assert _note(client.get("/").body) == f"rejected {short_id(WEDGE + '#0')}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ from tests.telling import Telling
 from tests.waiting import wait
 
 TOKEN = "correct horse battery staple"
+CONSOLE = "https://advisor.example"  # where people reach the console: notices link there
 GOLDEN = (
     Path(__file__).parents[1]
     / "golden/gpu_hardware_fault/xid79-fallen-off-bus-v011-tp2-full-journal.jsonl"
@@ -52,6 +54,7 @@ def settings_with_a_target(sink: Sink, tmp_path: Path, monkeypatch: pytest.Monke
     target = f"json://127.0.0.1:{sink.port}/hook"
     config.write_text(
         f'host = "{HOST}"\n[console]\ntoken = "{TOKEN}"\n[notify]\nurls = ["{target}"]\n'
+        f'console_url = "{CONSOLE}"\n'
     )
     monkeypatch.setenv("ADVISOR_CONFIG", str(config))
     monkeypatch.delenv("ADVISOR_HOST", raising=False)
@@ -120,6 +123,12 @@ def test_a_notify_step_run_in_the_console_tells_whom_remediate_tells(
             assert client.post(path, fields).status == 303
         wait("the console's run to tell the target", lambda: len(sink.bodies("/hook")) == 2)
         wait("the run's end", lambda: len(_actions(by_console)) == len(_actions(by_cli)))
+        # each message links to the incident's page, which this console serves
+        for body in sink.bodies("/hook"):
+            link = body["message"].splitlines()[-1]
+            assert link == f"console: {CONSOLE}/incident/{urllib.parse.quote(PLAN)}", body
+            page = client.get(link.removeprefix(f"console: {CONSOLE}"))
+            assert page.status == 200 and 'id="plan"' in page.body
     assert _actions(by_console) == _actions(by_cli)
     told = [e for e in _actions(by_console) if e[0] == "action.succeeded"]
     assert told and "1 target(s) told" in str(told[0][1]["detail"]), told

@@ -4,17 +4,20 @@ tells the targets."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 
 from advisor.core.errors import InputError
+from advisor.core.events import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
 from advisor.execution.alertmanager import ALERT_NAME
 from advisor.execution.notices import Notice, Notices, notify_outcome
 from advisor.execution.primitives import BackendError
 from advisor.execution.run import approve, execute
+from advisor.planning import planner
 from advisor.planning.planner import propose
 from advisor.store import EventStore
 from advisor.views.reading import read_rows
@@ -167,3 +170,49 @@ def test_a_notify_steps_alert_carries_its_incident(diagnosed: EventStore, sink: 
     ]
     assert alerts[0]["labels"] != alerts[1]["labels"]
     assert alerts[0]["annotations"]["kind"] == "action"
+
+
+CONSOLE = "https://advisor.example:8443/console"
+
+
+def _plan_with_a_notify_step(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, object]]:
+    """A second plan for the store's first incident: a `notify` step, then a change of a flag
+    (the plan's headline fix), proposed the way the planner proposes any plan."""
+    incident = read_rows(store, "incidents")[0]
+    unit = str(incident["unit"])
+    steps = [
+        ActionStep(kind="notify", unit=unit, why="a person should look"),
+        ActionStep(kind="set_flag", unit=unit, flag="--max-num-seqs", value=256, why="fewer"),
+    ]
+    monkeypatch.setattr(planner, "plan", lambda *args, **kwargs: steps)
+    run = run_row(store, incident["first_run_id"])
+    assert run is not None
+    plan_id = f"{incident['incident_id']}~1"
+    store.append(propose(store, run, plan_id, incident["incident_id"], "x", 0.9, {}, set(), None))
+    approve(store, f"{plan_id}#0", "human:test")
+    return plan_id, incident
+
+
+@pytest.mark.parametrize("console_url", [CONSOLE, CONSOLE + "/", None])
+def test_a_notify_steps_message_carries_the_fix_and_a_console_link(
+    diagnosed: EventStore, sink: Sink, monkeypatch: pytest.MonkeyPatch, console_url: str | None
+) -> None:
+    plan_id, incident = _plan_with_a_notify_step(diagnosed, monkeypatch)
+    told = _notices(sink, console_url=console_url)
+    execute(diagnosed, Telling(notices=told), plan_id)
+    [hook] = sink.bodies("/hook")
+    lines = hook["message"].splitlines()
+    assert lines[0] == "a person should look"
+    assert f"fix: set --max-num-seqs 256 on {incident['unit']}" in lines
+    link = f"{CONSOLE}/incident/{urllib.parse.quote(str(incident['incident_id']))}"
+    assert (f"console: {link}" in lines) == (console_url is not None), lines
+    assert ("/incident/" in hook["message"]) == (console_url is not None)
+    [[alert]] = sink.bodies("/api/v2/alerts")
+    assert alert["annotations"]["description"] == hook["message"]
+
+
+def test_a_console_url_is_an_http_url() -> None:
+    with pytest.raises(InputError, match=r"console_url: ftp://…: not an http\(s\) URL"):
+        Notices(NotifySettings(console_url="ftp://example/x"))

@@ -6,6 +6,7 @@ restarted teller does not repeat what was already so."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from advisor.core.events import ActionStep
+from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
 from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
 from advisor.execution.decisions import approve
@@ -83,7 +85,8 @@ def test_each_incident_and_plan_is_told_once_as_lines_arrive(
     assert len(sink.bodies("/hook")) == 4
     opened = [line for line in said if line.startswith("incident opened: ")]
     assert opened[0] == (
-        f"incident opened: gpu-node-07/{UNIT}: sampler_warmup_oom (0.99) — incident {SAMPLER_PLAN}"
+        f"incident opened: gpu-node-07/{UNIT}: sampler_warmup_oom (0.99)"
+        f" — incident {short_id(SAMPLER_PLAN)}"
     )
     assert len(opened) == 2 and "wedged_stop" in opened[1]
     proposed = [line for line in said if line.startswith("plan proposed for ")]
@@ -91,7 +94,7 @@ def test_each_incident_and_plan_is_told_once_as_lines_arrive(
         f"plan proposed for gpu-node-07/{UNIT} (sampler_warmup_oom): 0. hold restarts of {UNIT}; "
         f"1. set --max-num-seqs 256 on {UNIT}; "
     )
-    assert proposed[0].endswith(f"waiting for approval: advisor approve {SAMPLER_PLAN}")
+    assert proposed[0].endswith(f"waiting for approval: advisor approve {short_id(SAMPLER_PLAN)}")
 
 
 class _Failing(DryRunBackend):
@@ -120,9 +123,9 @@ def test_a_failed_step_and_a_plan_done_are_told_and_a_restart_is_quiet(
     approve(diagnosed, WEDGE_PLAN, "human:test")
     assert execute(diagnosed, _Failing(), WEDGE_PLAN).state == "stopped"
     [done, failed] = teller.tell()
-    assert re.fullmatch(rf"plan done: {re.escape(SAMPLER_PLAN)} \(.*\); downtime \d+ s", done.line)
+    assert re.fullmatch(rf"plan done: {short_id(SAMPLER_PLAN)} \(.*\); downtime \d+ s", done.line)
     assert done.notice.resolved
-    assert failed.line.startswith(f"plan {WEDGE_PLAN} step 0 (") and failed.line.endswith(
+    assert failed.line.startswith(f"plan {short_id(WEDGE_PLAN)} step 0 (") and failed.line.endswith(
         "failed: the bus is not there"
     )
     assert sorted(kind for _, kind in _told(sink)) == ["plan_done", "step_failed"]
@@ -132,3 +135,37 @@ def test_a_failed_step_and_a_plan_done_are_told_and_a_restart_is_quiet(
     again = Teller(diagnosed, _notices(sink), said.append)
     again.baseline()
     assert again.tell() == [] and len(sink.bodies("/hook")) == 2
+
+
+def test_notices_name_incidents_and_plans_by_short_ids(diagnosed: EventStore, sink: Sink) -> None:
+    said: list[str] = []
+    Teller(diagnosed, _notices(sink), said.append).tell()
+    hooks = sink.bodies("/hook")
+    opened = [h for h in hooks if "failed run(s)" in h["message"]]
+    pending = [h for h in hooks if "waiting for approval" in h["message"]]
+    assert len(opened) == 2 and len(pending) == 2
+    first = [h["message"].splitlines()[0] for h in (opened[0], pending[0])]
+    assert first[0].endswith(f"incident {short_id(SAMPLER_PLAN)}.")
+    assert first[1].endswith(f"advisor approve {short_id(SAMPLER_PLAN)}")
+    for h in hooks:  # the whole ids stay in the alerts' labels, out of what people read
+        assert SAMPLER_PLAN not in h["message"] + h["title"], h
+        assert WEDGE_PLAN not in h["message"] + h["title"], h
+    assert said[0].endswith(f"— incident {short_id(SAMPLER_PLAN)}")
+    labels = {a["labels"]["incident"] for alerts in sink.bodies("/api/v2/alerts") for a in alerts}
+    assert labels == {SAMPLER_PLAN, WEDGE_PLAN}
+
+
+@pytest.mark.parametrize("console_url", ["http://127.0.0.1:8750", None])
+def test_notices_carry_the_fix_and_a_link_to_the_console(
+    diagnosed: EventStore, sink: Sink, console_url: str | None
+) -> None:
+    settings = NotifySettings(urls=(f"json://127.0.0.1:{sink.port}/hook",), console_url=console_url)
+    Teller(diagnosed, Notices(settings), [].append).tell()
+    sampler = [h["message"] for h in sink.bodies("/hook") if "sampler_warmup_oom" in h["message"]]
+    assert len(sampler) == 2  # the incident opened, its plan waiting
+    link = f"console: http://127.0.0.1:8750/incident/{urllib.parse.quote(SAMPLER_PLAN)}"
+    for message in sampler:
+        lines = message.splitlines()
+        assert f"fix: set --max-num-seqs 256 on {UNIT}" in lines, lines
+        assert (link in lines) == (console_url is not None), lines
+        assert ("/incident/" in message) == (console_url is not None)
