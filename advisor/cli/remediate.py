@@ -24,7 +24,7 @@ from advisor.cli.common import (
     store_for,
     with_short,
 )
-from advisor.core.ids import short_id
+from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def remediate(
     assert chosen is not None
     plan, renewed = anew(store, chosen, service)
     if renewed is not None:
-        say(safe_text(renewed))
+        say(safe_text(shorten_ids(renewed)))
     _show_plan(plan, say)
     if any(r.status == "proposed" for r in plan.rows):
         _decide(store, plan.rows, yes, plan.plan_id, err=as_json)
@@ -204,7 +204,7 @@ def remediate(
     again = outcome.again.new_plan if outcome.again is not None else None
     if again is not None:
         say(
-            f"proposed a new plan from the unit's current state: {again} "
+            f"proposed a new plan from the unit's current state: {short_id(again)} "
             f"(`advisor remediate {service}`)"
         )
     still = failing(chosen, str(plan.incident["unit"])) if outcome.settled else None
