@@ -66,9 +66,9 @@ def test_approve_and_reject_json(seeded: str) -> None:
         "why": "not now",
         "store": redact(seeded),
     }
-    # without --json, the words as before
+    # without --json, the words a person reads (short ids)
     plain = run("reject", f"{WEDGE_PLAN}#2", "--why", "x", "--db", seeded)
-    assert plain.stdout == f"rejected {WEDGE_PLAN}#2\n"
+    assert plain.stdout == f"rejected {short_id(WEDGE_PLAN)}#2\n"
 
 
 def test_rollback_json(seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
