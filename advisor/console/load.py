@@ -151,7 +151,8 @@ class _Rendered:
     done: anyio.Event
     body: str = ""
     status: int = 200
-    failed: BaseException | None = None
+    failed: Exception | None = None
+    abandoned: bool = False  # its renderer was cancelled (its client went away)
 
 
 class Pages:
@@ -191,17 +192,20 @@ class Pages:
         """(the page's body, its status) for `key` read at `position` or later — or, while
         that is being rendered, the last rendering — rendered by `render` only when no
         request has rendered (or is rendering) it yet."""
-        kept = self._pages.get(key)
-        if kept is not None and (kept.position >= position or key in self._rendering):
-            self._pages.move_to_end(key)
-            return kept.body, kept.status
-        page = self._rendering.get(key)
-        if page is None:
-            return await self._render(key, position, render)
-        await page.done.wait()
-        if page.failed is not None:
-            raise page.failed
-        return page.body, page.status
+        while True:
+            kept = self._pages.get(key)
+            if kept is not None and (kept.position >= position or key in self._rendering):
+                self._pages.move_to_end(key)
+                return kept.body, kept.status
+            page = self._rendering.get(key)
+            if page is None:
+                return await self._render(key, position, render)
+            await page.done.wait()
+            if page.failed is not None:
+                raise page.failed
+            if not page.abandoned:
+                return page.body, page.status
+            # its renderer's client went away: the page is asked for again (maybe rendered here)
 
     async def _render(
         self, key: tuple[str, str, bool], position: int, render: Callable[[], Awaitable[Response]]
@@ -211,8 +215,11 @@ class Pages:
             response = await render()
             page.body, page.status = bytes(response.body).decode(), response.status_code
             self._keep(key, page)
-        except BaseException as e:  # every waiter hears it; the next request renders anew
+        except Exception as e:  # every waiter hears it; the next request renders anew
             page.failed = e
+            raise
+        except BaseException:  # cancelled: the waiters ask again
+            page.abandoned = True
             raise
         finally:
             del self._rendering[key]

@@ -173,3 +173,33 @@ def test_the_bytes_kept_are_bounded_too() -> None:
     assert len(calls) == 3
     anyio.run(pages.get, ("/p0", "", False), 1, _renderer(calls))
     assert len(calls) == 4
+
+
+def test_a_rendering_whose_client_went_away_is_rendered_again_for_its_waiters() -> None:
+    pages, calls = Pages(), list[int]()
+
+    async def main() -> list[tuple[str, int]]:
+        started, answers, first = anyio.Event(), list[tuple[str, int]](), anyio.CancelScope()
+
+        async def hangs() -> Response:
+            started.set()
+            await anyio.sleep_forever()
+            raise AssertionError("never")
+
+        async def first_client() -> None:
+            with first:
+                await pages.get(KEY, 1, hangs)
+
+        async def second_client() -> None:
+            answers.append(await pages.get(KEY, 1, _renderer(calls, "again")))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first_client)
+                await started.wait()
+                tg.start_soon(second_client)
+                await anyio.wait_all_tasks_blocked()  # waiting for the first rendering
+                first.cancel()  # the first client leaves mid-rendering
+        return answers
+
+    assert anyio.run(main) == [("again", 200)] and len(calls) == 1
