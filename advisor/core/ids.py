@@ -27,6 +27,10 @@ _WHOLE = re.compile(
 )
 
 
+_WORD: Final = re.compile(r"\S+")
+_LONGEST_WORD: Final = 600  # a host, a unit and a time: a whole id is far shorter
+
+
 def _split(ident: str) -> tuple[str, str]:
     """(the incident part, the `~N#M` suffix) of an id."""
     match = _SUFFIX.search(ident)
@@ -41,8 +45,17 @@ def short_id(ident: str) -> str:
 
 
 def shorten_ids(text: str) -> str:
-    """`text` with every whole incident, plan or step id in it written as its short id."""
-    return _WHOLE.sub(lambda m: short_id(m.group(0)), text)
+    """`text` with every whole incident, plan or step id in it written as its short id. The
+    text may be hostile (a form's field, a log line in an error): the pattern is tried word
+    by word, on words of at most `_LONGEST_WORD` characters, so its cost stays linear."""
+
+    def word(m: re.Match[str]) -> str:
+        found = m.group(0)
+        if len(found) > _LONGEST_WORD or "@" not in found:
+            return found
+        return _WHOLE.sub(lambda w: short_id(w.group(0)), found)
+
+    return _WORD.sub(word, text)
 
 
 def _fits(given: str, ident: str) -> bool:

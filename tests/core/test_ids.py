@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from advisor.core.errors import InputError
-from advisor.core.ids import SHORT_LEN, resolve_id, short_id
+from advisor.core.ids import SHORT_LEN, resolve_id, short_id, shorten_ids
 
 A = "gpu-node-07/vllm.service@2026-02-21T00:32:55.000000Z"
 B = "gpu-node-07/vllm.service@2026-02-21T00:33:27.400000Z"
@@ -45,3 +47,21 @@ def test_every_short_id_names_its_own_id_when_unique(ids: list[str]) -> None:
     for ident, short in zip(ids, shorts, strict=True):
         if shorts.count(short) == 1 and not any(o != ident and o.startswith(short) for o in ids):
             assert resolve_id(short, ids, "incident") == ident
+
+
+def test_ids_in_a_sentence_are_written_short() -> None:
+    step, loop = f"{A}#0", "gpu-node-07/vllm@a.service@2026-02-21T00:32:55.000000Z~2#1"
+    said = shorten_ids(f"approved 2 action(s): {step}, {loop} (see {B})")
+    assert said == f"approved 2 action(s): {short_id(step)}, {short_id(loop)} (see {short_id(B)})"
+
+
+def test_shortening_hostile_text_costs_little() -> None:
+    """A form's field or a log line is hostile: 'a/a/a/…' made the old pattern backtrack for
+    hours at 20 kB. Run apart, bounded: it must end (and leave the text as it was)."""
+    code = (
+        "from advisor.core.ids import shorten_ids\n"
+        "text = 'a/' * 100_000 + 'x @2026-02-21T00:32:55.000000Z ' + 'b/c@' * 20_000\n"
+        "assert shorten_ids(text) == text\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
