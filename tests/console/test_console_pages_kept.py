@@ -33,7 +33,7 @@ KEY = ("/incident/x", "", False)
 def _renderer(calls: list[int], body: str = "page") -> Callable[[], object]:
     async def render() -> Response:
         calls.append(1)
-        await anyio.sleep(0.01)  # others arrive while it renders
+        await anyio.wait_all_tasks_blocked()  # the others asking meanwhile wait for it
         return HTMLResponse(body)
 
     return render
@@ -94,7 +94,7 @@ def test_a_failed_rendering_reaches_its_waiters_and_is_not_kept() -> None:
 
     async def busy() -> Response:
         calls.append(1)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()
         raise Busy
 
     async def main() -> list[str]:
