@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.timefmt import format_us, parse_time_us
+from advisor.execution.subject import headline_step
 from advisor.views.console import IncidentFilter
 from advisor.views.rows import ActionRow, IncidentView
 
@@ -61,12 +62,11 @@ def incident_filter(query: Mapping[str, str]) -> tuple[IncidentFilter, list[str]
 
 def headline_fix(plan: list[dict[str, Any]], service: str) -> tuple[str, str] | None:
     """The plan's one-line fix and the exact command that carries the plan out at a terminal:
-    its first change of a setting (or, with none, its first main step)."""
-    main = [s for s in plan if not s["alternative"]]
-    changes = [s for s in main if s["kind"] in ("set_flag", "set_unit_option")]
-    if not main:
+    its headline step (`headline_step`: its first change of a setting, or, with none, its
+    first main step)."""
+    step = headline_step(plan, lambda s: str(s["kind"]), lambda s: bool(s["alternative"]))
+    if step is None:
         return None
-    step = (changes or main)[0]
     what = step["kind"]
     if step.get("flag"):
         what = f"set {step['flag']} {step.get('value')}"

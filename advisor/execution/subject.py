@@ -1,11 +1,11 @@
 """What a step of a plan is about, as the store has it: its incident's row, and the `Subject`
 a `notify` step's notice (and so its Alertmanager alert) is labelled with — with the plan's
-headline fix, chosen as the console chooses it (`headline_fix`)."""
+headline fix: the step chosen as the console's incident page chooses it (`headline_step`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from advisor.execution.handlers import describe
 from advisor.execution.primitives import Subject
@@ -14,18 +14,27 @@ from advisor.views.actions import plan_actions
 from advisor.views.reading import read_rows
 from advisor.views.rows import ActionRow
 
-_CHANGES = ("set_flag", "set_unit_option")
+T = TypeVar("T")
+SETTING_KINDS: Final = ("set_flag", "set_unit_option")  # the steps that change a setting
+
+
+def headline_step(
+    steps: Sequence[T], kind: Callable[[T], str], alternative: Callable[[T], bool]
+) -> T | None:
+    """A plan's headline step, whatever shape its steps have (rows, a report's dicts): its
+    first main step that changes a setting, else its first main step; None: no main step."""
+    main = [s for s in steps if not alternative(s)]
+    chosen = [s for s in main if kind(s) in SETTING_KINDS] or main
+    return chosen[0] if chosen else None
 
 
 def headline_fix(rows: Sequence[ActionRow]) -> str | None:
-    """A plan's fix in a few words, as the console's incident page heads it: its first main
-    step that changes a setting (else its first main step), described (`set --max-num-seqs
-    256 on U`); a `notify` step's advice as it says it. None: no main step."""
-    main = [r for r in rows if not r.alternative]
-    chosen = [r for r in main if r.kind in _CHANGES] or main
-    if not chosen:
+    """A plan's fix in a few words, from the step the console's incident page heads it with
+    (`headline_step`), described (`set --max-num-seqs 256 on U`); a `notify` step's advice as
+    it says it. None: no main step."""
+    step = headline_step(rows, lambda r: r.kind, lambda r: r.alternative)
+    if step is None:
         return None
-    step = chosen[0]
     return step.action.why if step.kind == "notify" else describe(step.action)
 
 
