@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from advisor.cli.common import (
+    answer,
     backend_option,
     db_option,
     echo_json,
@@ -85,16 +86,13 @@ def approve(ident: str, as_json: bool, db_url: str | None) -> None:
 
     store = store_for(db_url)
     approved = approve_(store, ident, human())
-    if as_json:
-        echo_json(
-            {
-                "approved": [with_short("action_id", a) for a in approved],
-                "count": len(approved),
-                "store": store.display_url,
-            }
-        )
-        return
-    click.echo(shorten_ids(f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"))
+    result = {
+        "approved": [with_short("action_id", a) for a in approved],
+        "count": len(approved),
+        "store": store.display_url,
+    }
+    words = f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"
+    answer(as_json, result, shorten_ids(words))
 
 
 @click.command()
@@ -114,16 +112,8 @@ def reject(action_id: str, why: str, as_json: bool, db_url: str | None) -> None:
 
     store = store_for(db_url)
     rejected = reject_(store, action_id, human(), why)
-    if as_json:
-        echo_json(
-            {
-                "rejected": with_short("action_id", rejected),
-                "why": why,
-                "store": store.display_url,
-            }
-        )
-        return
-    click.echo(shorten_ids(f"rejected {rejected}"))
+    result = {"rejected": with_short("action_id", rejected), "why": why, "store": store.display_url}
+    answer(as_json, result, shorten_ids(f"rejected {rejected}"))
 
 
 @click.command()
@@ -147,16 +137,12 @@ def rollback(action_id: str, systemd_root: Path, as_json: bool, db_url: str | No
     store = store_for(db_url)
     whole = resolve_ident(store, action_id, plans=False)
     detail = rollback_(store, backend, whole, root=systemd_root)
-    if as_json:
-        echo_json(
-            {
-                "rolled_back": with_short("action_id", whole),
-                "detail": detail,
-                "store": store.display_url,
-            }
-        )
-        return
-    click.echo(shorten_ids(detail))
+    result = {
+        "rolled_back": with_short("action_id", whole),
+        "detail": detail,
+        "store": store.display_url,
+    }
+    answer(as_json, result, shorten_ids(detail))
 
 
 @click.command()

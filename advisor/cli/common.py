@@ -134,6 +134,15 @@ def with_short(key: str, whole: str) -> dict[str, str]:
     return {key: whole, "short_id": short_id(whole)}
 
 
+def answer(as_json: bool, result: dict[str, Any], words: str) -> None:
+    """What a command that changed something answers: `result`, its one JSON object, with
+    `--json`; else `words`, for a person."""
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(words)
+
+
 def say_for(as_json: bool) -> Callable[[str], None]:
     """How a command says things to a person: stdout, or stderr under `--json` (where
     stdout holds the one JSON object and nothing else)."""

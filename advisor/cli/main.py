@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from advisor.cli.common import COUNT, db_option, echo_json, json_option, store_for
+from advisor.cli.common import COUNT, answer, db_option, echo_json, json_option, store_for
 from advisor.cli.group import AdvisorGroup, Lazy, LazyGroup
 
 # name → where the command is, and the first paragraph of its help (tests/cli/test_startup.py
@@ -180,10 +180,8 @@ def db_upgrade(shared_schema: bool, as_json: bool, db_url: str | None) -> None:
     store = store_for(db_url, shared_schema=shared_schema)
     with store.connect() as conn:
         revision = migrate.current_revision(conn)
-    if as_json:
-        echo_json({"store": store.display_url, "revision": revision})
-        return
-    click.echo(f"{store.display_url}: schema at revision {revision}")
+    result = {"store": store.display_url, "revision": revision}
+    answer(as_json, result, f"{store.display_url}: schema at revision {revision}")
 
 
 @cli.command()

@@ -8,6 +8,7 @@ import click
 import orjson
 
 from advisor.cli.common import (
+    answer,
     db_option,
     echo_json,
     emit,
@@ -141,10 +142,8 @@ def rebuild(as_json: bool, db_url: str | None) -> None:
 
     store = store_for(db_url)
     folded = Projector(store).rebuild()
-    if as_json:
-        echo_json({"events": folded, "store": store.display_url})
-        return
-    click.echo(f"rebuilt projections from {folded} events")
+    result = {"events": folded, "store": store.display_url}
+    answer(as_json, result, f"rebuilt projections from {folded} events")
 
 
 @click.command()
