@@ -190,6 +190,8 @@ def load(
     if writes_per_s > 0:
         writer = _writer(url, writes_per_s)
         while last_seq_of(url) == before:  # its first write: it is running
+            if writer.poll() is not None:
+                raise SystemExit(f"the writer exited ({writer.returncode}) before writing")
             time.sleep(0.05)
     pages = {
         "/": f"{base}/",
