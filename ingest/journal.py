@@ -35,6 +35,7 @@ import orjson
 from advisor.core.records import Record, clean_name, decode_text, stable_key
 from advisor.core.units import has_type_suffix
 
+_NAMELESS = "unknown"  # the stream of a sender that names no unit (not a label)
 JOURNALD_SOURCE = "journald"
 NO_CURSOR_SOURCE = "journald:no-cursor"
 
@@ -266,8 +267,8 @@ def _entry_payload(
         payload["unit"] = stream_unit = unit
     else:
         # The identifier is the sender's choice too: never one that reads as a unit's name.
-        identifier = clean_name(text("SYSLOG_IDENTIFIER") or "unknown")
-        stream_unit = "unknown" if has_type_suffix(identifier) else identifier
+        identifier = clean_name(text("SYSLOG_IDENTIFIER") or _NAMELESS)
+        stream_unit = _NAMELESS if has_type_suffix(identifier) else identifier
     payload["host"] = host
     for name, attr in _TEXT_FIELDS:
         v = get(name)

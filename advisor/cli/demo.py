@@ -99,7 +99,7 @@ def _ending(store: EventStore, result: DemoResult, as_json: bool) -> None:
     if as_json:
         echo_json(
             {
-                "healthy": result.healthy,
+                "healthy": result.healthy,  # the demo came back healthy (not a label)
                 "seconds": round(result.seconds, 1),
                 "unit": UNIT,
                 "plans": [with_short("plan_id", p) for p in result.incidents],

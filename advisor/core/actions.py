@@ -9,19 +9,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.core.kinds import ActionKind
 from advisor.core.payloads import Payload
-
-ActionKind = Literal[
-    "stop",
-    "kill",
-    "wait_gpu_free",
-    "set_flag",
-    "set_unit_option",
-    "restart",
-    "reset_failed",
-    "hold_restarts",
-    "notify",
-]
 
 
 class ActionStep(BaseModel):

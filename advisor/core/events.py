@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from advisor.core.actions import (
     ActionApproved,
     ActionFailed,
-    ActionKind,
     ActionProposed,
     ActionRejected,
     ActionRolledBack,
@@ -56,7 +55,6 @@ __all__ = [
     "UPCASTERS",
     "ActionApproved",
     "ActionFailed",
-    "ActionKind",
     "ActionProposed",
     "ActionRejected",
     "ActionRolledBack",

@@ -116,7 +116,7 @@ SYSTEMD_MESSAGES: Final[Mapping[str, SystemdMessage]] = MappingProxyType(
             "2319",
             "unit_log_resources",
         ),
-        "restart": SystemdMessage(
+        "restart": SystemdMessage(  # systemd's scheduled restart, not an action kind
             "{unit}: Scheduled restart job, restart counter is at {n}.",
             "5eb03494b6584870a536b337290809b3",
             "6",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from advisor.core.taxonomy import WEDGED_STOP
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.sim.models import MINIMAX_M25_FLAGS
@@ -230,8 +231,7 @@ def _runs(store: EventStore, unit: str, plan_id: str) -> int:
 
 def _is_wedge(store: EventStore, unit: str, plan_id: str) -> bool:
     return any(
-        i.incident_id == plan_id and i.label == "wedged_stop"
-        for i in incident_rows(store, unit=unit)
+        i.incident_id == plan_id and i.label == WEDGED_STOP for i in incident_rows(store, unit=unit)
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from advisor.core.engines import ENGINES
 from advisor.core.gcpause import gc_paused
+from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, UNKNOWN
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
@@ -25,7 +26,6 @@ from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
 UNKNOWN_BELOW: Final = 0.55
 TRUSTED_RULE: Final = 0.85  # a rule at least this sure keeps its label against the model
 MAX_EVIDENCE: Final = 8
-_NOT_FAILURES: Final = ("healthy", "unknown")
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class RunVerdict:
 
     @property
     def failed(self) -> bool:
-        return self.label not in _NOT_FAILURES
+        return self.label not in NOT_FAILURES
 
     @property
     def corroborated(self) -> bool:
@@ -61,7 +61,7 @@ class RunVerdict:
 def corroborated(label: str, candidates: Sequence[Candidate]) -> bool:
     """A rule among the candidates gives `label` (healthy and unknown need no corroboration:
     nothing is done for them either way)."""
-    if label in _NOT_FAILURES:
+    if label in NOT_FAILURES:
         return True
     return any(c.source == "rules" and c.label == label for c in candidates)
 
@@ -87,7 +87,7 @@ def decide(
         p = probabilities[model_label]
         candidates.append(Candidate(model_label, round(p, 4), "model"))
     if hit is None and not probabilities:
-        return "unknown", 0.0, candidates
+        return UNKNOWN, 0.0, candidates
     if hit is None:
         label, confidence = model_label, p
     elif not probabilities:
@@ -106,9 +106,9 @@ def decide(
         else:
             label, confidence = model_label, p
     if confidence < UNKNOWN_BELOW:
-        label = "unknown"
+        label = UNKNOWN
     if len({c.label for c in candidates}) < 2:
-        candidates = candidates[:1] if label != "unknown" else candidates
+        candidates = candidates[:1] if label != UNKNOWN else candidates
     return label, round(confidence, 4), candidates
 
 
@@ -122,17 +122,17 @@ def final_label(
     """`decide`, with two guards: `healthy` needs the server to have said so (`healthy_seen`:
     a healthy rule fired — ready, or a clean stop — or it was serving requests), and the
     model alone does not name a failure from lifecycle lines only (`trouble`)."""
-    if probabilities and not healthy_seen and "healthy" in probabilities:
+    if probabilities and not healthy_seen and HEALTHY in probabilities:
         # Without a sign of health the model may not vote for it: its other labels share it.
-        rest = {k: v for k, v in probabilities.items() if k != "healthy"}
+        rest = {k: v for k, v in probabilities.items() if k != HEALTHY}
         total = sum(rest.values())
         probabilities = {k: v / total for k, v in rest.items()} if total > 0 else None
     label, confidence, candidates = decide(vote, probabilities)
     weak = vote is None or vote.confidence < UNKNOWN_BELOW
-    if weak and label not in ("healthy", "unknown") and not trouble:
-        label = "unknown"
-    if label == "healthy" and not healthy_seen:
-        label = "unknown"
+    if weak and label not in (HEALTHY, UNKNOWN) and not trouble:
+        label = UNKNOWN
+    if label == HEALTHY and not healthy_seen:
+        label = UNKNOWN
     return label, confidence, candidates
 
 
@@ -154,12 +154,12 @@ def judge_run(
     label, confidence, candidates = final_label(
         vote,
         probabilities,
-        healthy_seen=any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
+        healthy_seen=any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         trouble=shows_trouble(run, parsed),
     )
     phase = hit.phase if hit is not None else None
-    if label == "healthy" or phase is None:
-        phase = run.last_phase() if label == "healthy" else phase or _failure_phase(run)
+    if label == HEALTHY or phase is None:
+        phase = run.last_phase() if label == HEALTHY else phase or _failure_phase(run)
     verdict = RunVerdict(
         run,
         label,

@@ -18,7 +18,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from advisor.core.engines import ALL
 from advisor.core.errors import InputError
+from advisor.core.taxonomy import UNKNOWN
 from advisor.diagnosis.rules import RuleSet
 from advisor.diagnosis.training import (
     Example,
@@ -40,15 +42,7 @@ HOLD_OUTS: Final = ("versions", "shapes", "engines")
 # candle-vllm, docker, the kernel, systemd …) has a few dozen examples at most: all its
 # versions are one group.
 VERSION_SERIES: Final[dict[str, tuple[tuple[tuple[int, int], str], ...]]] = {
-    "vllm": (
-        ((0, 5), "vllm 0.5-0.6"),
-        ((0, 7), "vllm 0.7-0.9"),
-        ((0, 10), "vllm 0.10-0.11"),
-        ((0, 15), "vllm 0.15-0.20"),
-        ((0, 25), "vllm 0.25+"),
-    ),
-    "sglang": (((0, 4), "sglang 0.4"), ((0, 5), "sglang 0.5+")),
-    "tgi": (((1, 0), "tgi 1-2"), ((3, 0), "tgi 3+")),
+    e.name: e.eras for e in ALL if e.eras
 }
 _NUMBERS = re.compile(r"\d+")
 
@@ -177,7 +171,7 @@ def evaluate_holdout(records: Iterator[dict[str, Any]], rules: RuleSet, by: str)
         probabilities = _probabilities(classes, row, temperature)
         model.append(max(probabilities, key=lambda k: probabilities[k]))
         combined.append(_combined(ex, probabilities)[0])
-        rules_only.append(ex.rule_label or "unknown")
+        rules_only.append(ex.rule_label or UNKNOWN)
     folds = []
     for name, train_idx, test_idx in splits:
         fold = _summary(*([seq[i] for i in test_idx] for seq in (truth, combined, model)))

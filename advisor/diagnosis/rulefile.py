@@ -22,21 +22,18 @@ from pydantic import (
 
 from advisor.core.engines import ENGINES
 from advisor.core.errors import InputError
+from advisor.core.taxonomy import OOM, TAXONOMY, Phase, RuleLabel
 from advisor.core.toml import load_toml, validate_tables
 from advisor.parsing.catalog import (
     Catalog,
     Condition,
     ConditionText,
-    FailureLabel,
     parse_condition,
 )
 from advisor.parsing.facts import FACT_KEYS, FACT_TYPES
-from advisor.parsing.phases import Phase
 
-Label = Literal[FailureLabel, "healthy"]
-FAILURE_LABELS: Final = get_args(FailureLabel)
-LABELS: Final = (*FAILURE_LABELS, "unknown", "healthy")
-TIERS: Final = ("failure", "fallback", "healthy")
+Tier = Literal["failure", "fallback", "healthy"]  # tiers of rules, not a label
+TIERS: Final = get_args(Tier)
 
 
 def _an_engine(name: str) -> str:
@@ -54,9 +51,9 @@ class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,80}$")
-    label: Label
+    label: RuleLabel
     confidence: float = Field(gt=0, le=1)
-    tier: Literal["failure", "fallback", "healthy"] = "failure"
+    tier: Tier = "failure"
     description: str = ""
     engines: tuple[EngineName, ...] | None = None
     match: tuple[str, ...] = Field(min_length=1)
@@ -152,26 +149,13 @@ def shipped_rule_files() -> list[tuple[str, str]]:
     )
 
 
-# An out-of-memory message means what the phase it happened in makes of it.
-# An out-of-memory message means what the phase it happened in makes of it; the confidence
-# caps rank the variants as the hand-written OOM rules do (rules/oom.toml, rules/vllm.toml).
-_OOM_BY_PHASE: Final = (
-    ("weights", "weights_load_oom", 0.92, {"phases": ["weights_loading"]}),
-    ("graph", "cuda_graph_oom", 0.92, {"phases": ["cuda_graph_capture"]}),
-    ("sampler", "sampler_warmup_oom", 0.92, {"phases": ["sampler_warmup"]}),
-    ("kv", "kv_cache_oom", 0.88, {"phases": ["kv_cache_allocation"]}),
-    ("runtime", "runtime_oom", 0.93, {"after_ready": True, "after_stop": False}),
-    ("serving", "runtime_oom", 0.88, {"phases": ["ready"]}),
+# An out-of-memory message means what the phase it happened in makes of it: one variant per
+# phase it may hit, as the taxonomy ranks them (`OomWhen`).
+_OOM_BY_PHASE: Final = tuple(
+    (when.suffix, spec.name, when.cap, dict(when.conditions))
+    for spec in TAXONOMY.values()
+    for when in spec.oom
 )
-# A catalogued readiness line means health only for a run that did not die; a catalogued
-# crash message (most are relays: "Scheduler hit an exception") only when nothing says more.
-_TIER_OF: Final[dict[str, dict[str, Any]]] = {
-    "healthy": {"tier": "healthy", "died": False},
-    "other_crash": {"tier": "fallback"},
-}
-# systemd's and Docker's word that a stop timed out is weaker than the engine's own word on
-# why it failed earlier in the run (as for the hand-written stop rules, 0.86).
-_CAP: Final = {"wedged_stop": 0.86}
 
 
 def catalog_rules(catalog: Catalog) -> list[Rule]:
@@ -187,7 +171,7 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
             "match": (message.template.regex.pattern,),
             "when": spec.when,
         }
-        if spec.label == "oom":
+        if spec.label == OOM:
             variants = [
                 (
                     f"catalog.{spec.id}.{suffix}",
@@ -202,8 +186,8 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
                 (
                     f"catalog.{spec.id}",
                     spec.label,
-                    min(message.confidence, _CAP.get(spec.label, 1.0)),
-                    _TIER_OF.get(spec.label, {}),
+                    min(message.confidence, TAXONOMY[spec.label].cap or 1.0),
+                    dict(TAXONOMY[spec.label].catalogue),
                 )
             ]
         for rule_id, label, confidence, extra in variants:

@@ -21,27 +21,20 @@ from typing import Any, Final
 from advisor.core.errors import InputError
 from advisor.diagnosis.cues import literal_cue, literal_cues
 from advisor.diagnosis.rulefile import (
-    FAILURE_LABELS,
-    LABELS,
     TIERS,
-    Label,
     Rule,
     RuleSpec,
     catalog_rules,
     load_file,
     shipped_rule_files,
 )
-from advisor.parsing.catalog import FailureLabel, shipped_catalog
+from advisor.parsing.catalog import shipped_catalog
 from advisor.parsing.facts import convert
 from advisor.parsing.sequence import Parsed, Run
 
 __all__ = [
-    "FAILURE_LABELS",
-    "LABELS",
     "TIERS",
-    "FailureLabel",
     "Hit",
-    "Label",
     "Rule",
     "RuleSet",
     "RuleSpec",

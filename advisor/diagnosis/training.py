@@ -19,14 +19,14 @@ from typing import Any, Final
 import orjson
 
 from advisor.core.errors import InputError
+from advisor.core.taxonomy import HEALTHY, MODEL_LABELS, UNKNOWN
 from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_trouble
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
-from advisor.diagnosis.rules import FAILURE_LABELS, RuleSet, match_run
+from advisor.diagnosis.rules import RuleSet, match_run
 from advisor.parsing.lines import LogLine, lines_from_texts
 from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
 
-MODEL_LABELS: Final = (*FAILURE_LABELS, "healthy")
 SEED: Final = 20261201
 MIN_DF: Final = 2
 C: Final = 2.0
@@ -55,7 +55,7 @@ def primary_run(runs: Sequence[Run], parsed: Sequence[Parsed], rules: RuleSet) -
     """The run a log is about: the first one rules call a failure, else the last."""
     for run in runs:
         hits = match_run(rules, run, parsed)
-        if hits and hits[0].label not in ("healthy",):
+        if hits and hits[0].label not in (HEALTHY,):
             return run
     return runs[-1]
 
@@ -73,7 +73,7 @@ def example_from_lines(ident: str, label: str, texts: Sequence[str], rules: Rule
         tuple(featurize(run, parsed)),
         hits[0].label if hits else None,
         hits[0].confidence if hits else None,
-        any(h.label == "healthy" for h in hits) or is_serving(run, parsed),
+        any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         shows_trouble(run, parsed),
     )
 
@@ -272,7 +272,7 @@ def evaluate(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5) 
         probabilities = {c: e / sum(exps) for c, e in zip(classes, exps, strict=True)}
         model_pred.append(max(probabilities, key=lambda k: probabilities[k]))
         model_conf.append(max(probabilities.values()))
-        rules_pred.append(ex.rule_label or "unknown")
+        rules_pred.append(ex.rule_label or UNKNOWN)
         label, confidence = _combined(ex, probabilities)
         combined_pred.append(label)
         combined_conf.append(confidence)
@@ -332,7 +332,7 @@ def evaluate_golden(
         truth.append(label)
         combined.append(primary.label)
         hits = match_run(rules, primary.run, parsed)
-        rules_only.append(hits[0].label if hits else "unknown")
+        rules_only.append(hits[0].label if hits else UNKNOWN)
         if model is not None:
             p = model.probabilities(featurize(primary.run, parsed))
             model_only.append(max(p, key=lambda k: p[k]))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor
@@ -47,7 +48,7 @@ def current_plan(store: EventStore, incident_id: str) -> str | None:
 # A start refused because GPU memory is still held follows from the failure before it (a
 # restart quicker than the driver's release): when a unit has other incidents open, one of
 # those is the cause to fix.
-CONSEQUENCE = "gpu_memory_held"
+CONSEQUENCE = GPU_MEMORY_HELD
 
 
 def _cause(open_: list[Any], label: Callable[[Any], str | None]) -> Any:
@@ -100,12 +101,12 @@ def replan(store: EventStore, backend: Backend, host: str | None, unit: str) -> 
         run,
         new_plan,
         incident_id,
-        incident.label or "unknown",
+        incident.label or UNKNOWN,
         incident.confidence or 0.0,
         dict(incident.facts or {}),
         set(),
         now.invocation_id if now is not None else run.invocation_id,
-        corroborated=incident.label in ("healthy", "unknown", None)
+        corroborated=incident.label in (HEALTHY, UNKNOWN, None)
         or any(
             c.get("source") == "rules" and c.get("label") == incident.label
             for c in incident.candidates or []

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import ActionStep
+from advisor.core.kinds import KINDS, RESTART, SET_FLAG
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
@@ -185,7 +186,7 @@ class Executor:
         )
 
     def _observe(self, step: ActionStep) -> UnitSnapshot | None:
-        if step.kind == "notify" or step.unit is None:
+        if not KINDS[step.kind].on_unit or step.unit is None:
             return None
         return self.backend.observe(step.unit)
 
@@ -332,19 +333,19 @@ class Executor:
 
     def _expected(self, row: ActionRow) -> tuple[Expected, ...]:
         """For a restart: the values the plan's changes set, which its engine must get."""
-        if row.kind != "restart":
+        if row.kind != RESTART:
             return ()
         return tuple(
             Expected(str(r.spec["flag"]), str(r.spec["value"]), r.action_id)
             for r in plan_rows(self.store, row.plan_id)
-            if r.kind == "set_flag" and r.status == "succeeded" and r.unit == row.unit
+            if r.kind == SET_FLAG and r.status == "succeeded" and r.unit == row.unit
         )
 
     def _preflight(self, rows: list[ActionRow], report: ExecReport) -> bool:
         """Before anything runs: every approved `set_flag` of the plan can be made where its
         value lives; a refusal fails that step and the plan, with nothing touched."""
         for row in rows:
-            if row.kind != "set_flag" or row.status != "approved":
+            if row.kind != SET_FLAG or row.status != "approved":
                 continue
             try:
                 step = attested_step(self.store, row)

@@ -5,8 +5,9 @@ headline fix: the step chosen as the console's incident page chooses it (`headli
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
+from advisor.core.kinds import NOTIFY, SETTING_KINDS
 from advisor.execution.handlers import describe
 from advisor.execution.primitives import Subject
 from advisor.store import EventStore
@@ -15,7 +16,6 @@ from advisor.views.reading import read_rows
 from advisor.views.rows import ActionRow
 
 T = TypeVar("T")
-SETTING_KINDS: Final = ("set_flag", "set_unit_option")  # the steps that change a setting
 
 
 def headline_step(
@@ -35,7 +35,7 @@ def headline_fix(rows: Sequence[ActionRow]) -> str | None:
     step = headline_step(rows, lambda r: r.kind, lambda r: r.alternative)
     if step is None:
         return None
-    return step.action.why if step.kind == "notify" else describe(step.action)
+    return step.action.why if step.kind == NOTIFY else describe(step.action)
 
 
 def incident_of(store: EventStore, row: ActionRow) -> dict[str, Any] | None:

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from advisor.core.engines import ENGINES
 from advisor.core.errors import InputError
+from advisor.core.taxonomy import CatalogLabel, Phase
 from advisor.core.toml import load_toml, validate_tables
-from advisor.parsing.phases import Phase
 from advisor.parsing.templates import (
     PLACEHOLDER,
     WORD,
@@ -36,25 +37,8 @@ from advisor.parsing.templates import (
     read_placeholder,
 )
 
-# The failure taxonomy (docs/taxonomy.md): the labels a rule or a catalogued message may give.
-FailureLabel = Literal[
-    "sampler_warmup_oom",
-    "kv_cache_oom",
-    "weights_load_oom",
-    "cuda_graph_oom",
-    "runtime_oom",
-    "gpu_memory_held",
-    "wedged_stop",
-    "nccl_error",
-    "gpu_hardware_fault",
-    "other_crash",
-]
-# A catalogued message may also say "healthy", or "oom" (its phase decides which OOM).
-CatalogLabel = Literal[FailureLabel, "healthy", "oom"]
-Writer = Literal[
-    "vllm",
-    "sglang",
-    "tgi",
+# Who writes a catalogued message: an engine of the registry, or a program beside it.
+OTHER_WRITERS: Final = (
     "systemd",
     "kernel",
     "docker",
@@ -62,16 +46,19 @@ Writer = Literal[
     "nccl",
     "gloo",
     "transformers",
-    "llamacpp",
     "candle-vllm",
     "python",
-]
+)
+if TYPE_CHECKING:
+    Writer = str
+else:
+    Writer = Literal[(*ENGINES, *OTHER_WRITERS)]
 DEFAULT_CONFIDENCE: Final = 0.9
 __all__ = [
+    "OTHER_WRITERS",
     "Catalog",
     "Condition",
     "ConditionText",
-    "FailureLabel",
     "Message",
     "MessageSpec",
     "ProducerSpec",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from advisor.core.taxonomy import PHASES
 from advisor.parsing.patterns import ALIAS as _ALIAS
 from advisor.parsing.patterns import CONFIG_CUES as _CONFIG_CUES
 from advisor.parsing.patterns import FLAG as _FLAG
@@ -21,7 +22,7 @@ from advisor.parsing.patterns import FLAG_ALIAS as _FLAG_ALIAS
 from advisor.parsing.patterns import KEYVAL as _KEYVAL
 from advisor.parsing.patterns import NUMBERS as _NUMBERS
 from advisor.parsing.patterns import SERVE as _SERVE
-from advisor.parsing.phases import PHASE_ORDER, PHASES, READY_CUES, engine_hint, phase_of
+from advisor.parsing.phases import PHASE_ORDER, READY_CUES, engine_hint, phase_of
 from advisor.parsing.values import (
     CONFIG_FACTS,
     DROPPED,
@@ -185,6 +186,8 @@ def _systemd(body: str, result: LineFacts) -> str | None:
 Reader = Callable[[str, LineFacts], None]
 
 
+# systemd's sub-states of a unit asked to stop, in its words
+_STOPPING: Final = ("stop-sigterm", "stop", "final-sigterm")  # not an action kind
 _ACTIVE = re.compile(r"^Active: (\w+)(?: \(([\w-]+)\))?(?: \(Result: ([\w-]+)\))?")
 _MAIN_PID = re.compile(
     r"^Main PID: \d+ \(code=(\w+), (?:status=(\d+)/([\w/-]+)|signal=([A-Z0-9]+))\)"
@@ -199,7 +202,7 @@ def _status_header(body: str, line: LineFacts) -> str | None:
         state, sub, result = m.groups()
         if result:
             out["unit_result"] = result
-        if state == "deactivating" and sub in ("stop-sigterm", "stop", "final-sigterm"):
+        if state == "deactivating" and sub in _STOPPING:
             return "stop_pending"
         if state == "deactivating" and sub in ("stop-sigkill", "final-sigkill"):
             out["stop_timed_out"] = True

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from advisor.core.engines import sglang, tgi, vllm
 from advisor.core.slots import quick_init
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -37,6 +38,8 @@ _DMESG_TIME = re.compile(  # dmesg, and dmesg -T
 )
 # After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
+# The engines whose log prefixes the splitter knows (their registry names).
+VLLM, SGLANG, TGI = vllm.ENGINE.name, sglang.ENGINE.name, tgi.ENGINE.name
 _VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
 _VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
@@ -186,14 +189,14 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
     if m:
         process, pid = m.group("name"), pid_of(m.group("pid"))
         body = body[m.end() :]
-        engine = "vllm"
+        engine = VLLM
     leveled = body.startswith(_LOGGER_LEVELS)  # what both a logger header and uvicorn begin with
     m = _VLLM_HEADER.match(body) if leveled else None
     if m:
         level, file, line, file0, line0 = m.group("level", "file", "line", "file0", "line0")
         logger = f"{file or file0}:{line or line0}"
         body = body[m.end() :]
-        engine = "vllm"
+        engine = VLLM
     else:
         m = _UVICORN.match(body) if leveled else None
         if m:
@@ -202,13 +205,13 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
         else:
             m = _SGLANG.match(body) if body[:1] == "[" else None
             if m:
-                engine = "sglang"
+                engine = SGLANG
                 process = m.group("proc").strip() or process
                 body = body[m.end() :]
             else:
                 body, tgi_level = _split_tgi(body)
                 if tgi_level is not None:
-                    engine, level = "tgi", tgi_level
+                    engine, level = TGI, tgi_level
     if pid is None and outer_pid is not None:
         pid = outer_pid
     return Split(

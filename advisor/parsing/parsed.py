@@ -6,11 +6,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from advisor.core.engines import ALL
+from advisor.core.engines import ALL, ENGINES
 from advisor.core.slots import quick_init
 from advisor.parsing.catalog import Catalog, shipped_catalog
 from advisor.parsing.facts import CONFIG_FACTS, LineFacts, engine_hint, read_facts
-from advisor.parsing.lines import LogLine, Split, clean_text, split_line
+from advisor.parsing.lines import VLLM, LogLine, Split, clean_text, split_line
 
 
 @quick_init
@@ -33,7 +33,7 @@ class Parsed:
         if s.pid is not None:
             return s.pid
         # SGLang's [time TP0] heads a record whose further lines carry no prefix.
-        if s.process is not None and self.engine == "vllm":
+        if s.process is not None and self.engine == VLLM:
             return s.process
         return self.line.pid
 
@@ -50,7 +50,7 @@ def parse(lines: Iterable[LogLine], catalog: Catalog | None = None) -> list[Pars
         if engine is None and line.pid == 1 and line.identifier == "systemd":
             engine = "systemd"
         facts = read_facts(split.body, engine)
-        if engine is None and _names_an_engine(split.body):
+        if engine is None:
             engine = engine_hint(split.body)
         messages, writer = _tag(catalog, split.body, facts) if not facts.noise else ((), None)
         if engine is None and writer in _KNOWN_BY_MESSAGES:
@@ -65,14 +65,7 @@ _UNMARKED: Final = frozenset({None, "starting", "shutdown"})
 # Engines whose lines neither carry a prefix nor a name of theirs (llama.cpp's server): their
 # catalogue's messages say whose a line is.
 _KNOWN_BY_MESSAGES: Final = frozenset(e.name for e in ALL if not e.recognition.mentions)
-_ENGINE_WRITERS: Final = frozenset(
-    {"vllm", "sglang", "tgi", "candle-vllm", "llamacpp", "transformers"}
-)
-
-
-def _names_an_engine(body: str) -> bool:
-    """A cheap first look: could the line name an engine (`engine_hint` then says which)?"""
-    return "vllm" in body.lower() or "text_generation" in body or "sglang" in body
+_ENGINE_WRITERS: Final = frozenset({*ENGINES, "candle-vllm", "transformers"})
 
 
 def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[tuple[str, ...], str | None]:

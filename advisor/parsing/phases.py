@@ -3,24 +3,14 @@ reached, and which engine a line comes from."""
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Final
 
 from advisor.core.engines import ALL
 from advisor.core.engines import READY_CUES as REGISTRY_READY
+from advisor.core.taxonomy import PHASES
 
-__all__ = ["PHASES", "PHASE_CUES", "PHASE_ORDER", "READY_CUES", "Phase", "engine_hint", "phase_of"]
+__all__ = ["PHASE_CUES", "PHASE_ORDER", "READY_CUES", "engine_hint", "phase_of"]
 
-Phase = Literal[
-    "starting",
-    "weights_loading",
-    "memory_profiling",
-    "kv_cache_allocation",
-    "cuda_graph_capture",
-    "sampler_warmup",
-    "ready",
-    "shutdown",
-]
-PHASES: Final = get_args(Phase)
 PHASE_ORDER: Final = {name: i for i, name in enumerate(PHASES)}
 
 

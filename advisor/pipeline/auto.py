@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from advisor.core.kinds import CHANGES_UNIT
 from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.signals import sigterm_as_interrupt
-from advisor.planning.policy import CHANGES, History, Policy, decide
+from advisor.planning.policy import History, Policy, decide
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
@@ -45,7 +46,7 @@ def _history(store: EventStore, unit: str | None, host: str, label: str, now_us:
     changes = [
         r.updated_us
         for r in all_actions(store, unit=unit, host=host)
-        if r.status == "succeeded" and r.kind in CHANGES
+        if r.status == "succeeded" and r.kind in CHANGES_UNIT
     ]
     incidents = [
         i

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.core.events import NewEvent
+from advisor.core.taxonomy import UNKNOWN
 from advisor.diagnosis.live import Diagnoser
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import RuleSet, load_rules
@@ -137,7 +138,7 @@ class Processor:
         )
         if run.label is not None and not run.label_stale:
             return [skipped]
-        return [skipped, self.diagnoser.classified(run, "unknown", 0.0, None)]
+        return [skipped, self.diagnoser.classified(run, UNKNOWN, 0.0, None)]
 
     def rebuild(self) -> int:
         return self.projector.rebuild()

@@ -17,6 +17,7 @@ from advisor.core.actions import ActionStep
 from advisor.core.engines import FLAG_BOUNDS
 from advisor.core.engines.model import Range
 from advisor.core.errors import InputError
+from advisor.core.kinds import SET_FLAG, SET_UNIT_OPTION
 
 __all__ = [
     "FLAG_BOUNDS",
@@ -94,12 +95,12 @@ def timeout_seconds(value: str) -> float | None:
 
 def check_step(step: ActionStep) -> None:
     """The checks every backend makes before a set_flag / set_unit_option takes effect."""
-    if step.kind == "set_flag":
+    if step.kind == SET_FLAG:
         if step.flag is None or step.value is None:
             raise InputError("set_flag needs a flag and a value")
         check_flag(step.flag, str(step.value))
         check_value(step.flag, step.value)
-    elif step.kind == "set_unit_option":
+    elif step.kind == SET_UNIT_OPTION:
         if step.option is None or step.value is None:
             raise InputError("set_unit_option needs an option and a value")
         check_option(step.option, str(step.value))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from advisor.core.engines.model import Engine
+from advisor.core.kinds import SET_FLAG
 from advisor.planning.context import PlanContext
 from advisor.planning.remedies import Draft
 
@@ -45,7 +46,7 @@ def sglang_pool(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: En
     if value > ceiling:
         return
     p.add(
-        "set_flag",
+        SET_FLAG,
         f"the KV pool is what {flag.name} leaves after the weights, and it had no room "
         "(SGLang's own advice is to increase it)",
         flag=flag.name,
@@ -70,7 +71,7 @@ def tgi_prefill(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: En
     if value < flag.bound.low:
         return
     p.add(
-        "set_flag",
+        SET_FLAG,
         "the warm-up batch does not fit in the memory left at start",
         flag=flag.name,
         value=value,
@@ -89,7 +90,7 @@ def llama_context(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: 
     if value < flag.bound.low:
         return
     p.add(
-        "set_flag",
+        SET_FLAG,
         f"the KV cache for a context of {current} tokens does not fit on the GPU",
         flag=flag.name,
         value=value,

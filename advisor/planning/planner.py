@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from advisor.core.events import GpuSampled, IncidentClassified, NewEvent, StoredEvent
 from advisor.core.records import stable_key
+from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.parsing.parsed import own_pids, parse
 from advisor.planning.recommend import Holder, PlanContext, plan
 from advisor.store import EventFilter, EventStore
@@ -31,7 +32,7 @@ CHECKPOINT: Final = "planning"
 # The diagnoser's: its classifications are planned, and the plans keep the source (and so
 # the idempotency keys) they had when the diagnoser proposed them itself.
 SOURCE: Final = "diagnosis"
-HELD: Final = "gpu_memory_held"
+HELD: Final = GPU_MEMORY_HELD
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class Planner:
             pids,
             run.invocation_id,
             corroborated=any(c.source == "rules" and c.label == p.label for c in p.candidates)
-            or p.label in ("healthy", "unknown"),
+            or p.label in (HEALTHY, UNKNOWN),
         )
 
 

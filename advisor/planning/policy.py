@@ -18,10 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionKind
+from advisor.core.kinds import CHANGES_UNIT, ActionKind
 from advisor.core.toml import load_toml
-
-CHANGES = frozenset({"set_flag", "set_unit_option", "restart", "hold_restarts", "kill", "stop"})
 
 
 class Bound(BaseModel):
@@ -101,7 +99,7 @@ def decide(
         )
     last = history.last_change_on_unit_us
     if (
-        kind in CHANGES
+        kind in CHANGES_UNIT
         and last is not None
         and history.now_us - last < policy.cooldown_s * 1_000_000
     ):

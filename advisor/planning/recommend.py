@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from advisor.core.actions import ActionStep
-from advisor.core.engines import ENGINES, by_name
+from advisor.core.engines import DEFAULT_ENGINE, by_name
 from advisor.core.engines.model import Engine
+from advisor.core.kinds import HOLD_RESTARTS, NOTIFY, RESTART, SET_FLAG
+from advisor.core.taxonomy import HEALTHY, TAXONOMY, UNKNOWN
 from advisor.core.units import is_unit_name, not_a_server
 from advisor.planning.context import Holder, PlanContext, checked_facts
 from advisor.planning.engine_remedies import llama_context, sglang_pool, tgi_prefill
@@ -51,6 +53,7 @@ __all__ = [
     "REMEDIES",
     "SAMPLER_BYTES_PER_ELEMENT",
     "SAMPLER_MARGIN",
+    "UNIT_REMEDIES",
     "Holder",
     "PlanContext",
     "advice",
@@ -75,24 +78,24 @@ def plan(
     alone, `corroborated` false) is reported, never acted on: `notify` only. A unit that is
     no server's (`not_a_server`) gets no plan at all."""
     ctx = context or PlanContext()
-    if label == "healthy" or (ctx.unit is not None and not_a_server(ctx.unit) is not None):
+    if label == HEALTHY or (ctx.unit is not None and not_a_server(ctx.unit) is not None):
         return []  # nothing to do, or no server's unit to do it for (a scope, a socket)
     unit = ctx.unit if ctx.unit is not None and is_unit_name(ctx.unit) else None
     facts = checked_facts(facts)
     p = Draft(unit, invocation_id=ctx.invocation_id)
     refusal = _notify_only(label, confidence, corroborated, ctx.unit, unit)
     if refusal is not None:
-        p.add("notify", refusal)
+        p.add(NOTIFY, refusal)
         return p.actions
-    engine = by_name(facts.get("engine")) or ENGINES["vllm"]
-    builder = _UNIT_REMEDIES.get(label)
-    if builder is not None:
-        builder(p, facts, ctx)
+    engine = by_name(facts.get("engine")) or DEFAULT_ENGINE
+    spec = TAXONOMY.get(label)
+    if spec is not None and spec.unit_remedy is not None:
+        UNIT_REMEDIES[spec.unit_remedy](p, facts, ctx)
     else:
         _flag_remedies(p, label, facts, ctx, engine)
     p.actions = [_with_from_value(a, facts, engine) for a in p.actions]
-    if any(a.kind in ("set_flag", "restart") for a in p.actions) and not all(
-        a.kind == "notify" for a in p.actions
+    if any(a.kind in (SET_FLAG, RESTART) for a in p.actions) and not all(
+        a.kind == NOTIFY for a in p.actions
     ):
         restarts = facts.get("restart_count")
         why = (  # systemd's count of its restarts, not a restart loop (docs/taxonomy.md)
@@ -104,7 +107,7 @@ def plan(
         p.actions.insert(
             0,
             ActionStep(
-                kind="hold_restarts",
+                kind=HOLD_RESTARTS,
                 unit=unit,
                 why=f"{why}: hold it before changing anything, so nothing races the fix",
                 expected="no new start until the plan restarts the "
@@ -119,7 +122,7 @@ def _notify_only(
     label: str, confidence: float, corroborated: bool, given: str | None, unit: str | None
 ) -> str | None:
     """Why nothing may be changed for this diagnosis (the notify text), or None."""
-    if label == "unknown" or confidence < ACT_BELOW:
+    if label == UNKNOWN or confidence < ACT_BELOW:
         return (
             f"{label} at confidence {confidence:.2f}: not enough to act on; "
             "a person should look at the evidence"
@@ -138,13 +141,14 @@ def _notify_only(
 def _with_from_value(step: ActionStep, facts: Mapping[str, Any], engine: Engine) -> ActionStep:
     """A set_flag remembers the value it changes, as the log stated it: the executor calls
     the step stale if the unit has another value by then."""
-    flag = engine.flag(step.flag) if step.kind == "set_flag" and step.flag else None
+    flag = engine.flag(step.flag) if step.kind == SET_FLAG and step.flag else None
     value = facts.get(flag.fact) if flag is not None and flag.fact else None
     return step if value is None else step.model_copy(update={"from_value": value})
 
 
-# Remedies that act on the unit whatever engine it runs: by label.
-_UNIT_REMEDIES = {"wedged_stop": wedged, "gpu_memory_held": held}
+# Remedies that act on the unit whatever engine it runs: named by the taxonomy's entries.
+UnitRemedy = Callable[[Draft, Mapping[str, Any], PlanContext], None]
+UNIT_REMEDIES: Final[Mapping[str, UnitRemedy]] = {"wedged": wedged, "held": held}
 # Remedies that set an engine's flags: named by the engines' registry entries.
 Remedy = Callable[[Draft, Mapping[str, Any], PlanContext, Engine], None]
 REMEDIES: Final[Mapping[str, Remedy]] = {
@@ -157,16 +161,6 @@ REMEDIES: Final[Mapping[str, Remedy]] = {
     "tgi_prefill": tgi_prefill,
     "llama_context": llama_context,
 }
-_EXPECTED: Final = {
-    "sampler_warmup_oom": "the warm-up completes and the server says it is ready",
-    "kv_cache_oom": "KV cache allocated, the server says it is ready",
-}
-_ADVICE: Final = {
-    "nccl_error": "NCCL failed: check the interconnect and NCCL_* settings before restarting",
-    "gpu_hardware_fault": "the GPU reported a hardware fault: drain the host and check the GPU "
-    "(Xid, ECC) before restarting anything on it",
-    "other_crash": "a crash with no automatic remedy: read the evidence",
-}
 
 
 def advice(label: str, engine: Engine) -> str:
@@ -174,7 +168,10 @@ def advice(label: str, engine: Engine) -> str:
     said = engine.advice.get(label)
     if said is not None:
         return engine.say(said)
-    return _ADVICE.get(label, f"{label}: no automatic remedy for {engine.title}")
+    spec = TAXONOMY.get(label)
+    if spec is not None and spec.advice is not None:
+        return spec.advice
+    return f"{label}: no automatic remedy for {engine.title}"
 
 
 def _flag_remedies(
@@ -184,11 +181,12 @@ def _flag_remedies(
     none could compute a value, the engine's advice."""
     for name in engine.remedies.get(label, ()):
         REMEDIES[name](p, facts, ctx, engine)
-    if any(a.kind == "set_flag" and not a.alternative for a in p.actions):
-        wait_then_restart(p, ctx, _EXPECTED.get(label, "the server says it is ready"))
+    if any(a.kind == SET_FLAG and not a.alternative for a in p.actions):
+        spec = TAXONOMY.get(label)
+        wait_then_restart(p, ctx, (spec or TAXONOMY[UNKNOWN]).expected)
         return
-    p.actions = [a for a in p.actions if a.kind != "set_flag"]
-    p.add("notify", advice(label, engine))
+    p.actions = [a for a in p.actions if a.kind != SET_FLAG]
+    p.add(NOTIFY, advice(label, engine))
 
 
 def summary(actions: Sequence[ActionStep]) -> list[dict[str, Any]]:

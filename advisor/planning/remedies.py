@@ -6,7 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.core.actions import ActionKind, ActionStep
+from advisor.core.actions import ActionStep
+from advisor.core.kinds import (
+    KILL,
+    NOTIFY,
+    RESET_FAILED,
+    RESTART,
+    SET_FLAG,
+    SET_UNIT_OPTION,
+    STOP,
+    WAIT_GPU_FREE,
+    ActionKind,
+)
 from advisor.core.units import is_unit_name
 from advisor.planning.bounds import in_bounds
 from advisor.planning.context import PlanContext
@@ -39,10 +50,10 @@ class Draft:
     invocation_id: str | None = None
 
     def add(self, kind: ActionKind, why: str, **fields: Any) -> None:
-        if kind == "set_flag" and not in_bounds(fields["flag"], fields["value"]):
+        if kind == SET_FLAG and not in_bounds(fields["flag"], fields["value"]):
             self.actions.append(
                 ActionStep(
-                    kind="notify",
+                    kind=NOTIFY,
                     unit=self.unit,
                     why=f"{why}; the computed {fields['flag']} {fields['value']} is outside the "
                     "safe range advisor sets, so nothing is changed: a person must decide",
@@ -71,7 +82,7 @@ def wait_released(p: Draft, ctx: PlanContext, why: str) -> None:
     """A `wait_gpu_free` step bounded by this host's release history (`release_bound`)."""
     seconds, source = release_bound(ctx)
     p.add(
-        "wait_gpu_free",
+        WAIT_GPU_FREE,
         why,
         seconds=seconds,
         gpus=ctx.gpus,
@@ -89,7 +100,7 @@ def wait_then_restart(
 
 def restart(p: Draft, ctx: PlanContext, why: str, expected: str) -> None:
     p.add(
-        "reset_failed",
+        RESET_FAILED,
         "a restart loop counts against the unit's start limit "
         "(StartLimitBurst= starts in StartLimitIntervalSec=): clear it, or "
         "the restart is refused",
@@ -102,7 +113,7 @@ def restart(p: Draft, ctx: PlanContext, why: str, expected: str) -> None:
         else "no ready start of this unit yet: the default"
     )
     p.add(
-        "restart",
+        RESTART,
         why,
         seconds=ready,
         expected=expected,
@@ -112,13 +123,13 @@ def restart(p: Draft, ctx: PlanContext, why: str, expected: str) -> None:
 
 def wedged(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
     p.add(
-        "kill",
+        KILL,
         "the stop timed out: SIGKILL the unit's whole control group",
         expected="no process of the unit left",
     )
     wait_released(p, ctx, "the driver frees GPU memory some seconds after the processes go")
     p.add(
-        "set_unit_option",
+        SET_UNIT_OPTION,
         "a shorter stop timeout, if the unit's is longer: SIGKILL "
         "sooner next time (skipped when TimeoutStopSec is already "
         f"{HARDENED_TIMEOUT_STOP} or less)",
@@ -127,7 +138,7 @@ def wedged(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
         expected="the next stop ends in 30 s",
     )
     p.add(
-        "set_unit_option",
+        SET_UNIT_OPTION,
         "signal every process of the unit, the workers too (skipped "
         "when KillMode is already control-group)",
         option="KillMode",
@@ -142,7 +153,7 @@ def held(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
         if holder.unit is not None and is_unit_name(holder.unit) and holder.unit != p.unit:
             p.actions.append(
                 ActionStep(
-                    kind="stop",
+                    kind=STOP,
                     unit=holder.unit,
                     pid=holder.pid,
                     why=f"PID {holder.pid} of {holder.unit} holds GPU memory{used}",
@@ -151,7 +162,7 @@ def held(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
             )
         elif holder.unit is not None and holder.unit == p.unit:
             p.add(
-                "kill",
+                KILL,
                 f"PID {holder.pid}, left over from a previous run of this unit, "
                 f"holds GPU memory{used}",
                 pid=holder.pid,
@@ -159,20 +170,20 @@ def held(p: Draft, facts: Mapping[str, Any], ctx: PlanContext) -> None:
             )
         else:
             p.add(
-                "notify",
+                NOTIFY,
                 f"PID {holder.pid} holds GPU memory{used} and belongs to no "
                 "unit: a person must decide (it is never killed automatically)",
                 pid=holder.pid,
             )
     if not ctx.holders:
         p.add(
-            "notify",
+            NOTIFY,
             "GPU memory was held by another process at start; GPU samples with "
             "the process list would name it",
         )
         return
     p.add(
-        "wait_gpu_free",
+        WAIT_GPU_FREE,
         "let the driver release the memory",
         seconds=ctx.release_p95_s or DEFAULT_RELEASE_S,
         gpus=ctx.gpus,

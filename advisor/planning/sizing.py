@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.core.engines.model import Engine
+from advisor.core.kinds import SET_FLAG
 from advisor.planning.context import PlanContext
 from advisor.planning.remedies import (
     GIB,
@@ -36,7 +37,7 @@ def sampler(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine
     else:
         value = max(1, seqs // 2)
         p.add(
-            "set_flag",
+            SET_FLAG,
             "the log does not give the memory figures to compute with: halve it",
             flag=flag.name,
             value=value,
@@ -83,7 +84,7 @@ def _sampler_fit(
     concurrency, fraction = engine.role("concurrency"), engine.role("memory_fraction")
     assert concurrency is not None
     p.add(
-        "set_flag",
+        SET_FLAG,
         f"the sampler warm-up needs about {fmt_gib(need)} for {seqs} dummy "
         f"requests and had about {fmt_gib(available)}",
         flag=concurrency.name,
@@ -98,7 +99,7 @@ def _sampler_fit(
         lowered = math.floor((util - missing / total) * 100) / 100
         if 0.5 <= lowered < util:
             p.add(
-                "set_flag",
+                SET_FLAG,
                 f"keeps {seqs} concurrent sequences: gives the KV cache "
                 f"{missing:.2f} GiB less so the sampler fits",
                 flag=fraction.name,
@@ -154,7 +155,7 @@ def kv_context(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Eng
     source = "KV capacity" if limit == capacity else "estimated maximum model length"
     if value >= 1024 and (current is None or value < current):
         p.add(
-            "set_flag",
+            SET_FLAG,
             f"one request of {current} tokens needs more KV cache "
             f"than the {source} the log states ({limit:,} tokens)",
             flag=flag.name,
@@ -178,7 +179,7 @@ def kv_memory_fraction(
     raised = math.ceil((util + missing / total) * 100) / 100
     if missing * GIB < headroom and flag.bound is not None and raised <= flag.bound.high:
         p.add(
-            "set_flag",
+            SET_FLAG,
             f"the GPUs have {fmt_gib(headroom)} unused (samples): give the "
             f"KV cache the {missing:.2f} GiB it lacks",
             flag=flag.name,
@@ -199,7 +200,7 @@ def kv_parallel(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: En
     if flag is None or ctx.idle_gpus is None or ctx.idle_gpus < tp or not p.actions:
         return
     p.add(
-        "set_flag",
+        SET_FLAG,
         f"{ctx.idle_gpus} GPUs on this host are idle: spread the model over {tp * 2}",
         flag=flag.name,
         value=tp * 2,
@@ -223,7 +224,7 @@ def kv_suggested(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: E
     if needed:
         lines.append(f"one request of the full length needs {needed:.2f} GiB ≤ {fmt_gib(size)}")
     p.add(
-        "set_flag",
+        SET_FLAG,
         f"keeps the context: the KV cache sized as {engine.title} itself suggests, to use all the "
         "GPU memory free at start",
         flag=flag.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from advisor.core.taxonomy import UNKNOWN
 from advisor.diagnosis.classify import RunVerdict, verdict_facts
 from advisor.parsing.facts import FACT_KEYS
 from advisor.parsing.lines import clean_text
@@ -31,7 +32,7 @@ def to_contract(diagnosis: Judged, input_format: str, malformed: int = 0) -> dic
     parsed = diagnosis.parsed
     if verdict is None:
         return {
-            "label": "unknown",
+            "label": UNKNOWN,
             "confidence": 0.0,
             "corroborated": True,
             "evidence": [],

@@ -19,6 +19,9 @@ EVIDENCE_CHARS: Final = 300  # an evidence line is cut (at a word) after this ma
 GPU_TITLE: Final = "GPU memory (used / total, over the incident)"
 
 
+_NO_PHASE = "unknown"  # a failure whose phase is not known (not a label)
+
+
 def step_title(step: dict[str, Any]) -> str:
     """A plan step in a few words: `set_flag --max-num-seqs 256`, `set_unit_option K=V`."""
     what = str(step["kind"])
@@ -45,7 +48,7 @@ def plan_lines(steps: list[dict[str, Any]]) -> list[str]:
 def _summary(report: dict[str, Any]) -> str:
     inc = report["incident"]
     return (
-        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
+        f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or _NO_PHASE}"
     )
 
 
@@ -155,7 +158,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- incident: {markdown_code(inc['short_id'])} ({markdown_code(inc['incident_id'])})",
         f"- opened: {markdown_code(report['opened'])}",
         f"- failed runs: {inc['runs']}, {markdown_text(inc['status'])}",
-        f"- failing phase: {markdown_code(str(inc['phase'] or 'unknown'))}",
+        f"- failing phase: {markdown_code(str(inc['phase'] or _NO_PHASE))}",
         "",
         "## Timeline",
         "",

@@ -8,10 +8,11 @@ from typing import Any, Final, NamedTuple
 from sqlalchemy import Column, Connection, select
 
 from advisor.core.events import IncidentClassified, LogRecorded, StoredEvent
+from advisor.core.taxonomy import NOT_FAILURES
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
 from advisor.store.schema import runs
-from advisor.views.keys import NOT_FAILURES, config_key
+from advisor.views.keys import config_key
 from advisor.views.runrow import RunRow
 
 PAGE: Final = 2000  # rows a re-derivation reads at a time

@@ -13,15 +13,16 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import Row, bindparam, func, select, update
 
+from advisor.core.taxonomy import GPU_MEMORY_HELD, NOT_FAILURES
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.foldbase import FoldBase, incidence
-from advisor.views.keys import CURRENT, NOT_FAILURES, config_key, id_time
+from advisor.views.keys import CURRENT, config_key, id_time
 from advisor.views.rows import IncidentView, RunView
 
 _DIAGNOSIS: Final = ("phase", "facts", "evidence", "candidates", "classified_seq")
 # A failure that follows from another one of the same loop (not a cause of its own).
-CONSEQUENCE: Final = "gpu_memory_held"
+CONSEQUENCE: Final = GPU_MEMORY_HELD
 Open = dict[tuple[str, str], dict[str, Any]]  # (label, config key) → the incident open
 
 

@@ -14,8 +14,6 @@ import orjson
 from advisor.core.events import LogRecorded, canonical_payload
 from advisor.core.timefmt import format_iso_us, parse_iso_us
 
-# The labels that are not a failure (`classify.RunVerdict.failed` is False for them).
-NOT_FAILURES: Final = frozenset({"healthy", "unknown"})
 CURRENT: Final = ("open", "resolved")  # incident statuses; the other is "superseded"
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _SEQNUM = re.compile(r"(?:^|;)i=([0-9a-fA-F]{1,16})(?=;|$)")

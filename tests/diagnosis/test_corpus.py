@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from advisor.diagnosis.rules import FAILURE_LABELS, LABELS
+from advisor.core.taxonomy import FAILURE_LABELS, LABELS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "data" / "make_corpus.py"

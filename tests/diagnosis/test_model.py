@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
+from advisor.core.taxonomy import MODEL_LABELS
 from advisor.diagnosis import training
 from advisor.diagnosis.classify import UNKNOWN_BELOW, RuleVote, decide
 from advisor.diagnosis.model import from_json, load_model
@@ -54,7 +55,7 @@ def test_training_is_deterministic(tmp_path: Path) -> None:
     second = training.train(training.load_corpus(corpus), rules, folds=3).model.to_json()
     assert first == second
     model = from_json(first, "x")
-    assert set(model.labels) == set(training.MODEL_LABELS)
+    assert set(model.labels) == set(MODEL_LABELS)
 
 
 @pytest.mark.slow
@@ -90,8 +91,8 @@ def test_evaluate_prints_per_label_scores_and_a_confusion_matrix(tmp_path: Path)
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)["cross_validation"]
-    assert report["examples"] == 12 * len(training.MODEL_LABELS)
-    assert set(report["per_label"]) >= set(training.MODEL_LABELS)
+    assert report["examples"] == 12 * len(MODEL_LABELS)
+    assert set(report["per_label"]) >= set(MODEL_LABELS)
     assert {"precision", "recall", "f1", "support"} == set(report["per_label"]["healthy"])
     assert sum(sum(row.values()) for row in report["confusion"].values()) == report["examples"]
     text = (

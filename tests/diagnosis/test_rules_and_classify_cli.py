@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
-from advisor.diagnosis.rules import LABELS, load_rules
+from advisor.core.taxonomy import LABELS
+from advisor.diagnosis.rules import load_rules
 from tests.conftest import run_advisor
 
 SAMPLER_LINE = (

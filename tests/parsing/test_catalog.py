@@ -13,7 +13,8 @@ from typing import get_args
 import pytest
 
 from advisor.core.errors import InputError
-from advisor.diagnosis.rules import FAILURE_LABELS, load_rules, match_run
+from advisor.core.taxonomy import FAILURE_LABELS
+from advisor.diagnosis.rules import load_rules, match_run
 from advisor.parsing.catalog import (
     Catalog,
     Message,

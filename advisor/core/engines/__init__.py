@@ -20,6 +20,7 @@ from advisor.core.engines.model import Cue, Engine, Flag, Range
 
 __all__ = [
     "ALL",
+    "DEFAULT_ENGINE",
     "ECHO_CUES",
     "ENGINES",
     "FLAG_BOUNDS",
@@ -51,6 +52,8 @@ def _discover() -> tuple[Engine, ...]:
 
 ALL: tuple[Engine, ...] = _discover()
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in ALL})
+# The engine of a log or command that names none.
+DEFAULT_ENGINE: Engine = ALL[0]
 
 
 def _bounds() -> dict[str, Range]:

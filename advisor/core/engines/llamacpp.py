@@ -9,6 +9,7 @@ It echoes no argument list; what it received is read from its command line.
 from __future__ import annotations
 
 from advisor.core.engines.model import Cue, Engine, Flag, Range, Recognition
+from advisor.core.taxonomy import KV_CACHE_OOM, RUNTIME_OOM, WEIGHTS_LOAD_OOM
 
 ENGINE = Engine(
     name="llamacpp",
@@ -52,12 +53,12 @@ ENGINE = Engine(
             env="LLAMA_ARG_BATCH",
         ),
     ),
-    remedies={"kv_cache_oom": ("llama_context",)},
+    remedies={KV_CACHE_OOM: ("llama_context",)},
     advice={
-        "weights_load_oom": "the model does not fit on the GPU: lower {gpu_layers} (the rest "
+        WEIGHTS_LOAD_OOM: "the model does not fit on the GPU: lower {gpu_layers} (the rest "
         "runs on the CPU) or a smaller quantisation",
-        "runtime_oom": "out of memory while serving: lower {concurrency} or {batch}",
-        "kv_cache_oom": "the KV cache does not fit, and the log states no context size: lower "
+        RUNTIME_OOM: "out of memory while serving: lower {concurrency} or {batch}",
+        KV_CACHE_OOM: "the KV cache does not fit, and the log states no context size: lower "
         "{context} by hand",
     },
     source="llama.cpp (common/arg.cpp, tools/server/server.cpp, src/llama-context.cpp)",

@@ -138,6 +138,9 @@ class Engine:
     remedies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     advice: Mapping[str, str] = field(default_factory=dict)
     source: str = ""  # where its lines and flags were read from
+    # Its version series, oldest first (the lowest version of each, its name): how the
+    # learned model's hold-out groups its examples (`advisor.diagnosis.holdout`).
+    eras: tuple[tuple[tuple[int, int], str], ...] = ()
 
     def flag(self, name: str) -> Flag | None:
         """The flag spelled `name` (its name or an alias), None if the engine has none."""

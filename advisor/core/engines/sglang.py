@@ -10,6 +10,7 @@ mem_fraction_static=0.88, …)`.
 from __future__ import annotations
 
 from advisor.core.engines.model import Cue, Echo, Engine, Flag, Range, Recognition
+from advisor.core.taxonomy import CUDA_GRAPH_OOM, KV_CACHE_OOM, RUNTIME_OOM, WEIGHTS_LOAD_OOM
 
 ENGINE = Engine(
     name="sglang",
@@ -73,15 +74,16 @@ ENGINE = Engine(
         ),
         Flag("--disable-cuda-graph", "eager", switch=True),
     ),
-    remedies={"kv_cache_oom": ("sglang_pool", "kv_context")},
+    remedies={KV_CACHE_OOM: ("sglang_pool", "kv_context")},
     advice={
-        "cuda_graph_oom": "CUDA graph capture ran out of memory: lower {graph_batch} or "
+        CUDA_GRAPH_OOM: "CUDA graph capture ran out of memory: lower {graph_batch} or "
         "{memory_fraction} a little, or {eager}",
-        "runtime_oom": "out of memory while serving: lower {concurrency} or {prefill}",
-        "weights_load_oom": "the weights do not fit at this parallelism: a larger {parallel} "
+        RUNTIME_OOM: "out of memory while serving: lower {concurrency} or {prefill}",
+        WEIGHTS_LOAD_OOM: "the weights do not fit at this parallelism: a larger {parallel} "
         "or a quantised model",
-        "kv_cache_oom": "the KV pool does not fit, and the log states no figures to compute "
+        KV_CACHE_OOM: "the KV pool does not fit, and the log states no figures to compute "
         "with: raise {memory_fraction} or lower {context} by hand",
     },
     source="SGLang 0.4.1 and 0.5.x wheels (sglang/srt/server_args.py, entrypoints/http_server.py)",
+    eras=(((0, 4), "sglang 0.4"), ((0, 5), "sglang 0.5+")),
 )

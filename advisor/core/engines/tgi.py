@@ -12,6 +12,7 @@ Some(4096), … }` (Rust's Debug of the struct).
 from __future__ import annotations
 
 from advisor.core.engines.model import Cue, Echo, Engine, Flag, Range, Recognition
+from advisor.core.taxonomy import KV_CACHE_OOM, RUNTIME_OOM, WEIGHTS_LOAD_OOM
 
 TOKENS = Range(1024, 16_777_216)
 
@@ -74,13 +75,14 @@ ENGINE = Engine(
             fact="tensor_parallel_size",
         ),
     ),
-    remedies={"kv_cache_oom": ("tgi_prefill",)},
+    remedies={KV_CACHE_OOM: ("tgi_prefill",)},
     advice={
-        "runtime_oom": "out of memory while serving: lower {prefill} or {context}",
-        "weights_load_oom": "the weights do not fit on these shards: a larger {parallel} or a "
+        RUNTIME_OOM: "out of memory while serving: lower {prefill} or {context}",
+        WEIGHTS_LOAD_OOM: "the weights do not fit on these shards: a larger {parallel} or a "
         "quantised model",
-        "kv_cache_oom": "the warm-up batch does not fit, and the log states no prefill size to "
+        KV_CACHE_OOM: "the warm-up batch does not fit, and the log states no prefill size to "
         "compute with: lower {prefill} by hand",
     },
     source="TGI 1.x–3.x (launcher/src/main.rs, router/src/server.rs)",
+    eras=(((1, 0), "tgi 1-2"), ((3, 0), "tgi 3+")),
 )

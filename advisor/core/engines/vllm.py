@@ -13,6 +13,13 @@ unambiguous prefix (the engine's own advice prints `--kv-cache-memory=N` for
 from __future__ import annotations
 
 from advisor.core.engines.model import Cue, Echo, Engine, Flag, Range, Recognition
+from advisor.core.taxonomy import (
+    CUDA_GRAPH_OOM,
+    KV_CACHE_OOM,
+    RUNTIME_OOM,
+    SAMPLER_WARMUP_OOM,
+    WEIGHTS_LOAD_OOM,
+)
 
 TOKENS = Range(1024, 16_777_216)
 
@@ -85,19 +92,26 @@ ENGINE = Engine(
         Flag("--enforce-eager", "eager", aliases=("--enforce_eager",), switch=True),
     ),
     remedies={
-        "sampler_warmup_oom": ("sampler",),
-        "kv_cache_oom": ("kv_context", "kv_memory_fraction", "kv_suggested", "kv_parallel"),
+        SAMPLER_WARMUP_OOM: ("sampler",),
+        KV_CACHE_OOM: ("kv_context", "kv_memory_fraction", "kv_suggested", "kv_parallel"),
     },
     advice={
-        "weights_load_oom": "the weights do not fit at this parallelism: a larger {parallel} "
+        WEIGHTS_LOAD_OOM: "the weights do not fit at this parallelism: a larger {parallel} "
         "or a quantised model",
-        "cuda_graph_oom": "CUDA graph capture ran out of memory: lower {memory_fraction} a "
+        CUDA_GRAPH_OOM: "CUDA graph capture ran out of memory: lower {memory_fraction} a "
         "little, or {eager}",
-        "runtime_oom": "out of memory while serving: lower {concurrency} or {prefill}",
-        "kv_cache_oom": "KV cache does not fit, and the log states no capacity to compute a "
+        RUNTIME_OOM: "out of memory while serving: lower {concurrency} or {prefill}",
+        KV_CACHE_OOM: "KV cache does not fit, and the log states no capacity to compute a "
         "length from: lower {context} or raise {memory_fraction} by hand",
-        "sampler_warmup_oom": "sampler warm-up ran out of memory but the log states no usable "
+        SAMPLER_WARMUP_OOM: "sampler warm-up ran out of memory but the log states no usable "
         "max_num_seqs or dummy request count: lower {concurrency} by hand",
     },
     source="vLLM 0.5–0.33 (released wheels)",
+    eras=(
+        ((0, 5), "vllm 0.5-0.6"),
+        ((0, 7), "vllm 0.7-0.9"),
+        ((0, 10), "vllm 0.10-0.11"),
+        ((0, 15), "vllm 0.15-0.20"),
+        ((0, 25), "vllm 0.25+"),
+    ),
 )

@@ -5,14 +5,10 @@ read-back of what it changed, description — written in terms of the primitives
 backend offers (`advisor.execution.primitives`). Backends know no action kinds; the guards
 (`advisor.execution.guards`), the dry run and the previews dispatch through `handler_for`.
 
-A new action kind touches three files:
-
-1. `advisor/core/actions.py` — the kind in the vocabulary (`ActionKind`);
-2. its handler here: a module of this package (found by `_discover`, not listed);
-3. `advisor/planning/recommend.py` — the planner that proposes it.
-
-(And a new primitive, if the kind needs one no backend offers yet.)
-`tests/execution/test_action_kinds.py` checks that the vocabulary and the handlers match,
+A new action kind is its entry in the registry of kinds (`advisor/core/kinds.py`) and its
+handler here: a module of this package (found by `_discover`, not listed), plus a new
+primitive if the kind needs one no backend offers yet (docs/extending.md).
+`tests/execution/test_action_kinds.py` checks that the registry and the handlers match,
 one to one.
 """
 

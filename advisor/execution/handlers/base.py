@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from advisor.core.events import ActionKind, ActionStep
+from advisor.core.events import ActionStep
+from advisor.core.kinds import KINDS, ActionKind
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
 
@@ -62,8 +63,12 @@ class Handler:
     started again since the plan's previous step, and changes no file."""
 
     kind: ClassVar[ActionKind]
-    touches_unit: ClassVar[bool] = True  # False: nothing on the host is read or changed
-    # (`unit` below is then the step's unit, or "")
+
+    @property
+    def touches_unit(self) -> bool:
+        """Whether the kind acts on a unit (the registry's `on_unit`); when not, nothing on
+        the host is read or changed, and `unit` below is the step's unit, or ""."""
+        return KINDS[self.kind].on_unit
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         """Run, skip or stale, on the unit as it is now (the incident is still open)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import HOLD_RESTARTS
 from advisor.execution.dropins import HOLD_DROPIN, hold_text
 from advisor.execution.handlers.base import RUN, Context, Verdict, inv, moved
 from advisor.execution.handlers.config import ConfigHandler
@@ -33,7 +34,7 @@ def _in_memory(manager: UnitManager, unit: str) -> str:
 
 
 class HoldRestarts(ConfigHandler):
-    kind = "hold_restarts"
+    kind = HOLD_RESTARTS
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if now.invocation_id and now.invocation_id in ctx.ready_invocations:

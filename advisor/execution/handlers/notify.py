@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import NOTIFY
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
 
 
 class Notify(Handler):
-    kind = "notify"
-    touches_unit = False
+    kind = NOTIFY
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         return RUN

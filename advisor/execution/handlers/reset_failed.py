@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import RESET_FAILED
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 
 
 class ResetFailed(Handler):
-    kind = "reset_failed"
+    kind = RESET_FAILED
 
     def perform(
         self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None

@@ -5,12 +5,13 @@ received the values the plan set (the executor hands them to the backend's resta
 from __future__ import annotations
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import RESTART
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 
 
 class Restart(Handler):
-    kind = "restart"
+    kind = RESTART
 
     def perform(
         self, m: Primitives, step: ActionStep, unit: str, change: FileChange | None

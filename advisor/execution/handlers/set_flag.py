@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import SET_FLAG
 from advisor.execution.dropins import (
     ADVISOR_DROPIN,
     ADVISOR_ENV,
@@ -30,7 +31,7 @@ from advisor.execution.state import UnitSnapshot
 
 
 class SetFlag(ConfigHandler):
-    kind = "set_flag"
+    kind = SET_FLAG
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         return moved(now, ctx) or _judge(step, now)

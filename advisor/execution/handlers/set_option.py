@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import SET_UNIT_OPTION
 from advisor.execution.dropins import ADVISOR_DROPIN, advisor_dropin
 from advisor.execution.handlers.base import RUN, Context, Verdict
 from advisor.execution.handlers.config import ConfigHandler
@@ -17,7 +18,7 @@ from advisor.planning.bounds import timeout_seconds
 
 
 class SetUnitOption(ConfigHandler):
-    kind = "set_unit_option"
+    kind = SET_UNIT_OPTION
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         value = str(step.value)

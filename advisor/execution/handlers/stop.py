@@ -4,13 +4,14 @@ running."""
 from __future__ import annotations
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import STOP
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
 
 
 class Stop(Handler):
-    kind = "stop"
+    kind = STOP
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if not now.running:

@@ -4,6 +4,7 @@ within the step's bound. Skipped when the unit runs again: no memory to wait for
 from __future__ import annotations
 
 from advisor.core.events import ActionStep
+from advisor.core.kinds import WAIT_GPU_FREE
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict, moved
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
@@ -12,7 +13,7 @@ DEFAULT_WAIT_S = 30.0
 
 
 class WaitGpuFree(Handler):
-    kind = "wait_gpu_free"
+    kind = WAIT_GPU_FREE
 
     def guard(self, step: ActionStep, now: UnitSnapshot, ctx: Context) -> Verdict:
         if now.running:
