@@ -19,20 +19,21 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from advisor.core.taxonomy import KV_CACHE_OOM, TAXONOMY
 from advisor.parsing.catalog import Message, shipped_catalog
 from advisor.parsing.templates import KINDS
 
 from .context import Ctx
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+# The label of an out-of-memory message in each phase, as the taxonomy gives it; an OOM in
+# the memory profiling run is written as a KV cache OOM (the memory left for the cache).
 OOM_PHASE_LABEL = {
-    "weights_loading": "weights_load_oom",
-    "memory_profiling": "kv_cache_oom",
-    "kv_cache_allocation": "kv_cache_oom",
-    "cuda_graph_capture": "cuda_graph_oom",
-    "sampler_warmup": "sampler_warmup_oom",
-    "ready": "runtime_oom",
-}
+    phase: spec.name
+    for spec in TAXONOMY.values()
+    for when in spec.oom
+    for phase in when.conditions.get("phases", ())
+} | {"memory_profiling": KV_CACHE_OOM}
 OOM_DEFAULT_LABELS = ("runtime_oom", "weights_load_oom", "cuda_graph_oom")
 
 
