@@ -5,19 +5,23 @@ through it; it delegates to the stages below it (docs/api.md). Importing it impo
 heavy: each method imports what it delegates to when it is called."""
 
 from advisor.front.advisor import Advisor
-from advisor.front.base import open_store
-from advisor.front.fleet import Watch
+from advisor.front.base import backend_for, human, open_store, store_failure
+from advisor.front.fleet import Watch, metrics_registry
 
 __all__ = [
     "Advisor",
     "Watch",
     "acting",
     "advisor",
+    "backend_for",
     "base",
     "diagnosing",
     "fleet",
+    "human",
     "ingesting",
     "integrity",
+    "metrics_registry",
     "open_store",
     "reading",
+    "store_failure",
 ]

@@ -24,6 +24,29 @@ def open_store(url: str, *, read_only: bool = False, shared_schema: bool = False
     return open_(url, read_only=read_only, shared_schema=shared_schema)
 
 
+def store_failure(e: Exception) -> str:
+    """A store's (SQLAlchemy's) error as one line, without its SQL echo and background link:
+    what a command says of a store that failed under it."""
+    from advisor.store.engine import first_line
+
+    return first_line(e)
+
+
+def backend_for(
+    name: str,
+    systemd_root: Path,
+    gpu_twin: Path | None = None,
+    host: str | None = None,
+    *,
+    notices: Notices | None = None,
+) -> Backend | None:
+    """The backend to act through (`systemd`, its `notify` steps telling `notices`); None
+    for a dry run (`dry-run`)."""
+    from advisor.pipeline.remediate import backend_for as backend_
+
+    return backend_(name, systemd_root, gpu_twin, host, notices=notices)
+
+
 def human() -> str:
     """Who approves or rejects at this terminal, as the actions record it."""
     from advisor.pipeline.remediate import human as human_
@@ -69,16 +92,12 @@ class Front:
     def backend(self, name: str, systemd_root: Path) -> Backend | None:
         """The backend to act through, as `advisor remediate` builds it: the settings' GPU
         twin and host, its `notify` steps telling the settings' targets; None for `dry-run`."""
-        from advisor.pipeline.remediate import backend_for
-
         conf = self.settings
         return backend_for(name, systemd_root, conf.gpu_twin, conf.host, notices=self.notices())
 
     def systemd_backend(self, systemd_root: Path) -> Backend:
         """The systemd backend, with the settings' host alone (no GPU twin, no notices): what
         a rollback puts the drop-in back through."""
-        from advisor.pipeline.remediate import backend_for
-
         backend = backend_for("systemd", systemd_root, host=self.settings.host)
         assert backend is not None
         return backend

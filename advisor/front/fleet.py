@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor.front.base import Front
 
@@ -33,6 +33,15 @@ class Watch:
     backend: str = "systemd"  # with auto: systemd | dry-run
     systemd_root: Path = Path("/etc/systemd/system")
     metrics: str | None = None  # HOST:PORT; None: the settings' [metrics] listen
+
+
+def metrics_registry(db_url: str) -> Any:
+    """The Prometheus metrics `advisor watch --metrics` serves, read from the store at
+    `db_url` on a read-only connection of their own."""
+    from advisor.front.base import open_store
+    from advisor.pipeline.metrics import registry_for
+
+    return registry_for(lambda: open_store(db_url, read_only=True))
 
 
 class Fleet(Front):

@@ -130,14 +130,17 @@ class Reading(Front):
         host: str | None = None,
         since_us: int | None = None,
         parquet_dir: Path | None = None,
+        url: str | None = None,
     ) -> dict[str, list[dict[str, Any]]]:
         """Crashes by label, service and week, time to recovery, restart loops, GPU headroom
-        and memory release: section → rows, over the settings' store or a Parquet export."""
+        and memory release: section → rows, over the store at `url` (default: the
+        settings'), in a process of its own for SQLite, or over a Parquet export."""
         from advisor.reports.analytics import connect_parquet, store_stats
         from advisor.reports.analytics import stats as stats_
 
         if parquet_dir is None:
-            return store_stats(self.settings.db_url, unit=unit, host=host, since_us=since_us)
+            where = self.settings.db_url if url is None else url
+            return store_stats(where, unit=unit, host=host, since_us=since_us)
         conn = connect_parquet(parquet_dir, sandbox=True)
         try:
             return stats_(conn, unit=unit, host=host, since_us=since_us)
