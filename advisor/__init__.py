@@ -4,8 +4,8 @@ units. The sub-packages are the stages of one pipeline, each importing only thos
     ingest → store (events) → views → diagnosis → planning → execution → store (events)
 
 with `core` under everything, `parsing` under views and diagnosis, and `reports`, `fleet`,
-`pipeline`, `sim`, `demo`, `console` (the web console) and `cli` on top. `.importlinter`
-holds the contracts.
+`pipeline`, `sim`, `demo`, `front` (the front door, `Advisor`, that the two front ends go
+through), `console` (the web console) and `cli` on top. `.importlinter` holds the contracts.
 """
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "diagnosis",
     "execution",
     "fleet",
+    "front",
     "parsing",
     "pipeline",
     "planning",

@@ -9,17 +9,15 @@ from typing import TYPE_CHECKING
 import click
 
 from advisor.cli.common import (
+    advisor_for,
     answer,
     backend_option,
     db_option,
     echo_json,
     gpus_option,
     json_option,
-    notices_for,
     root_option,
     seconds,
-    settings,
-    store_for,
     with_short,
 )
 from advisor.core.ids import short_id, shorten_ids
@@ -55,11 +53,7 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
       advisor actions --pending
       advisor actions --json
     """
-    from advisor.views.actions import all_actions
-
-    rows = all_actions(store_for(db_url))
-    if pending:
-        rows = [r for r in rows if r.status == "proposed"]
+    rows = advisor_for(db_url).actions(pending=pending)
     if as_json:
         echo_json([{**row.columns(), "short_id": short_id(row.action_id)} for row in rows])
         return
@@ -81,15 +75,12 @@ def approve(ident: str, as_json: bool, db_url: str | None) -> None:
       advisor approve 3f9a1c2b7d4e#2    # one step: an alternative chooses it
       advisor approve 3f9a1c2b7d4e --json
     """
-    from advisor.execution.run import approve as approve_
-    from advisor.pipeline.remediate import human
-
-    store = store_for(db_url)
-    approved = approve_(store, ident, human())
+    adv = advisor_for(db_url)
+    approved = adv.approve(ident)
     result = {
         "approved": [with_short("action_id", a) for a in approved],
         "count": len(approved),
-        "store": store.display_url,
+        "store": adv.store.display_url,
     }
     words = f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"
     answer(as_json, result, shorten_ids(words))
@@ -107,12 +98,13 @@ def reject(action_id: str, why: str, as_json: bool, db_url: str | None) -> None:
     Examples:
       advisor reject 3f9a1c2b7d4e#1 --why 'not during business hours'
     """
-    from advisor.execution.run import reject as reject_
-    from advisor.pipeline.remediate import human
-
-    store = store_for(db_url)
-    rejected = reject_(store, action_id, human(), why)
-    result = {"rejected": with_short("action_id", rejected), "why": why, "store": store.display_url}
+    adv = advisor_for(db_url)
+    rejected = adv.reject(action_id, why)
+    result = {
+        "rejected": with_short("action_id", rejected),
+        "why": why,
+        "store": adv.store.display_url,
+    }
     answer(as_json, result, shorten_ids(f"rejected {rejected}"))
 
 
@@ -128,19 +120,14 @@ def rollback(action_id: str, systemd_root: Path, as_json: bool, db_url: str | No
     Examples:
       advisor rollback 3f9a1c2b7d4e#1
     """
-    from advisor.execution.decisions import resolve_ident
-    from advisor.execution.run import rollback as rollback_
-    from advisor.pipeline.remediate import backend_for
-
-    backend = backend_for("systemd", systemd_root, host=settings().host)
-    assert backend is not None
-    store = store_for(db_url)
-    whole = resolve_ident(store, action_id, plans=False)
-    detail = rollback_(store, backend, whole, root=systemd_root)
+    adv = advisor_for(db_url)
+    backend = adv.systemd_backend(systemd_root)
+    whole = adv.resolve_action(action_id)
+    detail = adv.rollback(whole, backend, systemd_root)
     result = {
         "rolled_back": with_short("action_id", whole),
         "detail": detail,
-        "store": store.display_url,
+        "store": adv.store.display_url,
     }
     answer(as_json, result, shorten_ids(detail))
 
@@ -177,16 +164,7 @@ def auto(
       advisor auto --policy /etc/advisor/policy.toml
       advisor auto --policy policy.toml --once --backend dry-run
     """
-    from advisor.pipeline.auto import run_auto
-    from advisor.pipeline.remediate import backend_for
-    from advisor.planning.policy import load_policy
-
-    conf = settings(gpu_twin=gpus_from, policy=policy_path)
-    if conf.policy is None:
+    adv = advisor_for(db_url, gpu_twin=gpus_from, policy=policy_path)
+    if adv.settings.policy is None:
         raise click.UsageError("auto needs a policy: --policy FILE, or `policy` in the settings")
-    policy = load_policy(conf.policy)
-    store = store_for(db_url)
-    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
-    run_auto(
-        store, chosen, policy, conf.policy.name, interval_s=interval, once=once, say=click.echo
-    )
+    adv.auto(backend, systemd_root, interval_s=interval, once=once, say=click.echo)

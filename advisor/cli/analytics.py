@@ -12,7 +12,7 @@ from typing import Any
 import click
 import orjson
 
-from advisor.cli.common import db_option, echo_json, emit, json_option, settings, store_for
+from advisor.cli.common import advisor_for, db_option, echo_json, emit, json_option
 from advisor.cli.group import AdvisorGroup
 from advisor.core.render import escape_controls, safe_text
 from advisor.core.units import parse_service, service_host
@@ -54,16 +54,10 @@ def query(
       advisor query "SELECT label, count(*) FROM incidents GROUP BY label"
       advisor query "SELECT host, count(*) FROM events GROUP BY host" --parquet ./export --csv
     """
-    from advisor.reports.analytics import check_sql, query_parquet, query_store
-
     if as_json and as_csv:
         raise click.UsageError("--json and --csv exclude each other")
-    check_sql(sql, sandbox=not allow_files)  # refused before the store is opened
-    answer = (
-        query_parquet(parquet_dir, sql, sandbox=not allow_files)
-        if parquet_dir is not None
-        else query_store(settings(db=db_url).db_url, sql, sandbox=not allow_files)
-    )
+    # bad SQL is refused before the store is opened
+    answer = advisor_for(db_url).query(sql, parquet_dir=parquet_dir, sandbox=not allow_files)
     if verbose:
         click.echo(
             f"duckdb: reading through the {answer.path}"
@@ -147,13 +141,10 @@ def export_parquet_cmd(folder: Path, force: bool, as_json: bool, db_url: str | N
       advisor export parquet ./export
       advisor export parquet ./export --force    # replace an earlier export
     """
-    from advisor.reports.analytics import export_parquet
-    from advisor.store.engine import redact
-
-    url = settings(db=db_url).db_url
-    counts = export_parquet(url, folder, force=force)
+    adv = advisor_for(db_url)
+    counts = adv.export_parquet(folder, force=force)
     if as_json:
-        echo_json({"counts": counts, "folder": str(folder), "store": redact(url)})
+        echo_json({"counts": counts, "folder": str(folder), "store": adv.display_url()})
         return
     click.echo(
         ", ".join(f"{n:,} {name}" for name, n in counts.items()) + f" → {safe_text(str(folder))}"
@@ -203,35 +194,21 @@ def stats(
       advisor stats --service vllm-llama70b --format html --out stats.html
     """
     from advisor.core.timefmt import parse_time_us
-    from advisor.reports.analytics import connect_parquet, store_stats
-    from advisor.reports.analytics import stats as stats_
 
     unit = None
     if service is not None:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
     since_us = parse_time_us(since) if since else None
-    if parquet_dir is None:
-        url = settings(db=db_url).db_url
-        report = store_stats(url, unit=unit, host=host, since_us=since_us)
-    else:
-        conn = connect_parquet(parquet_dir, sandbox=True)
-        try:
-            report = stats_(conn, unit=unit, host=host, since_us=since_us)
-        finally:
-            conn.close()
+    adv = advisor_for(db_url)
+    report = adv.stats(unit=unit, host=host, since_us=since_us, parquet_dir=parquet_dir)
     if fmt == "html":
-        from advisor.reports.html import render_stats
-
-        emit(render_stats(report), out)
+        emit(adv.stats_text(report, "html"), out)
         return
     if as_json or fmt == "json":
         echo_json(report)
         return
-    from advisor.reports.stats_columns import shown_rows, text_table
-
-    for section, rows in report.items():
-        click.echo("\n".join(text_table(section, shown_rows(rows))))
+    click.echo(adv.stats_text(report), nl=False)
 
 
 @click.command()
@@ -278,27 +255,8 @@ def ship(
     """
     from dataclasses import asdict
 
-    from advisor.core.errors import InputError
-    from advisor.fleet.ship import open_central
-    from advisor.fleet.ship import ship as ship_
-    from advisor.store.headlog import default_key_path, load_key, store_label
-
-    local = store_for(db_url)
-    key = load_key(key_path or default_key_path())
-    if key_path is not None and key is None:
-        raise InputError(f"--key {key_path}: no such file")
-    central = open_central(central_url, give_up_after_s=give_up_after)
-    try:
-        report = ship_(
-            local,
-            central,
-            settings(host=host).host,
-            give_up_after_s=give_up_after,
-            key=key,
-            store_label=store_label(local.url) or "",
-        )
-    finally:
-        central.close()
+    adv = advisor_for(db_url, host=host)
+    report, central = adv.ship(central_url, give_up_after_s=give_up_after, key_path=key_path)
     if report.behind:
         click.echo(
             f"the central store held this host's events only up to its seq "
@@ -307,11 +265,11 @@ def ship(
             err=True,
         )
     if as_json:
-        echo_json({**asdict(report), "to": central.display_url, "store": local.display_url})
+        echo_json({**asdict(report), "to": central, "store": adv.store.display_url})
         return
     click.echo(
         f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
-        f"{report.retries} retries) to {central.display_url}; local position "
+        f"{report.retries} retries) to {central}; local position "
         f"{report.last_seq}"
         + (f"; {report.heads} signed heads stored" if report.heads else "")
         + (
@@ -348,9 +306,8 @@ def retention(before: str, folder: Path, dry_run: bool, as_json: bool, db_url: s
       advisor retention --before -400d --to /srv/advisor-archive --dry-run --db postgresql+psycopg://advisor@central/fleet
     """
     from advisor.core.timefmt import parse_time_us
-    from advisor.fleet.retention import retain, retainable
 
-    store = store_for(db_url)
+    adv = advisor_for(db_url)
     cutoff = parse_time_us(before)
     if dry_run:
         rows = [
@@ -360,7 +317,7 @@ def retention(before: str, folder: Path, dry_run: bool, as_json: bool, db_url: s
                 "last_seq": p.last_seq,
                 "events": p.events,
             }
-            for p in retainable(store, cutoff)
+            for p in adv.retainable(cutoff)
         ]
     else:
         rows = [
@@ -372,7 +329,7 @@ def retention(before: str, folder: Path, dry_run: bool, as_json: bool, db_url: s
                 "files": r.files,
                 "recorded_by_seq": r.event_seq,
             }
-            for r in retain(store, cutoff, folder)
+            for r in adv.retain(cutoff, folder)
         ]
     if as_json:
         echo_json(rows)

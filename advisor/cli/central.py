@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from advisor.cli.common import db_option, echo_json, json_option, store_for
+from advisor.cli.common import advisor_for, db_option, echo_json, json_option
 
 
 @click.command()
@@ -18,9 +18,7 @@ def fold(as_json: bool, db_url: str | None) -> None:
     Examples:
       advisor fold --db postgresql+psycopg://advisor@central/fleet
     """
-    from advisor.views.projector import Projector
-
-    folded = Projector(store_for(db_url)).catch_up()
+    folded = advisor_for(db_url).fold()
     if as_json:
         echo_json({"folded": folded})
         return

@@ -15,7 +15,7 @@ from advisor.core.errors import AdvisorError
 
 if TYPE_CHECKING:
     from advisor.core.settings import Settings
-    from advisor.execution.notices import Notices
+    from advisor.front import Advisor
     from advisor.store import EventStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,24 +52,28 @@ def settings(**flags: Any) -> Settings:
     return load_settings(**flags)
 
 
-def notices_for(conf: Settings) -> Notices:
-    """Whom to tell, from the settings' `[notify]` section."""
-    from advisor.execution.notices import Notices
+def advisor_for(
+    db_url: str | None,
+    *,
+    read_only: bool = False,
+    shared_schema: bool = False,
+    **flags: Any,
+) -> Advisor:
+    """The front door for this command: its settings (`settings(db=db_url, **flags)`) and
+    the store they name, opened when an operation first needs it and closed when the
+    command ends. `read_only` for commands that only read: a store that does not exist is
+    refused, not created, and nothing is migrated or written (a store on read-only media can
+    be read). `shared_schema`: see `advisor.store.open_store`."""
+    from advisor.front import Advisor, open_store
 
-    return Notices(conf.notify)
+    conf = settings(db=db_url, **flags)
+    ctx = click.get_current_context()
 
+    def opened() -> EventStore:
+        store = open_store(conf.db_url, read_only=read_only, shared_schema=shared_schema)
+        return ctx.with_resource(store)
 
-def store_for(
-    db_url: str | None, *, read_only: bool = False, shared_schema: bool = False
-) -> EventStore:
-    """Open the store for this command; it is closed when the command ends. `read_only`
-    for commands that only read: a store that does not exist is refused, not created, and
-    nothing is migrated or written (a store on read-only media can be read).
-    `shared_schema`: see `open_store`."""
-    from advisor.store import open_store
-
-    store = open_store(settings(db=db_url).db_url, read_only=read_only, shared_schema=shared_schema)
-    return click.get_current_context().with_resource(store)
+    return Advisor(opened, conf)
 
 
 def emit(text: str, out: Path | None) -> None:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from advisor.cli.common import echo_json, json_option, say_for, store_for, with_short
+from advisor.cli.common import advisor_for, echo_json, json_option, say_for, with_short
 
 if TYPE_CHECKING:
     from advisor.demo.simulated import DemoResult
-    from advisor.store import EventStore
+    from advisor.front import Advisor
 
 
 @click.command()
@@ -61,10 +61,9 @@ def demo(
       advisor demo --yes --json
     """
     from advisor.core.errors import PrerequisiteError
-    from advisor.demo.simulated import run_demo
 
     say = say_for(as_json)
-    store = _store(db_url, say)
+    adv = _advisor(db_url, say)
 
     def ask(plan: str) -> bool:
         say(plan)
@@ -74,34 +73,27 @@ def demo(
         return click.confirm("Approve this plan?", default=False, err=as_json)
 
     if under_systemd:
-        from advisor.sim.box import unavailable
-
-        reason = unavailable()
+        reason = adv.systemd_unavailable()
         if reason is not None:
             raise PrerequisiteError(f"demo --systemd: {reason} (the default demo runs anywhere)")
     with tempfile.TemporaryDirectory(prefix="advisor-demo-") as tmp:
-        if under_systemd:
-            from advisor.demo.systemd import run_systemd_demo
-
-            result = run_systemd_demo(store, workdir or Path(tmp) / "host", ask=ask, say=say)
-        else:
-            result = run_demo(store, workdir or Path(tmp) / "node", ask=ask, say=say)
-    _ending(store, result, as_json)
+        where = workdir or Path(tmp) / ("host" if under_systemd else "node")
+        result = adv.demo(where, under_systemd=under_systemd, ask=ask, say=say)
+    _ending(adv, result, as_json)
 
 
-def _ending(store: EventStore, result: DemoResult, as_json: bool) -> None:
+def _ending(adv: Advisor, result: DemoResult, as_json: bool) -> None:
     """The demo's result (one JSON object with --json), then exit 1 when it did not end
     healthy, else the post-mortem and where the store is (on stderr with --json)."""
-    from advisor.demo.simulated import UNIT
-    from advisor.reports.postmortem import build, render_text
-
+    unit = adv.demo_unit()
+    store = adv.store
     say = say_for(as_json)
     if as_json:
         echo_json(
             {
                 "healthy": result.healthy,  # the demo came back healthy (not a label)
                 "seconds": round(result.seconds, 1),
-                "unit": UNIT,
+                "unit": unit,
                 "plans": [with_short("plan_id", p) for p in result.incidents],
                 "steps": result.steps,
                 "store": store.display_url,
@@ -111,25 +103,26 @@ def _ending(store: EventStore, result: DemoResult, as_json: bool) -> None:
         raise SystemExit(1)
     first = result.incidents[0] if result.incidents else None
     say(f"\nhealthy after {result.seconds:.1f} s; the post-mortem:\n")
-    click.echo(render_text(build(store, UNIT, first)), nl=False, err=as_json)
+    click.echo(adv.explain(unit, first), nl=False, err=as_json)
     where = f"--db {shlex.quote(store.display_url)}"
     say(
-        f"\nstore: {store.display_url} (try `advisor explain {UNIT} {where}`, "
+        f"\nstore: {store.display_url} (try `advisor explain {unit} {where}`, "
         f"`advisor incidents {where}`)"
     )
 
 
-def _store(db_url: str | None, say: Callable[[str], None]) -> EventStore:
-    """The store `--db` names, as it is; else the demo's own, made anew (said either way)."""
+def _advisor(db_url: str | None, say: Callable[[str], None]) -> Advisor:
+    """On the store `--db` names, as it is; else on the demo's own, made anew (said either
+    way)."""
     from advisor.core.settings import demo_db_path
 
     if db_url is not None:
-        store = store_for(db_url)
-        say(f"store: {store.display_url}")
-        return store
+        adv = advisor_for(db_url)
+        say(f"store: {adv.store.display_url}")
+        return adv
     own = demo_db_path()
     for stale in (own, *(own.with_name(own.name + end) for end in ("-wal", "-shm"))):
         stale.unlink(missing_ok=True)  # the last demo's store: this run starts afresh
-    store = store_for(f"sqlite:///{own}")
-    say(f"store: {store.display_url} (the demo's own, made anew; --db URL picks another)")
-    return store
+    adv = advisor_for(f"sqlite:///{own}")
+    say(f"store: {adv.store.display_url} (the demo's own, made anew; --db URL picks another)")
+    return adv

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -12,10 +11,7 @@ from advisor.cli.common import echo_json, json_option, write_file
 from advisor.cli.group import AdvisorGroup
 from advisor.core.errors import InputError
 from advisor.core.render import clip, safe_text
-from advisor.reports.writeup import step_title
-
-if TYPE_CHECKING:
-    from advisor.parsing.lines import LogLine
+from advisor.front import Advisor
 
 rules_option = click.option(
     "--rules",
@@ -49,20 +45,9 @@ def classify(
       advisor classify crash.log
       journalctl -u vllm -o json | advisor classify - --json
     """
-    from advisor.diagnosis.model import load_model
-    from advisor.diagnosis.rules import load_rules
-    from advisor.diagnosis.stream import diagnose_stream
-    from advisor.pipeline.inputs import open_log
-    from advisor.reports.contract import to_contract
-
-    rules = load_rules(rules_dirs)
-    model = load_model(model_path)
-    malformed: list[tuple[int, str]] = []
-    # read as it is diagnosed: memory does not grow with its size
-    fmt, lines = open_log(file, malformed=malformed)
-    read = [0]
-    result = to_contract(diagnose_stream(_counted(lines, read), rules, model), fmt, len(malformed))
-    _echo_malformed(file, malformed, read[0])
+    done = Advisor(None).classify(file, rules_dirs, model_path)
+    result = done.result
+    _echo_malformed(file, done.malformed, done.read)
     if as_json:
         echo_json(result)
         return
@@ -89,13 +74,6 @@ def classify(
             )
 
 
-def _counted(lines: Iterator[LogLine], count: list[int]) -> Iterator[LogLine]:
-    """`lines`, counting them in count[0]."""
-    for line in lines:
-        count[0] += 1
-        yield line
-
-
 def _echo_malformed(file: str, malformed: list[tuple[int, str]], read: int) -> None:
     """On stderr: the journal lines that were skipped; InputError when no line was usable."""
     if not malformed:
@@ -120,7 +98,7 @@ def _echo_plan(actions: list[dict[str, Any]]) -> None:
         return
     click.echo("plan:")
     for n, step in enumerate(actions, start=1):
-        click.echo(safe_text(f"  {n}. {step_title(step)}: {step.get('why', '')}"))
+        click.echo(safe_text(f"  {n}. {Advisor.step_title(step)}: {step.get('why', '')}"))
         for line in step.get("arithmetic", ()):
             click.echo(safe_text(f"       {line}"))
 
@@ -146,9 +124,6 @@ def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
     Examples:
       advisor rules list --rules ./my-rules --json
     """
-    from advisor.diagnosis.rules import load_rules
-
-    ruleset = load_rules(rules_dirs)
     rows = [
         {
             "id": r.id,
@@ -157,7 +132,7 @@ def rules_list(rules_dirs: tuple[Path, ...], as_json: bool) -> None:
             "confidence": r.spec.confidence,
             "file": r.origin,
         }
-        for r in ruleset.rules
+        for r in Advisor(None).rules(rules_dirs)
     ]
     if as_json:
         echo_json(rows)
@@ -183,12 +158,7 @@ def rules_test(rule_id: str, file: str, rules_dirs: tuple[Path, ...], as_json: b
     Examples:
       advisor rules test vllm.sampler-warmup-oom crash.log --rules ./my-rules
     """
-    from advisor.diagnosis.ruletest import find_rule, try_rule
-    from advisor.pipeline.inputs import read_log
-
-    rule = find_rule(rule_id, rules_dirs)
-    _, lines = read_log(file)
-    results = try_rule(rule, lines)
+    results = Advisor(None).try_rule(rule_id, file, rules_dirs)
     if as_json:
         echo_json(results)
     else:
@@ -236,11 +206,7 @@ def model_train(
     Examples:
       advisor model train --out model.json
     """
-    from advisor.diagnosis import training
-    from advisor.diagnosis.rules import load_rules
-
-    result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
-    target = out or training.shipped_model_path()
+    result, target = Advisor(None).train(corpus, rules_dirs, out)
     write_file(target, result.model.to_json())
     if as_json:
         echo_json(
@@ -303,24 +269,11 @@ def model_evaluate(
       advisor model evaluate --folds 5 --golden tests/golden
       advisor model evaluate --hold-out engines --json
     """
-    from advisor.diagnosis import holdout, training
-    from advisor.diagnosis.rules import load_rules
-    from advisor.pipeline.inputs import read_log
-
-    rules = load_rules(rules_dirs)
-    records = training.load_corpus(corpus)
-    reports = (
-        {"hold_out": holdout.evaluate_holdout(records, rules, hold_out)}
-        if hold_out is not None
-        else {"cross_validation": training.evaluate(records, rules, folds=folds)}
+    reports = Advisor(None).evaluate(
+        corpus, folds=folds, hold_out=hold_out, golden=golden, rules_dirs=rules_dirs
     )
-    if golden is not None:
-        reports["golden"] = training.evaluate_golden(golden, rules, read_log)
     if as_json:
         echo_json(reports)
         return
     for name, rep in reports.items():
-        if name == "hold_out":
-            click.echo(holdout.format_holdout(rep))
-        else:
-            click.echo(training.format_report(name, rep))
+        click.echo(Advisor.evaluation_text(name, rep))

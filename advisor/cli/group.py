@@ -43,9 +43,9 @@ class AdvisorGroup(click.Group):
             exc = sys.modules.get("sqlalchemy.exc")
             if exc is None or not isinstance(e, exc.SQLAlchemyError):
                 raise
-            from advisor.store.engine import first_line
+            from advisor.front import store_failure
 
-            _fail(f"Error: event store: {safe_text(first_line(e))}", StoreError.exit_code)
+            _fail(f"Error: event store: {safe_text(store_failure(e))}", StoreError.exit_code)
         except KeyboardInterrupt:
             _fail("Interrupted.", INTERRUPTED_EXIT)
 

@@ -7,43 +7,23 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from advisor.cli.common import settings
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
+    from advisor.front import Advisor
     from advisor.pipeline.verify import Collected
-    from advisor.store import EventStore
     from advisor.store.audit import HeadsReport
 
 SHOWN_FINDINGS = 5  # findings printed; the rest counted
 JSON_FINDINGS = 100  # findings in --json; `findings_total` counts them all
 
 
-def sign_heads(store: EventStore) -> None:
+def sign_heads(adv: Advisor) -> None:
     """Sign the store's head after the batches this command commits (and when it ends); the
     host key is created on first use. Nothing for an in-memory store."""
-    from advisor.store.headlog import (
-        HeadWriter,
-        default_key_path,
-        heads_file_for,
-        load_or_create_key,
-        store_label,
-    )
-
-    label = store_label(store.url)
-    if label is None:
-        return
-    path = default_key_path()
-    key = load_or_create_key(path)
-    writer = HeadWriter(
-        store,
-        key,
-        host=settings().host,
-        label=label,
-        heads_file=heads_file_for(path),
-        on_error=lambda m: click.echo(f"heads: {safe_text(m)}", err=True),
-    )
-    click.get_current_context().call_on_close(writer.close)
+    close = adv.sign_heads(lambda m: click.echo(f"heads: {safe_text(m)}", err=True))
+    if close is not None:
+        click.get_current_context().call_on_close(close)
 
 
 def heads_json(collected: Collected, report: HeadsReport) -> dict[str, Any]:

@@ -13,16 +13,15 @@ import click
 from advisor.cli.common import (
     COUNT,
     DURATION_MAX_S,
+    advisor_for,
     db_option,
     json_option,
     seconds,
     settings,
-    store_for,
 )
 from advisor.cli.group import AdvisorGroup
 from advisor.cli.heads import sign_heads
 from advisor.cli.ingest_report import (
-    diagnose_after,
     diagnose_option,
     host_option,
     print_report,
@@ -34,11 +33,10 @@ from advisor.core.journalctl import journalctl_path
 from advisor.core.progress import byte_progress
 from advisor.core.render import safe_text
 from advisor.core.units import parse_service, service_host
-from advisor.pipeline.signals import signals_set, sigterm_as_interrupt
-from ingest.files import resolve
+from advisor.front.ingesting import input_file, signals_set, sigterm_as_interrupt, text_file
 
 if TYPE_CHECKING:
-    from advisor.store import EventStore
+    from advisor.front import Advisor
     from ingest.pipeline import IngestReport
 
 
@@ -106,8 +104,6 @@ def ingest_journal(
       journalctl -u vllm -o json | advisor ingest journal --file -
       advisor ingest journal --follow --unit 'vllm*.service'
     """
-    from ingest import journal_sources as js
-
     _check_journal_sources(file_, journal_files, follow, units)
     # What is missing is refused before the store is opened (and perhaps created).
     if file_ is None:
@@ -116,22 +112,22 @@ def ingest_journal(
             if not jf.exists():
                 raise InputError(f"--journal-file {jf}: no such file")
     elif file_ != "-":
-        resolve(Path(file_))
-    store = store_for(db_url)
-    sign_heads(store)  # tamper evidence: docs/integrity.md
+        input_file(Path(file_))
+    adv = advisor_for(db_url)
+    sign_heads(adv)  # tamper evidence: docs/integrity.md
     if follow and diagnose:
-        diagnose_after(store, follow=True)
+        adv.diagnose_after(follow=True)
     if file_ == "-":
-        report = js.ingest_json_stream(store, sys.stdin.buffer, strict=strict, default_host=host)
+        report = adv.ingest_journal_stream(sys.stdin.buffer, strict=strict, default_host=host)
     elif file_ is not None:
         path = Path(file_)
         with byte_progress(f"ingesting {path.name}") as progress:
-            report = js.ingest_json_file(
-                store, path, strict=strict, default_host=host, progress=progress, parallel=True
+            report = adv.ingest_journal_file(
+                path, strict=strict, default_host=host, progress=progress
             )
     else:
         followed = _read_journalctl(
-            store,
+            adv,
             files=journal_files,
             units=units,
             follow=follow,
@@ -142,18 +138,16 @@ def ingest_journal(
         if followed is None:  # stopped by a signal
             return
         report = followed
-    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+    print_report(report, as_json, adv.diagnose_after() if diagnose else None)
 
 
-def _read_journalctl(store: EventStore, **options: Any) -> IngestReport | None:
+def _read_journalctl(adv: Advisor, **options: Any) -> IngestReport | None:
     """`.journal` files or the live journal through journalctl; None when a signal stopped
     it (SIGTERM or Ctrl-C: between two entries, what was read committed; a second: at once)."""
-    from ingest import journal_sources as js
-
     stop = threading.Event()
     try:
         with signals_set(stop):
-            report = js.ingest_journalctl(store, stop=stop, **options)
+            report = adv.ingest_journalctl(stop=stop, **options)
     except KeyboardInterrupt:
         return None
     return None if stop.is_set() else report
@@ -188,18 +182,16 @@ def ingest_text(
       advisor ingest text vllm.log --service vllm-llama70b
       advisor ingest text docker.log --service gpu-node-07/vllm-llama70b --strict
     """
-    from ingest.text import ingest_text_file, refuse_binary
-
     from_service, unit = parse_service(service)
     host = service_host(service, from_service, host)
-    refuse_binary(resolve(file_))  # before the store is opened (and perhaps created)
-    store = store_for(db_url)
-    sign_heads(store)  # tamper evidence: docs/integrity.md
+    text_file(file_)  # before the store is opened (and perhaps created)
+    adv = advisor_for(db_url)
+    sign_heads(adv)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_text_file(
-            store, file_, unit, settings(host=host).host, strict=strict, progress=progress
+        report = adv.ingest_text(
+            file_, unit, settings(host=host).host, strict=strict, progress=progress
         )
-    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+    print_report(report, as_json, adv.diagnose_after() if diagnose else None)
 
 
 @ingest.command("nvidia-smi")
@@ -234,15 +226,13 @@ def ingest_nvidia_smi(
     Examples:
       advisor ingest nvidia-smi gpus.csv --host gpu-node-07 --timezone Europe/Berlin
     """
-    from ingest.nvidia_smi import ingest_nvidia_smi_file
-
-    resolve(file_)
-    store = store_for(db_url)
-    host = samples_host(store, host)
-    sign_heads(store)  # tamper evidence: docs/integrity.md
+    input_file(file_)
+    adv = advisor_for(db_url)
+    host = samples_host(adv, host)
+    sign_heads(adv)  # tamper evidence: docs/integrity.md
     with byte_progress(f"ingesting {file_.name}") as progress:
-        report = ingest_nvidia_smi_file(store, file_, host, tz=tz, strict=strict, progress=progress)
-    print_report(report, as_json, diagnose_after(store) if diagnose else None)
+        report = adv.ingest_nvidia_smi(file_, host, tz=tz, strict=strict, progress=progress)
+    print_report(report, as_json, adv.diagnose_after() if diagnose else None)
 
 
 @ingest.command("gpu")
@@ -299,29 +289,27 @@ def ingest_gpu(
       advisor ingest gpu --interval 1 --count 60
       advisor ingest gpu --replay samples.jsonl
     """
-    from ingest.gpu import replay_recording, sample_live
-    from ingest.nvml import NvmlSampler
+    from advisor.front import Advisor
 
     if replay_path is not None:
         if record_path is not None:
             raise click.UsageError("--record and --replay exclude each other")
-        resolve(replay_path)
-        store = store_for(db_url)
-        sign_heads(store)  # tamper evidence: docs/integrity.md
+        input_file(replay_path)
+        adv = advisor_for(db_url)
+        sign_heads(adv)  # tamper evidence: docs/integrity.md
         with byte_progress(f"replaying {replay_path.name}") as progress:
-            report = replay_recording(store, replay_path, strict=strict, progress=progress)
-        print_report(report, as_json, diagnose_after(store) if diagnose else None)
+            report = adv.replay_gpu(replay_path, strict=strict, progress=progress)
+        print_report(report, as_json, adv.diagnose_after() if diagnose else None)
         return
     # Open NVML before anything else: without a GPU nothing may be written.
-    with NvmlSampler(settings(host=host).host, process_every=process_every) as sampler:
-        store = store_for(db_url)
-        sign_heads(store)  # tamper evidence: docs/integrity.md
+    with Advisor.gpu_sampler(settings(host=host).host, process_every) as sampler:
+        adv = advisor_for(db_url)
+        sign_heads(adv)  # tamper evidence: docs/integrity.md
         with ExitStack() as stack:
             record = stack.enter_context(open(record_path, "ab")) if record_path else None
             try:
                 with sigterm_as_interrupt():
-                    report = sample_live(
-                        store,
+                    report = adv.sample_gpus(
                         sampler,
                         interval_s=interval,
                         count=count,
@@ -360,15 +348,13 @@ def ingest_watch(
     Examples:
       advisor ingest watch /var/log/inference --service vllm-llama70b
     """
-    from ingest.watch import FolderWatcher
-
     unit = None
     if service is not None:
         from_service, unit = parse_service(service)
         host = service_host(service, from_service, host)
-    store = store_for(db_url)
-    sign_heads(store)  # tamper evidence: docs/integrity.md
-    diagnose_after(store, follow=True)
+    adv = advisor_for(db_url)
+    sign_heads(adv)  # tamper evidence: docs/integrity.md
+    adv.diagnose_after(follow=True)
 
     def reported(path: Path, report: IngestReport) -> None:
         click.echo(
@@ -379,8 +365,7 @@ def ingest_watch(
     def failed(path: Path, message: str) -> None:
         click.echo(f"Error: {safe_text(message)}", err=True)
 
-    watcher = FolderWatcher(
-        store,
+    watcher = adv.folder_watcher(
         folder.resolve(),
         host=settings(host=host).host,
         service=unit,

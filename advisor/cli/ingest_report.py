@@ -12,8 +12,8 @@ from advisor.core.errors import InputError
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
+    from advisor.front import Advisor
     from advisor.pipeline.processing import ProcessReport
-    from advisor.store import EventStore
     from ingest.pipeline import IngestReport
 
 strict_option = click.option(
@@ -65,28 +65,15 @@ def _print_text(report: IngestReport, diagnosis: ProcessReport | None) -> None:
         )
 
 
-def diagnose_after(store: EventStore, *, follow: bool = False) -> ProcessReport:
-    """Fold and diagnose what was ingested; while following, after every batch too."""
-    from advisor.pipeline.processing import Processor
-
-    processor = Processor(store)
-    if follow:
-        processor.follow()
-        return processor.run(final=False)
-    return processor.run(final=True)
-
-
-def samples_host(store: EventStore, host: str | None) -> str:
+def samples_host(adv: Advisor, host: str | None) -> str:
     """The host an nvidia-smi CSV is filed under: `--host`, else this host (the settings'
     `host`) — unless the store's log lines are all of one other host, as in a post-mortem of
     that host's files: then InputError (exit 4) naming it, rather than samples no chart of
     that host would ever show."""
-    from advisor.views.hosts import log_hosts
-
     here = settings(host=host).host
     if host is not None:
         return here
-    logged = log_hosts(store)
+    logged = adv.log_hosts()
     if len(logged) == 1 and here not in logged:
         (other,) = logged
         raise InputError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from advisor.cli.common import COUNT, answer, db_option, echo_json, json_option, store_for
+from advisor.cli.common import COUNT, advisor_for, answer, db_option, echo_json, json_option
 from advisor.cli.group import AdvisorGroup, Lazy, LazyGroup
 
 # name → where the command is, and the first paragraph of its help (tests/cli/test_startup.py
@@ -175,13 +175,10 @@ def db_upgrade(shared_schema: bool, as_json: bool, db_url: str | None) -> None:
       advisor db upgrade
       advisor db upgrade --db postgresql+psycopg://advisor@central/fleet --json
     """
-    from advisor.store import migrate
-
-    store = store_for(db_url, shared_schema=shared_schema)
-    with store.connect() as conn:
-        revision = migrate.current_revision(conn)
-    result = {"store": store.display_url, "revision": revision}
-    answer(as_json, result, f"{store.display_url}: schema at revision {revision}")
+    adv = advisor_for(db_url, shared_schema=shared_schema)
+    revision = adv.upgrade()
+    result = {"store": adv.store.display_url, "revision": revision}
+    answer(as_json, result, f"{adv.store.display_url}: schema at revision {revision}")
 
 
 @cli.command()
@@ -210,16 +207,10 @@ def events(
 
     from advisor.core.render import event_json, event_line
     from advisor.core.timefmt import parse_time_us
-    from advisor.store import EventFilter
 
-    flt = EventFilter(
-        stream=stream,
-        type=type_,
-        limit=limit,
-        since_us=None if since is None else parse_time_us(since),
-    )
-    store = store_for(db_url, read_only=True)
-    for event in store.read(flt):
+    since_us = None if since is None else parse_time_us(since)
+    adv = advisor_for(db_url, read_only=True)
+    for event in adv.events(stream=stream, type_=type_, since_us=since_us, limit=limit):
         if as_json:
             click.echo(orjson.dumps(event_json(event)).decode())
         else:
@@ -239,12 +230,8 @@ def status(as_json: bool, db_url: str | None) -> None:
     """
     from advisor.core.render import safe_text
     from advisor.core.timefmt import format_us
-    from advisor.store import audit
-    from advisor.views.skipped import count_skipped
 
-    store = store_for(db_url, read_only=True)
-    st = audit.status(store)
-    skipped = count_skipped(store)
+    st, skipped = advisor_for(db_url, read_only=True).status()
     if as_json:
         echo_json({**st.__dict__, "skipped": skipped})
         return

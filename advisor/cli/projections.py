@@ -8,12 +8,12 @@ import click
 import orjson
 
 from advisor.cli.common import (
+    advisor_for,
     answer,
     db_option,
     echo_json,
     emit,
     json_option,
-    store_for,
 )
 from advisor.core.ids import short_id
 from advisor.core.render import safe_text
@@ -44,10 +44,8 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
       advisor runs --service vllm-llama70b
       advisor runs --service gpu-node-07/vllm-llama70b --json
     """
-    from advisor.views.reading import read_rows
-
     host, unit = _split_service(service)
-    rows = read_rows(store_for(db_url, read_only=True), "runs", unit=unit, host=host)
+    rows = advisor_for(db_url, read_only=True).runs(unit=unit, host=host)
     if as_json:
         for row in rows:
             row["phases"] = orjson.loads(row["phases"])
@@ -82,12 +80,8 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
       advisor incidents --open
       advisor incidents --service vllm-llama70b --json
     """
-    from advisor.views.reading import read_rows
-
     host, unit = _split_service(service)
-    rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
-    if only_open:
-        rows = [r for r in rows if r["status"] == "open"]
+    rows = advisor_for(db_url, read_only=True).incidents(unit=unit, host=host, only_open=only_open)
     if as_json:
         for row in rows:
             for key in ("facts", "evidence", "candidates"):
@@ -115,9 +109,7 @@ def diagnose(as_json: bool, db_url: str | None) -> None:
     Examples:
       advisor ingest journal --file big.jsonl --no-diagnose && advisor diagnose
     """
-    from advisor.pipeline.processing import Processor
-
-    report = Processor(store_for(db_url)).run(final=True)
+    report = advisor_for(db_url).diagnose()
     if as_json:
         echo_json(report.as_dict())
         return
@@ -138,11 +130,9 @@ def rebuild(as_json: bool, db_url: str | None) -> None:
       advisor rebuild --db sqlite:///var/lib/advisor/events.db
       advisor rebuild --json
     """
-    from advisor.views.projector import Projector
-
-    store = store_for(db_url)
-    folded = Projector(store).rebuild()
-    result = {"events": folded, "store": store.display_url}
+    adv = advisor_for(db_url)
+    folded = adv.rebuild()
+    result = {"events": folded, "store": adv.store.display_url}
     answer(as_json, result, f"rebuilt projections from {folded} events")
 
 
@@ -187,20 +177,9 @@ def explain(
       advisor explain vllm-minimax-m25 --incident 3f9a1c2b7d4e --format markdown
       advisor explain gpu-node-07/vllm-minimax-m25 --format html --out postmortem.html
     """
-    from advisor.reports.postmortem import build, render_text
-
     if as_json:
         if fmt not in ("text", "json"):
             raise click.UsageError(f"--json and --format {fmt} exclude each other")
         fmt = "json"
-    parse_service(service)  # a name that is not a unit is refused before the store is opened
-    series: dict[str, list[tuple[int, float]]] = {}
-    report = build(store_for(db_url, read_only=True), service, incident_id, series)
-    if fmt == "html":
-        from advisor.reports.html import render
-
-        emit(render(report, series), out)
-    elif fmt == "json":
-        emit(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n", out)
-    else:
-        emit(render_text(report, markdown=fmt == "markdown"), out)
+    # a name that is not a unit is refused before the store is opened
+    emit(advisor_for(db_url, read_only=True).explain(service, incident_id, fmt), out)

@@ -12,26 +12,24 @@ import click
 
 from advisor.cli.actions import describe
 from advisor.cli.common import (
+    advisor_for,
     backend_option,
     db_option,
     echo_json,
     gpus_option,
     json_option,
-    notices_for,
     root_option,
     say_for,
-    settings,
-    store_for,
     with_short,
 )
 from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
+from advisor.front import human
 
 if TYPE_CHECKING:
-    from advisor.core.settings import Settings
     from advisor.execution.run import ExecReport
+    from advisor.front import Advisor
     from advisor.pipeline.remediate import OpenPlan
-    from advisor.store import EventStore
     from advisor.views.rows import ActionRow
 
 # Exit status of `remediate` / `replan` when the plan did not complete (a script can tell).
@@ -51,10 +49,8 @@ def _show_plan(plan: OpenPlan, say: Callable[[str], None]) -> None:
             say(f"      {safe_text(line)}")
 
 
-def _plan_json(store: EventStore, plan: OpenPlan) -> dict[str, Any]:
+def _plan_json(adv: Advisor, plan: OpenPlan) -> dict[str, Any]:
     """The plan as `remediate --json` gives it: its ids, its incident and its steps now."""
-    from advisor.execution.run import plan_rows
-
     return {
         **with_short("plan_id", plan.plan_id),
         "incident": with_short("incident_id", str(plan.incident["incident_id"])),
@@ -68,23 +64,19 @@ def _plan_json(store: EventStore, plan: OpenPlan) -> dict[str, Any]:
                 "status": r.status,
                 "alternative": r.alternative,
             }
-            for r in plan_rows(store, plan.plan_id)
+            for r in adv.plan_steps(plan.plan_id)
         ],
-        "store": store.display_url,
+        "store": adv.store.display_url,
     }
 
 
 def _decide(
-    store: EventStore, rows: list[ActionRow], yes: bool, plan_id: str, err: bool = False
+    adv: Advisor, rows: list[ActionRow], yes: bool, plan_id: str, err: bool = False
 ) -> None:
     """Approve the plan (--yes) or ask step by step (on stderr with `err`); a step declined
     is recorded rejected."""
-    from advisor.execution.run import approve as approve_
-    from advisor.execution.run import reject as reject_
-    from advisor.pipeline.remediate import human
-
     if yes:
-        approve_(store, plan_id, human())
+        adv.approve(plan_id)
         return
     who = human()
     by_step = {r.step: r for r in rows}
@@ -104,17 +96,17 @@ def _decide(
             text, type=click.Choice(choices), default="n", show_choices=False, err=err
         )
         if answer == "all":
-            approve_(store, plan_id, who)
+            adv.approve(plan_id, who)
             return
         if answer == "q":
             return
         if answer == "y":
-            approve_(store, row.action_id, who)
+            adv.approve(row.action_id, who)
         elif answer == "a":
             assert alternative is not None
-            approve_(store, alternative.action_id, who)
+            adv.approve(alternative.action_id, who)
         else:
-            reject_(store, row.action_id, who, "declined at the prompt")
+            adv.reject(row.action_id, "declined at the prompt", who)
             return
 
 
@@ -135,20 +127,17 @@ def _outcome_json(report: ExecReport) -> dict[str, Any]:
     }
 
 
-def _dry_run(
-    store: EventStore, service: str, systemd_root: Path, conf: Settings, as_json: bool
-) -> None:
+def _dry_run(adv: Advisor, service: str, systemd_root: Path, as_json: bool) -> None:
     """`remediate --dry-run`: the plan, and what each step would do now; nothing changed."""
-    from advisor.pipeline.remediate import open_plan, preview
-
     say = say_for(as_json)
-    plan = open_plan(store, service)
+    plan = adv.plan(service)
     _show_plan(plan, say)
-    lines = preview(store, plan.plan_id, systemd_root, conf.gpu_twin, conf.host)
+    conf = adv.settings
+    lines = adv.preview(plan.plan_id, systemd_root, conf.gpu_twin, conf.host)
     for line in lines:
         say(f"dry run: {safe_text(line)}")
     if as_json:
-        echo_json({**_plan_json(store, plan), "dry_run": lines})
+        echo_json({**_plan_json(adv, plan), "dry_run": lines})
 
 
 @click.command()
@@ -183,23 +172,20 @@ def remediate(
       advisor remediate vllm-minimax-m25 --dry-run
       advisor remediate vllm-minimax-m25 --yes --json
     """
-    from advisor.pipeline.remediate import anew, backend_for, carry_out, failing
-
-    store = store_for(db_url)
-    conf = settings(gpu_twin=gpus_from)
+    adv = advisor_for(db_url, gpu_twin=gpus_from)
     if dry_run or backend == "dry-run":
-        _dry_run(store, service, systemd_root, conf, as_json)
+        _dry_run(adv, service, systemd_root, as_json)
         return
     say = say_for(as_json)
-    chosen = backend_for(backend, systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf))
+    chosen = adv.backend(backend, systemd_root)
     assert chosen is not None
-    plan, renewed = anew(store, chosen, service)
+    plan, renewed = adv.plan_anew(chosen, service)
     if renewed is not None:
         say(safe_text(shorten_ids(renewed)))
     _show_plan(plan, say)
     if any(r.status == "proposed" for r in plan.rows):
-        _decide(store, plan.rows, yes, plan.plan_id, err=as_json)
-    outcome = carry_out(store, chosen, plan.plan_id)
+        _decide(adv, plan.rows, yes, plan.plan_id, err=as_json)
+    outcome = adv.run(chosen, plan.plan_id)
     _report(outcome.report, say)
     again = outcome.again.new_plan if outcome.again is not None else None
     if again is not None:
@@ -207,13 +193,13 @@ def remediate(
             f"proposed a new plan from the unit's current state: {short_id(again)} "
             f"(`advisor remediate {service}`)"
         )
-    still = failing(chosen, str(plan.incident["unit"])) if outcome.settled else None
+    still = adv.still_failing(chosen, str(plan.incident["unit"])) if outcome.settled else None
     if still is not None:
         say(f"the unit is still failing: {safe_text(still)}")
     if as_json:
         echo_json(
             {
-                **_plan_json(store, plan),
+                **_plan_json(adv, plan),
                 **_outcome_json(outcome.report),
                 "new_plan": None if again is None else with_short("plan_id", again),
                 "still_failing": still,
@@ -239,18 +225,10 @@ def replan(
     Examples:
       advisor replan vllm-minimax-m25
     """
-    from advisor.core.units import parse_service
-    from advisor.execution.recovery import replan as replan_
-    from advisor.pipeline.remediate import backend_for
-
-    store = store_for(db_url)
-    host, unit = parse_service(service)
-    conf = settings(gpu_twin=gpus_from)
-    chosen = backend_for(
-        "systemd", systemd_root, conf.gpu_twin, conf.host, notices=notices_for(conf)
-    )
+    adv = advisor_for(db_url, gpu_twin=gpus_from)
+    chosen = adv.backend("systemd", systemd_root)
     assert chosen is not None
-    done = replan_(store, chosen, host, unit)
+    done = adv.replan(chosen, service)
     say = say_for(as_json)
     for note in done.notes:
         say(safe_text(note))
@@ -261,7 +239,7 @@ def replan(
                 "old_plan": None if done.old_plan is None else with_short("plan_id", done.old_plan),
                 "new_plan": with_short("plan_id", done.new_plan),
                 "notes": done.notes,
-                "store": store.display_url,
+                "store": adv.store.display_url,
             }
         )
         return

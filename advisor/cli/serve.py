@@ -12,7 +12,6 @@ from advisor.cli.common import (
     backend_option,
     db_option,
     gpus_option,
-    notices_for,
     root_option,
     settings,
 )
@@ -35,6 +34,7 @@ def console_for(conf: Settings, store: EventStore, backend: str, systemd_root: P
     backend `advisor remediate` would act through (its `notify` steps telling the settings'
     `[notify]` targets)."""
     from advisor.console.app import Console
+    from advisor.front import Advisor
 
     return Console(
         store=store,
@@ -44,7 +44,7 @@ def console_for(conf: Settings, store: EventStore, backend: str, systemd_root: P
         systemd_root=systemd_root,
         gpu_twin=conf.gpu_twin,
         host=conf.host,
-        notices=notices_for(conf),
+        notices=Advisor(store, conf).notices(),
     )
 
 
@@ -88,7 +88,7 @@ def serve(
     import uvicorn
 
     from advisor.console.app import build_app
-    from advisor.store import open_store
+    from advisor.front import open_store
 
     conf = settings(db=db_url, gpu_twin=gpus_from, console={"listen": listen, "token": token})
     host, port = host_port(conf.console.listen, "--listen", "127.0.0.1:8750")

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from advisor.cli.common import db_option, echo_json, json_option, settings, store_for
+from advisor.cli.common import advisor_for, db_option, echo_json, json_option
 from advisor.cli.heads import heads_json, print_heads
 from advisor.core.errors import IntegrityError
 from advisor.core.render import safe_text
 
 if TYPE_CHECKING:
+    from advisor.front import Advisor
     from advisor.pipeline.verify import Collected, Verification
-    from advisor.store import EventStore
 
 
 @click.command()
@@ -70,37 +70,29 @@ def verify(
       advisor verify --heads --json
     """
     from advisor.core.progress import count_progress
-    from advisor.pipeline.verify import collect, verify_store
-    from advisor.store import audit
 
+    adv = advisor_for(db_url, read_only=True)
     collected = None
     if with_heads or key_path is not None or heads_file is not None or heads_journal_files:
-        from advisor.store.headlog import store_label
-
-        url = settings(db=db_url).db_url
-        label = store_label(url)
-        if label is None:
+        collected = adv.collect_heads(key_path, heads_file, heads_journal_files)
+        if collected is None:
             raise click.UsageError("--heads: an in-memory store has no signed heads")
-        collected = collect(url, label, key_path, heads_file, heads_journal_files)
         if not collected.store_exists and collected.read.heads:
             # The missing store is the finding.
-            _say_missing_store(collected, as_json)
+            _say_missing_store(adv, collected, as_json)
             raise SystemExit(IntegrityError.exit_code)
-    store = store_for(db_url, read_only=True)
-    with count_progress("verifying", audit.last_seq(store)) as progress:
-        result = verify_store(store, collected, progress)
+    with count_progress("verifying", adv.last_seq()) as progress:
+        result = adv.verify(collected, progress)
     if as_json:
-        _echo_json(store, result, collected)
+        _echo_json(adv, result, collected)
     else:
         _print(result, collected)
     if not result.ok:
         raise SystemExit(IntegrityError.exit_code)
 
 
-def _say_missing_store(collected: Collected, as_json: bool) -> None:
-    from advisor.pipeline.verify import missing_store_heads
-
-    report = missing_store_heads(collected)
+def _say_missing_store(adv: Advisor, collected: Collected, as_json: bool) -> None:
+    report = adv.missing_store_heads(collected)
     if as_json:
         echo_json(
             {
@@ -118,15 +110,13 @@ def _say_missing_store(collected: Collected, as_json: bool) -> None:
         print_heads(collected, report)
 
 
-def _echo_json(store: EventStore, result: Verification, collected: Collected | None) -> None:
-    from advisor.views.skipped import count_skipped
-
+def _echo_json(adv: Advisor, result: Verification, collected: Collected | None) -> None:
     echo_json(
         {
             "ok": result.ok,
             **asdict(result.report),
             "hosts": [{"ok": h.ok, **asdict(h)} for h in result.hosts],
-            "skipped": count_skipped(store),
+            "skipped": adv.skipped(),
             **(
                 {
                     "host_heads": {

@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from advisor.cli.common import (
+    advisor_for,
     backend_option,
     db_option,
     gpus_option,
-    notices_for,
     root_option,
     seconds,
-    settings,
-    store_for,
 )
 from advisor.cli.heads import sign_heads
 
@@ -96,37 +94,21 @@ def watch(
       advisor watch --unit 'vllm*.service'
       advisor watch --auto --policy /etc/advisor/policy.toml
     """
-    from advisor.pipeline.daemon import AutoSetup, WatchConfig
-    from advisor.pipeline.daemon import watch as watch_
-    from advisor.planning.policy import load_policy
+    from advisor.front import Watch
 
-    conf = settings(gpu_twin=gpus_from, policy=policy_path)
-    setup = None
-    if auto_:
-        if conf.policy is None:
-            raise click.UsageError(
-                "--auto needs a policy: --policy FILE, or `policy` in the settings"
-            )
-        setup = AutoSetup(load_policy(conf.policy), conf.policy.name, backend, systemd_root)
-    config = WatchConfig(
-        units,
-        journal_files,
-        gpu_interval,
-        no_gpu,
-        ship_to,
-        conf.host,
-        conf.gpu_twin,
-        setup,
-        notices=notices_for(conf),
-        metrics=metrics or conf.metrics.listen,
+    adv = advisor_for(db_url, gpu_twin=gpus_from, policy=policy_path)
+    if auto_ and adv.settings.policy is None:
+        raise click.UsageError("--auto needs a policy: --policy FILE, or `policy` in the settings")
+    what = Watch(
+        units, journal_files, gpu_interval, no_gpu, ship_to, auto_, backend, systemd_root, metrics
     )
 
     def open_store() -> EventStore:
-        store = store_for(db_url)
-        sign_heads(store)  # tamper evidence: docs/integrity.md
-        return store
+        opened = advisor_for(db_url)
+        sign_heads(opened)  # tamper evidence: docs/integrity.md
+        return opened.store
 
-    watch_(config, open_store, say)
+    adv.watch(what, open_store, say)
 
 
 def say(line: str) -> None:

@@ -36,6 +36,7 @@ from advisor.store.audit import last_seq
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
     from advisor.execution.notices import Notices
+    from advisor.front import Advisor
     from advisor.store import EventStore
 
 HERE = Path(__file__).parent
@@ -76,9 +77,15 @@ class Console:
         )
         self.templates.filters.update(when=when, duration=duration)
 
+    def front(self) -> Advisor:
+        """The front door on the console's store: what its decisions and pages go through."""
+        from advisor.front import Advisor
+
+        return Advisor(self.store)
+
     def backend(self) -> Backend | None:
         """The backend to act through (None for a dry run), as `advisor remediate` builds it."""
-        from advisor.pipeline.remediate import backend_for
+        from advisor.front import backend_for
 
         return backend_for(
             self.backend_name, self.systemd_root, self.gpu_twin, self.host, notices=self.notices
@@ -109,10 +116,9 @@ def _metrics_text(db_url: str) -> Callable[[], bytes]:
     own read-only connection."""
     from prometheus_client import generate_latest
 
-    from advisor.pipeline.metrics import registry_for
-    from advisor.store import open_store
+    from advisor.front import metrics_registry
 
-    registry = registry_for(lambda: open_store(db_url, read_only=True))
+    registry = metrics_registry(db_url)
     return lambda: generate_latest(registry)
 
 

@@ -1,11 +1,11 @@
 """The console's forms (POST): logging in and out, and the decisions on a plan — approve a step
 or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what is
-approved. Each is recorded by the very function the command line calls (`advisor approve`,
-`reject`, `rollback`, `remediate`), through the same backend (`backend_for`, telling the
-`[notify]` targets of the settings) and taking ids as it does (the whole id, a prefix, a
-prefix of the short id); a plan runs in the background and the page follows its events as
-they arrive. The store work runs off the event loop, through the console's Gate. The note a
-decision leaves names ids by their short ids."""
+approved. Each goes through the front door (`advisor.front.Advisor`: `decide`, `run`) to the
+very function the command line calls (`advisor approve`, `reject`, `rollback`, `remediate`),
+through the same backend (`backend_for`, telling the `[notify]` targets of the settings) and
+taking ids as it does (the whole id, a prefix, a prefix of the short id); a plan runs in the
+background and the page follows its events as they arrive. The store work runs off the event
+loop, through the console's Gate. The note a decision leaves names ids by their short ids."""
 
 from __future__ import annotations
 
@@ -111,40 +111,27 @@ async def _decide(request: Request, kind: str) -> Response:
 
 
 def _record(console: Any, kind: str, ident: str, why: str, by: str) -> str:
-    from advisor.execution.run import approve, reject, rollback
-
-    if kind == "approve":
-        approved = approve(console.store, ident, by)
-        return f"approved {len(approved)} action(s): {', '.join(approved) or '-'}"
-    if kind == "reject":
-        reject(console.store, ident, by, why or "rejected in the console")
-        return f"rejected {ident}"
-    backend = console.backend()
-    if backend is None:
-        return "rollback: this console runs with --backend dry-run: nothing is changed"
-    return str(rollback(console.store, backend, ident, root=console.systemd_root))
+    return str(
+        console.front().decide(
+            kind, ident, by=by, why=why, backend=console.backend, systemd_root=console.systemd_root
+        )
+    )
 
 
 def _run_in_background(console: Any, ident: str) -> tuple[str, BackgroundTask | None]:
-    from advisor.execution.decisions import plan_of
-    from advisor.pipeline.remediate import preview
-
-    plan_id = plan_of(console.store, ident)
+    front = console.front()
+    plan_id = front.plan_of(ident)
     backend = console.backend()
     if backend is None:
-        lines = preview(
-            console.store, plan_id, console.systemd_root, console.gpu_twin, console.host
-        )
+        lines = front.preview(plan_id, console.systemd_root, console.gpu_twin, console.host)
         return "dry run (nothing changed or recorded): " + "; ".join(lines), None
     return f"running the approved steps of {plan_id}", BackgroundTask(_carry_out, console, plan_id)
 
 
 def _carry_out(console: Any, plan_id: str) -> None:
     """Run the plan (in the background: the page follows its events)."""
-    from advisor.pipeline.remediate import carry_out
-
     try:
-        outcome = carry_out(console.store, console.backend(), plan_id)
+        outcome = console.front().run(console.backend(), plan_id)
     except AdvisorError as e:  # the executor recorded what it could; say the rest
         log.warning("running %s: %s", safe_text(plan_id), safe_text(str(e)))
         return

@@ -24,9 +24,9 @@ def stats_report(url: str) -> dict[str, list[dict[str, Any]]]:
     """`advisor stats` over the store at `url`, a section of nothing without rows. DuckDB
     reads a SQLite store in a process of its own, never in the console's, which holds the
     store through sqlite3 (advisor.reports.apart: its locks would be dropped)."""
-    from advisor.reports.analytics import store_stats
+    from advisor.front import Advisor
 
-    return {name: shown_rows(rows) for name, rows in store_stats(url).items()}
+    return {name: shown_rows(rows) for name, rows in Advisor(None).stats(url=url).items()}
 
 
 def figures(report: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:

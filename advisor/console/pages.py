@@ -84,9 +84,8 @@ def incidents_page(request: Request) -> Response:
 
 
 def incident_page(request: Request) -> Response:
-    from advisor.reports.postmortem import build
-
-    store = request.app.state.console.store
+    console = request.app.state.console
+    store = console.store
     seq = last_seq(store)
     given = request.path_params["incident_id"]
     try:
@@ -100,7 +99,7 @@ def incident_page(request: Request) -> Response:
     problem = None
     samples: dict[str, list[tuple[int, float]]] = {}  # the GPU series `explain` draws too
     try:
-        report = build(store, service, incident_id, samples)
+        report = console.front().postmortem(service, incident_id, samples)
     except AdvisorError as e:  # shown from its own row: the page must not hide an incident
         problem = f"the post-mortem cannot be built: {e}"
         report = bare_report(incident, plan_actions(store, incident_id))

@@ -1,0 +1,152 @@
+"""The front door's long-running and fleet operations: ship this host's events to a central
+store, retain a central store's old partitions, watch (the daemon a host runs), and the demo.
+Each delegates to advisor.fleet, advisor.pipeline.daemon and advisor.demo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor.front.base import Front
+
+if TYPE_CHECKING:
+    from advisor.demo.simulated import DemoResult
+    from advisor.fleet.retention import Retained
+    from advisor.fleet.ship import ShipReport
+    from advisor.store import EventStore
+    from advisor.store.partitions import Partition
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What `watch` follows and does (`advisor watch`'s options; the rest from the
+    settings: host, GPU twin, policy with `auto`, whom to notify, where metrics go)."""
+
+    units: tuple[str, ...] = ()  # globs; none: the inference servers, discovered
+    journal_files: tuple[Path, ...] = ()  # follow these instead of the system journal
+    gpu_interval_s: float = 1.0
+    no_gpu: bool = False
+    ship_to: str | None = None
+    auto: bool = False  # also apply what the settings' policy allows
+    backend: str = "systemd"  # with auto: systemd | dry-run
+    systemd_root: Path = Path("/etc/systemd/system")
+    metrics: str | None = None  # HOST:PORT; None: the settings' [metrics] listen
+
+
+def metrics_registry(db_url: str) -> Any:
+    """The Prometheus metrics `advisor watch --metrics` serves, read from the store at
+    `db_url` on a read-only connection of their own."""
+    from advisor.front.base import open_store
+    from advisor.pipeline.metrics import registry_for
+
+    return registry_for(lambda: open_store(db_url, read_only=True))
+
+
+class Fleet(Front):
+    def ship(
+        self,
+        central_url: str,
+        *,
+        give_up_after_s: float = 300.0,
+        key_path: Path | None = None,
+    ) -> tuple[ShipReport, str]:
+        """Copy this host's events (the settings' host) to the central store at
+        `central_url`; what was shipped, and that store's URL as shown. The chain heads are
+        signed with the host key at `key_path` (default: $ADVISOR_KEY or the host key, if
+        it exists)."""
+        from advisor.core.errors import InputError
+        from advisor.fleet.ship import open_central, ship
+        from advisor.store.headlog import default_key_path, load_key, store_label
+
+        local = self.store
+        key = load_key(key_path or default_key_path())
+        if key_path is not None and key is None:
+            raise InputError(f"--key {key_path}: no such file")
+        central = open_central(central_url, give_up_after_s=give_up_after_s)
+        try:
+            report = ship(
+                local,
+                central,
+                self.settings.host,
+                give_up_after_s=give_up_after_s,
+                key=key,
+                store_label=store_label(local.url) or "",
+            )
+        finally:
+            central.close()
+        return report, central.display_url
+
+    def retainable(self, before_us: int) -> list[Partition]:
+        """The central store's partitions whose events were all recorded before `before_us`."""
+        from advisor.fleet.retention import retainable
+
+        return retainable(self.store, before_us)
+
+    def retain(self, before_us: int, folder: Path) -> list[Retained]:
+        """Export those partitions as Parquet under `folder`, record it, detach them."""
+        from advisor.fleet.retention import retain
+
+        return retain(self.store, before_us, folder)
+
+    def watch(
+        self, what: Watch, open_store: Callable[[], EventStore], say: Callable[[str], None]
+    ) -> None:
+        """The daemon (advisor.pipeline.daemon): follow the journal and the GPUs, diagnose,
+        propose, and with `what.auto` apply what the settings' policy allows, until SIGINT
+        or SIGTERM. `open_store` opens the store each time the daemon needs one."""
+        from advisor.pipeline.daemon import AutoSetup, WatchConfig, watch
+        from advisor.planning.policy import load_policy
+
+        conf = self.settings
+        setup = None
+        if what.auto:
+            if conf.policy is None:
+                raise ValueError("watch --auto needs a policy in the settings")
+            policy = load_policy(conf.policy)
+            setup = AutoSetup(policy, conf.policy.name, what.backend, what.systemd_root)
+        config = WatchConfig(
+            what.units,
+            what.journal_files,
+            what.gpu_interval_s,
+            what.no_gpu,
+            what.ship_to,
+            conf.host,
+            conf.gpu_twin,
+            setup,
+            notices=self.notices(),
+            metrics=what.metrics or conf.metrics.listen,
+        )
+        watch(config, open_store, say)
+
+    def demo(
+        self,
+        workdir: Path,
+        *,
+        under_systemd: bool,
+        ask: Callable[[str], bool],
+        say: Callable[[str], None],
+    ) -> DemoResult:
+        """The seed scenario on a simulated node (or under real systemd), on this store."""
+        if under_systemd:
+            from advisor.demo.systemd import run_systemd_demo
+
+            return run_systemd_demo(self.store, workdir, ask=ask, say=say)
+        from advisor.demo.simulated import run_demo
+
+        return run_demo(self.store, workdir, ask=ask, say=say)
+
+    @staticmethod
+    def demo_unit() -> str:
+        """The unit the demo's story is of."""
+        from advisor.demo.simulated import UNIT
+
+        return UNIT
+
+    @staticmethod
+    def systemd_unavailable() -> str | None:
+        """Why the demo cannot run under real systemd here, or None."""
+        from advisor.sim.box import unavailable
+
+        return unavailable()

@@ -1,0 +1,84 @@
+"""The front door's tamper evidence (docs/integrity.md): the store's head signed after the
+batches a writing command commits, and `verify`: the hash chain, the shipped hosts' chains
+and the signed heads. Each delegates to advisor.store.headlog and advisor.pipeline.verify."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from advisor.front.base import Front
+
+if TYPE_CHECKING:
+    from advisor.pipeline.verify import Collected, Verification
+    from advisor.store.audit import HeadsReport
+
+
+class Integrity(Front):
+    def sign_heads(self, on_error: Callable[[str], None]) -> Callable[[], None] | None:
+        """Sign the store's head after the batches committed from now on; the host key is
+        created on first use. What to call when the command ends (it signs the last head),
+        or None for an in-memory store (nothing to sign)."""
+        from advisor.store.headlog import (
+            HeadWriter,
+            default_key_path,
+            heads_file_for,
+            load_or_create_key,
+            store_label,
+        )
+
+        label = store_label(self.store.url)
+        if label is None:
+            return None
+        path = default_key_path()
+        key = load_or_create_key(path)
+        writer = HeadWriter(
+            self.store,
+            key,
+            host=self.settings.host,
+            label=label,
+            heads_file=heads_file_for(path),
+            on_error=on_error,
+        )
+        return writer.close
+
+    def collect_heads(
+        self,
+        key_path: Path | None,
+        heads_file: Path | None,
+        journal_files: tuple[Path, ...],
+    ) -> Collected | None:
+        """The heads signed for the settings' store (the heads file, the journal), without
+        opening it; None for an in-memory store, which has none. Creates nothing."""
+        from advisor.pipeline.verify import collect
+        from advisor.store.headlog import store_label
+
+        url = self.settings.db_url
+        label = store_label(url)
+        if label is None:
+            return None
+        return collect(url, label, key_path, heads_file, journal_files)
+
+    @staticmethod
+    def missing_store_heads(collected: Collected) -> HeadsReport:
+        """The heads compared with a store that does not exist (the missing store is the
+        finding)."""
+        from advisor.pipeline.verify import missing_store_heads
+
+        return missing_store_heads(collected)
+
+    def last_seq(self) -> int:
+        """The store's last sequence number (0 when empty)."""
+        from advisor.store import audit
+
+        return audit.last_seq(self.store)
+
+    def verify(
+        self, collected: Collected | None, progress: Callable[[int], None] | None = None
+    ) -> Verification:
+        """Walk the hash chain (`progress` told of the events checked), each shipped host's
+        chain, and with `collected` the signed heads."""
+        from advisor.pipeline.verify import verify_store
+
+        return verify_store(self.store, collected, progress)
