@@ -15,7 +15,6 @@ __all__ = [
     "ids",
     "journal_export",
     "journalctl",
-    "journald",
     "payloads",
     "progress",
     "quantiles",
