@@ -29,9 +29,9 @@ from advisor.cli.ingest_report import (
     samples_host,
     strict_option,
 )
+from advisor.cli.progress import byte_progress
 from advisor.core.errors import InputError
 from advisor.core.journalctl import journalctl_path
-from advisor.core.progress import byte_progress
 from advisor.core.render import safe_text
 from advisor.core.units import parse_service, service_host
 from advisor.pipeline.signals import signals_set, sigterm_as_interrupt

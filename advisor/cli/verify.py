@@ -69,7 +69,7 @@ def verify(
       advisor verify
       advisor verify --heads --json
     """
-    from advisor.core.progress import count_progress
+    from advisor.cli.progress import count_progress
     from advisor.pipeline.verify import collect, verify_store
     from advisor.store import audit
 

@@ -16,7 +16,6 @@ __all__ = [
     "journal_export",
     "journalctl",
     "payloads",
-    "progress",
     "quantiles",
     "records",
     "release",
