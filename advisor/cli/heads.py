@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from advisor.cli.common import settings
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.pipeline.verify import Collected

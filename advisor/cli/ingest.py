@@ -32,9 +32,9 @@ from advisor.cli.ingest_report import (
 from advisor.cli.progress import byte_progress
 from advisor.core.errors import InputError
 from advisor.core.journalctl import journalctl_path
-from advisor.core.render import safe_text
 from advisor.core.units import parse_service, service_host
 from advisor.pipeline.signals import signals_set, sigterm_as_interrupt
+from advisor.reports.render import safe_text
 from ingest.files import resolve
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import click
 
 from advisor.cli.common import echo_json, settings
 from advisor.core.errors import InputError
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.pipeline.processing import ProcessReport

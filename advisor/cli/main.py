@@ -208,8 +208,8 @@ def events(
     """
     import orjson
 
-    from advisor.core.render import event_json, event_line
     from advisor.core.timefmt import parse_time_us
+    from advisor.reports.render import event_json, event_line
     from advisor.store import EventFilter
 
     flt = EventFilter(
@@ -237,8 +237,8 @@ def status(as_json: bool, db_url: str | None) -> None:
       advisor status
       advisor status --json
     """
-    from advisor.core.render import safe_text
     from advisor.core.timefmt import format_us
+    from advisor.reports.render import safe_text
     from advisor.store import audit
     from advisor.views.skipped import count_skipped
 

@@ -11,7 +11,7 @@ import click
 from advisor.cli.common import db_option, echo_json, json_option, settings, store_for
 from advisor.cli.heads import heads_json, print_heads
 from advisor.core.errors import IntegrityError
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.pipeline.verify import Collected, Verification

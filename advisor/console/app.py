@@ -30,7 +30,7 @@ from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
 from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 from advisor.store.audit import last_seq
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ __all__ = [
     "quantiles",
     "records",
     "release",
-    "render",
     "sampler",
     "settings",
     "shapes",

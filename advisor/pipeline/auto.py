@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import CHANGES, History, Policy, decide
+from advisor.reports.render import safe_text
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows

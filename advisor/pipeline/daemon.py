@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.core.errors import InputError, StoreError
-from advisor.core.render import safe_text
 from advisor.pipeline.signals import signals_set
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers

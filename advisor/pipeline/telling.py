@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.ids import short_id
-from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix
+from advisor.reports.render import safe_text
 from advisor.store.retained import last_seq
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
