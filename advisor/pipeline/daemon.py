@@ -329,7 +329,7 @@ def start_gpu(
 ) -> threading.Thread | None:
     """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
     GPU, say so and go on without."""
-    from advisor.pipeline.backends import gpu_sampler
+    from advisor.pipeline.backend_setup import gpu_sampler
     from ingest.gpu import sample_live
 
     sampler, why = gpu_sampler(host, gpu_twin)

@@ -44,14 +44,14 @@ def backend_for(
     for a dry run (`dry-run`)."""
     if name == "dry-run":
         return None
-    from advisor.pipeline.backends import systemd_backend
+    from advisor.pipeline.backend_setup import systemd_backend
 
     return systemd_backend(root, gpu_twin=gpu_twin, host=host, notices=notices)
 
 
 def observer(root: Path, gpu_twin: Path | None, host: str | None = None) -> Backend | None:
     """A systemd backend to *read* units with, for a dry run; None if systemd is not there."""
-    from advisor.pipeline.backends import systemd_backend
+    from advisor.pipeline.backend_setup import systemd_backend
 
     try:
         backend = systemd_backend(root, gpu_twin=gpu_twin, host=host)

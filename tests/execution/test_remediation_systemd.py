@@ -398,7 +398,7 @@ def test_a_dropin_written_but_not_recorded_is_found_and_rolled_back(
 DRIVER = """
 import os, signal, sys
 from pathlib import Path
-from advisor.pipeline.backends import systemd_backend
+from advisor.pipeline.backend_setup import systemd_backend
 from advisor.execution.run import Executor, approve
 from advisor.store import open_store
 
