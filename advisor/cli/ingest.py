@@ -39,7 +39,7 @@ from ingest.files import resolve
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from ingest.pipeline import IngestReport
+    from ingest.batches import IngestReport
 
 
 @click.group(cls=AdvisorGroup)

@@ -14,7 +14,7 @@ from advisor.reports.render import safe_text
 if TYPE_CHECKING:
     from advisor.pipeline.processing import ProcessReport
     from advisor.store import EventStore
-    from ingest.pipeline import IngestReport
+    from ingest.batches import IngestReport
 
 strict_option = click.option(
     "--strict", is_flag=True, help="A line that cannot be parsed is an error; nothing is written."
