@@ -281,7 +281,7 @@ def ship(
     from advisor.core.errors import InputError
     from advisor.fleet.ship import open_central
     from advisor.fleet.ship import ship as ship_
-    from advisor.store.headlog import default_key_path, load_key, store_label
+    from advisor.store.integrity.headlog import default_key_path, load_key, store_label
 
     local = store_for(db_url)
     key = load_key(key_path or default_key_path())

@@ -13,7 +13,7 @@ from advisor.reports.render import safe_text
 if TYPE_CHECKING:
     from advisor.pipeline.verify import Collected
     from advisor.store import EventStore
-    from advisor.store.audit import HeadsReport
+    from advisor.store.integrity.audit import HeadsReport
 
 SHOWN_FINDINGS = 5  # findings printed; the rest counted
 JSON_FINDINGS = 100  # findings in --json; `findings_total` counts them all
@@ -22,7 +22,7 @@ JSON_FINDINGS = 100  # findings in --json; `findings_total` counts them all
 def sign_heads(store: EventStore) -> None:
     """Sign the store's head after the batches this command commits (and when it ends); the
     host key is created on first use. Nothing for an in-memory store."""
-    from advisor.store.headlog import (
+    from advisor.store.integrity.headlog import (
         HeadWriter,
         default_key_path,
         heads_file_for,

@@ -71,11 +71,11 @@ def verify(
     """
     from advisor.cli.progress import count_progress
     from advisor.pipeline.verify import collect, verify_store
-    from advisor.store import audit
+    from advisor.store.integrity import audit
 
     collected = None
     if with_heads or key_path is not None or heads_file is not None or heads_journal_files:
-        from advisor.store.headlog import store_label
+        from advisor.store.integrity.headlog import store_label
 
         url = settings(db=db_url).db_url
         label = store_label(url)

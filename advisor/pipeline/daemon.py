@@ -249,7 +249,7 @@ def start_shipper(
     `died`, and `watch` fails when it stops."""
     from advisor.fleet.ship import ShipReport
     from advisor.store.engine import redact
-    from advisor.store.headlog import default_key_path, load_key, store_label
+    from advisor.store.integrity.headlog import default_key_path, load_key, store_label
 
     where = redact(ship_to)
     failing = [False]

@@ -22,7 +22,7 @@ from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix
 from advisor.reports.render import safe_text
-from advisor.store.retained import last_seq
+from advisor.store.integrity.retained import last_seq
 from advisor.views.actions import all_actions
 from advisor.views.incidents import incident_rows
 
