@@ -26,7 +26,7 @@ from advisor.core.ids import short_id, shorten_ids
 from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 
 def describe(row: ActionRow) -> str:
@@ -55,7 +55,7 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
       advisor actions --pending
       advisor actions --json
     """
-    from advisor.views.actions import all_actions
+    from advisor.views.read.actions import all_actions
 
     rows = all_actions(store_for(db_url))
     if pending:

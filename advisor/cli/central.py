@@ -18,7 +18,7 @@ def fold(as_json: bool, db_url: str | None) -> None:
     Examples:
       advisor fold --db postgresql+psycopg://advisor@central/fleet
     """
-    from advisor.views.projector import Projector
+    from advisor.views.fold.projector import Projector
 
     folded = Projector(store_for(db_url)).catch_up()
     if as_json:

@@ -81,7 +81,7 @@ def samples_host(store: EventStore, host: str | None) -> str:
     `host`) — unless the store's log lines are all of one other host, as in a post-mortem of
     that host's files: then InputError (exit 4) naming it, rather than samples no chart of
     that host would ever show."""
-    from advisor.views.hosts import log_hosts
+    from advisor.views.read.hosts import log_hosts
 
     here = settings(host=host).host
     if host is not None:

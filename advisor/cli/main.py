@@ -240,7 +240,7 @@ def status(as_json: bool, db_url: str | None) -> None:
     from advisor.core.timefmt import format_us
     from advisor.reports.render import safe_text
     from advisor.store.integrity import audit
-    from advisor.views.skipped import count_skipped
+    from advisor.views.fold.skipped import count_skipped
 
     store = store_for(db_url, read_only=True)
     st = audit.status(store)

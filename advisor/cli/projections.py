@@ -44,7 +44,7 @@ def runs(service: str | None, as_json: bool, db_url: str | None) -> None:
       advisor runs --service vllm-llama70b
       advisor runs --service gpu-node-07/vllm-llama70b --json
     """
-    from advisor.views.reading import read_rows
+    from advisor.views.read.reading import read_rows
 
     host, unit = _split_service(service)
     rows = read_rows(store_for(db_url, read_only=True), "runs", unit=unit, host=host)
@@ -82,7 +82,7 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
       advisor incidents --open
       advisor incidents --service vllm-llama70b --json
     """
-    from advisor.views.reading import read_rows
+    from advisor.views.read.reading import read_rows
 
     host, unit = _split_service(service)
     rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
@@ -138,7 +138,7 @@ def rebuild(as_json: bool, db_url: str | None) -> None:
       advisor rebuild --db sqlite:///var/lib/advisor/events.db
       advisor rebuild --json
     """
-    from advisor.views.projector import Projector
+    from advisor.views.fold.projector import Projector
 
     store = store_for(db_url)
     folded = Projector(store).rebuild()

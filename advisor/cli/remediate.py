@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from advisor.execution.run import ExecReport
     from advisor.pipeline.remediate import OpenPlan
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 # Exit status of `remediate` / `replan` when the plan did not complete (a script can tell).
 PLAN_STOPPED_EXIT = 1

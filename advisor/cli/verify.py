@@ -119,7 +119,7 @@ def _say_missing_store(collected: Collected, as_json: bool) -> None:
 
 
 def _echo_json(store: EventStore, result: Verification, collected: Collected | None) -> None:
-    from advisor.views.skipped import count_skipped
+    from advisor.views.fold.skipped import count_skipped
 
     echo_json(
         {

@@ -16,9 +16,9 @@ from advisor.core.payloads import MAX_KEY
 from advisor.reports.render import event_json
 from advisor.store import EventFilter
 from advisor.store.integrity.audit import last_seq
-from advisor.views.actions import plan_actions
-from advisor.views.console import choices, incident_by_id, incident_list, resolve_incident
-from advisor.views.rows import fresh
+from advisor.views.read.actions import plan_actions
+from advisor.views.read.console import choices, incident_by_id, incident_list, resolve_incident
+from advisor.views.read.rows import fresh
 
 LIST_LIMIT = 200
 

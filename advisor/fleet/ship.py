@@ -58,7 +58,7 @@ from advisor.store.integrity.central import (
 )
 from advisor.store.integrity.heads import HostKey
 from advisor.store.store import SHIP_PREFIX, RawEvent
-from advisor.views.projector import Projector
+from advisor.views.fold.projector import Projector
 
 BATCH: Final = 5000
 REPEAT_ERROR_S: Final = 60.0  # `ship_forever` repeats an unchanged error at most this often

@@ -22,10 +22,10 @@ from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import CHANGES, History, Policy, decide
 from advisor.reports.render import safe_text
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
-from advisor.views.projector import Projector
-from advisor.views.rows import ActionRow, IncidentView
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.rows import ActionRow, IncidentView
 
 
 @dataclass

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from advisor.execution.recovery import Replanned
     from advisor.execution.run import ExecReport
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 # The plan's states after which `remediate` counts as done (a script can tell the rest).
 SETTLED = ("done", "waiting")

@@ -23,12 +23,12 @@ from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix
 from advisor.reports.render import safe_text
 from advisor.store.integrity.retained import last_seq
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow, IncidentView
+    from advisor.views.read.rows import ActionRow, IncidentView
 
 Say = Callable[[str], None]
 _DONE = frozenset({"succeeded", "skipped"})

@@ -22,9 +22,9 @@ from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
 from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventFilter, EventStore, open_store
-from advisor.views.actions import all_actions
-from advisor.views.reading import read_rows
-from advisor.views.rows import ActionRow
+from advisor.views.read.actions import all_actions
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import ActionRow
 from tests.boxproc import advisor_in, watching
 from tests.conftest import ROOT
 from tests.waiting import wait

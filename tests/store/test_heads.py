@@ -43,7 +43,7 @@ from advisor.store.integrity.headlog import (
 from advisor.store.integrity.heads import HostKey, SignedHead
 from advisor.store.store import GENESIS_HASH
 from advisor.store.types import AppendResult
-from advisor.views.projector import CHECKPOINT, Projector
+from advisor.views.fold.projector import CHECKPOINT, Projector
 from tests.boxproc import advisor_in
 
 Opener = Callable[[str], EventStore]
