@@ -33,8 +33,8 @@ from advisor.pipeline.processing import Processor  # noqa: E402
 from advisor.reports.analytics import connect_parquet, connect_store, export_parquet, stats  # noqa: E402
 from advisor.reports.apart import enter_apart  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
-from advisor.store.audit import last_seq  # noqa: E402
 from advisor.store.engine import redact  # noqa: E402
+from advisor.store.integrity.audit import last_seq  # noqa: E402
 
 QUERIES = {
     "crash lines per host": "SELECT host, count(*) FROM log_lines WHERE message LIKE "

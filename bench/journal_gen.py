@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from advisor.core.journald import (
+from advisor.sim.journald_format import (
     PID1_FIELDS,
     STDOUT_KEY_ORDER,
     SYSTEMD_MESSAGES,

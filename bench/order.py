@@ -29,7 +29,7 @@ import orjson  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from advisor.store import open_store  # noqa: E402
-from advisor.views.reading import read_rows  # noqa: E402
+from advisor.views.read.reading import read_rows  # noqa: E402
 from bench import journal_gen  # noqa: E402
 
 SEED = ROOT / "tests" / "fixtures" / "seed-minimax-m25.journal.jsonl"

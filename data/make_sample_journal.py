@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from advisor.core.journald import (
+from advisor.sim.journald_format import (
     PID1_FIELDS,
     STDOUT_KEY_ORDER,
     SYSTEMD_MESSAGES,

@@ -3,6 +3,7 @@ NVML, GPU recordings, and a watched folder. Depends only on advisor.core and adv
 """
 
 __all__ = [
+    "batches",
     "cgroup",
     "filejob",
     "files",
@@ -16,7 +17,6 @@ __all__ = [
     "nvidia_smi",
     "nvml",
     "parallel",
-    "pipeline",
     "sampling",
     "text",
     "watch",

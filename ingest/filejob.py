@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from advisor.core.records import Progress, Record
+from ingest.batches import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.files import FileCursor, checkpoint_name, iter_lines, resolve, start_cursor
 from ingest.parallel import PARALLEL_MIN_BYTES, ingest_parallel
-from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

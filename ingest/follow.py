@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from advisor.core.records import Record
-from ingest.pipeline import Ingester
+from ingest.batches import Ingester
 
 
 class Selection(Protocol):

@@ -9,12 +9,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from advisor.core.events import GpuSampled
 from advisor.core.records import Progress, Record
+from ingest.batches import Ingester, IngestReport
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_recording import parse_recording_line, recording_line
 from ingest.gpu_samples import sample_event
 from ingest.nvml import NvmlSampler, sampling_loop
-from ingest.pipeline import Ingester, IngestReport
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -25,11 +25,11 @@ from advisor.core.journalctl import (
 )
 from advisor.core.records import Progress, Record
 from advisor.core.units import mangle
+from ingest.batches import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.follow import Reader, Selection, flush_on_idle, kept
 from ingest.journal import EntryError, entry_event, json_line_record
-from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from advisor.core.errors import InputError
 from advisor.core.events import GpuSampled
 from advisor.core.records import Progress, Record
+from ingest.batches import IngestReport
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_samples import sample_event
-from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

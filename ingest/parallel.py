@@ -28,7 +28,7 @@ from advisor.core.errors import AdvisorError, InputError
 from advisor.core.events import Prepared
 from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
-from ingest.pipeline import DEFAULT_BATCH, Ingester, IngestReport
+from ingest.batches import DEFAULT_BATCH, Ingester, IngestReport
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.core.errors import InputError
 from advisor.core.records import Progress, Record, clean_name, decode_text
+from ingest.batches import IngestReport
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.kinds import SNIFF_BYTES, binary_message, looks_binary
-from ingest.pipeline import IngestReport
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

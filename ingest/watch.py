@@ -19,11 +19,11 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from advisor.core.errors import AdvisorError
+from ingest.batches import IngestReport
 from ingest.gpu import replay_recording
 from ingest.journal_sources import ingest_json_file
 from ingest.kinds import line_kind
 from ingest.nvidia_smi import ingest_nvidia_smi_file
-from ingest.pipeline import IngestReport
 from ingest.text import ingest_text_file
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from advisor.core import journald
 from advisor.core.journal_export import write_export_entry
+from advisor.sim import journald_format as journald
 
 JOURNAL_REMOTE = next(
     (

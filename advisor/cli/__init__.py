@@ -12,6 +12,7 @@ __all__ = [
     "ingest",
     "ingest_report",
     "main",
+    "progress",
     "projections",
     "remediate",
     "serve",

@@ -21,10 +21,10 @@ from advisor.cli.common import (
     with_short,
 )
 from advisor.core.ids import short_id, shorten_ids
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 
 def describe(row: ActionRow) -> str:

@@ -14,8 +14,8 @@ import orjson
 
 from advisor.cli.common import advisor_for, db_option, echo_json, emit, json_option
 from advisor.cli.group import AdvisorGroup
-from advisor.core.render import escape_controls, safe_text
 from advisor.core.units import parse_service, service_host
+from advisor.reports.render import escape_controls, safe_text
 
 
 @click.command()

@@ -10,8 +10,8 @@ import click
 from advisor.cli.common import echo_json, json_option, write_file
 from advisor.cli.group import AdvisorGroup
 from advisor.core.errors import InputError
-from advisor.core.render import clip, safe_text
 from advisor.front import Advisor
+from advisor.reports.render import clip, safe_text
 
 rules_option = click.option(
     "--rules",

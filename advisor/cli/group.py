@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, NoReturn
 import click
 
 from advisor.core.errors import AdvisorError, StoreError
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 INTERRUPTED_EXIT = 130
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.front import Advisor
     from advisor.pipeline.verify import Collected
-    from advisor.store.audit import HeadsReport
+    from advisor.store.integrity.audit import HeadsReport
 
 SHOWN_FINDINGS = 5  # findings printed; the rest counted
 JSON_FINDINGS = 100  # findings in --json; `findings_total` counts them all

@@ -28,16 +28,16 @@ from advisor.cli.ingest_report import (
     samples_host,
     strict_option,
 )
+from advisor.cli.progress import byte_progress
 from advisor.core.errors import InputError
 from advisor.core.journalctl import journalctl_path
-from advisor.core.progress import byte_progress
-from advisor.core.render import safe_text
 from advisor.core.units import parse_service, service_host
 from advisor.front.ingesting import input_file, signals_set, sigterm_as_interrupt, text_file
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.front import Advisor
-    from ingest.pipeline import IngestReport
+    from ingest.batches import IngestReport
 
 
 @click.group(cls=AdvisorGroup)

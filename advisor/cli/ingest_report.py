@@ -9,12 +9,12 @@ import click
 
 from advisor.cli.common import echo_json, settings
 from advisor.core.errors import InputError
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.front import Advisor
     from advisor.pipeline.processing import ProcessReport
-    from ingest.pipeline import IngestReport
+    from ingest.batches import IngestReport
 
 strict_option = click.option(
     "--strict", is_flag=True, help="A line that cannot be parsed is an error; nothing is written."

@@ -205,8 +205,8 @@ def events(
     """
     import orjson
 
-    from advisor.core.render import event_json, event_line
     from advisor.core.timefmt import parse_time_us
+    from advisor.reports.render import event_json, event_line
 
     since_us = None if since is None else parse_time_us(since)
     adv = advisor_for(db_url, read_only=True)
@@ -228,8 +228,8 @@ def status(as_json: bool, db_url: str | None) -> None:
       advisor status
       advisor status --json
     """
-    from advisor.core.render import safe_text
     from advisor.core.timefmt import format_us
+    from advisor.reports.render import safe_text
 
     st, skipped = advisor_for(db_url, read_only=True).status()
     if as_json:

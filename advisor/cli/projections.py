@@ -16,9 +16,9 @@ from advisor.cli.common import (
     json_option,
 )
 from advisor.core.ids import short_id
-from advisor.core.render import safe_text
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
+from advisor.reports.render import safe_text
 
 
 def _split_service(service: str | None) -> tuple[str | None, str | None]:

@@ -23,14 +23,14 @@ from advisor.cli.common import (
     with_short,
 )
 from advisor.core.ids import short_id, shorten_ids
-from advisor.core.render import safe_text
 from advisor.front import human
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.execution.run import ExecReport
     from advisor.front import Advisor
     from advisor.pipeline.remediate import OpenPlan
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 # Exit status of `remediate` / `replan` when the plan did not complete (a script can tell).
 PLAN_STOPPED_EXIT = 1

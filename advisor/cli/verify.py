@@ -11,7 +11,7 @@ import click
 from advisor.cli.common import advisor_for, db_option, echo_json, json_option
 from advisor.cli.heads import heads_json, print_heads
 from advisor.core.errors import IntegrityError
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.front import Advisor
@@ -69,7 +69,7 @@ def verify(
       advisor verify
       advisor verify --heads --json
     """
-    from advisor.core.progress import count_progress
+    from advisor.cli.progress import count_progress
 
     adv = advisor_for(db_url, read_only=True)
     collected = None

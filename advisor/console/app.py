@@ -24,14 +24,14 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from advisor.console import decisions, pages
+from advisor.console import forms, pages
 from advisor.console.auth import Sessions
 from advisor.console.charts import PATH as PLOTLY_PATH
 from advisor.console.charts import plotly_script
 from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
-from advisor.core.render import safe_text
-from advisor.store.audit import last_seq
+from advisor.reports.render import safe_text
+from advisor.store.integrity.audit import last_seq
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
@@ -101,12 +101,12 @@ def routes() -> list[Any]:
         Route("/api/changes", pages.changes),
         Route(PLOTLY_PATH, plotly_script),
         Route("/login", gated(pages.login_page)),
-        Route("/login", decisions.login, methods=["POST"]),
-        Route("/logout", decisions.logout, methods=["POST"]),
-        Route("/approve", decisions.approve, methods=["POST"]),
-        Route("/reject", decisions.reject, methods=["POST"]),
-        Route("/rollback", decisions.rollback, methods=["POST"]),
-        Route("/run", decisions.run, methods=["POST"]),
+        Route("/login", forms.login, methods=["POST"]),
+        Route("/logout", forms.logout, methods=["POST"]),
+        Route("/approve", forms.approve, methods=["POST"]),
+        Route("/reject", forms.reject, methods=["POST"]),
+        Route("/rollback", forms.rollback, methods=["POST"]),
+        Route("/run", forms.run, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

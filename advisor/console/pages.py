@@ -13,12 +13,12 @@ from advisor.console.charts import fleet_charts, incident_charts, plotly_src
 from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.payloads import MAX_KEY
-from advisor.core.render import event_json
+from advisor.reports.render import event_json
 from advisor.store import EventFilter
-from advisor.store.audit import last_seq
-from advisor.views.actions import plan_actions
-from advisor.views.console import choices, incident_by_id, incident_list, resolve_incident
-from advisor.views.rows import fresh
+from advisor.store.integrity.audit import last_seq
+from advisor.views.read.actions import plan_actions
+from advisor.views.read.console import choices, incident_by_id, incident_list, resolve_incident
+from advisor.views.read.rows import fresh
 
 LIST_LIMIT = 200
 

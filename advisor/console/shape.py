@@ -10,8 +10,8 @@ from typing import Any, Final
 from advisor.core.errors import InputError
 from advisor.core.timefmt import format_us, parse_time_us
 from advisor.execution.subject import headline_step
-from advisor.views.console import IncidentFilter
-from advisor.views.rows import ActionRow, IncidentView
+from advisor.views.read.console import IncidentFilter
+from advisor.views.read.rows import ActionRow, IncidentView
 
 STEP_KEYS: Final = ("flag", "value", "option", "seconds", "why", "arithmetic")
 

@@ -91,7 +91,7 @@ class CandidateLabel(BaseModel):
 
 class RunClassified(Payload):
     """Diagnosis of one service run (healthy ones too), from the evidence through `through_seq`.
-    `content` (version 2) names the lines judged (`advisor.views.projections.run_content`): the
+    `content` (version 2) names the lines judged (`advisor.views.fold.keys.run_content`): the
     label holds for the run while its lines are those; None (version 1) for any."""
 
     version: ClassVar[int] = 2

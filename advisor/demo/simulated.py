@@ -26,8 +26,8 @@ from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventStore
-from advisor.views.incidents import incident_rows
-from advisor.views.rows import IncidentView
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.rows import IncidentView
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend

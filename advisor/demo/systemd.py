@@ -128,6 +128,6 @@ def _say_up(backend: SystemdBackend, say: Callable[[str], None]) -> None:
 
 
 def _runs_of(store: EventStore) -> list[dict[str, object]]:
-    from advisor.views.reading import read_rows
+    from advisor.views.read.reading import read_rows
 
     return read_rows(store, "runs", unit=UNIT)

@@ -2,7 +2,7 @@
 
 `Diagnoser.pending()` reads the `runs` projection for runs to judge: not classified yet, or
 classified for other lines than they have now (`label_stale`: older lines arrived since). It
-reads each run's own lines back from the store (`views.reading.run_lines`: the stream's
+reads each run's own lines back from the store (`views.read.reading.run_lines`: the stream's
 lines between its first and last, in the fold's order, plus the host's kernel lines in its
 time window), and judges the run with the same rules and model as `advisor classify`. What it
 concludes is appended as events, each with an idempotency key, so a second diagnoser racing
@@ -11,7 +11,7 @@ this one, or a re-run after a crash, adds nothing twice:
 * `run.classified` for the lines judged (`content`, part of its key: a run whose lines
   change is judged again);
 * for a failed run that opens an incident — no incident of the unit with the same label and
-  config key is open before it, as the fold works incidents out (`views.incidents`) —
+  config key is open before it, as the fold works incidents out (`views.fold.incidents`) —
   `incident.opened` and `incident.classified` (its key names the lines too). The plan is
   the planning stage's (`planning.planner`), made from the `incident.classified`.
 
@@ -36,11 +36,11 @@ from advisor.diagnosis.rules import RuleSet
 from advisor.diagnosis.stream import judge_lines
 from advisor.parsing.lines import LogLine, clean_text
 from advisor.store import EventStore
-from advisor.views.incidents import would_open_incident
-from advisor.views.keys import config_key
-from advisor.views.reading import run_lines
-from advisor.views.rows import RunView
-from advisor.views.runs import runs_to_diagnose
+from advisor.views.fold.keys import config_key
+from advisor.views.read.incidents import would_open_incident
+from advisor.views.read.reading import run_lines
+from advisor.views.read.rows import RunView
+from advisor.views.read.runs import runs_to_diagnose
 
 SOURCE: Final = "diagnosis"
 MAX_ROUNDS: Final = 100  # passes over what is left to do, in one `pending()`

@@ -23,7 +23,7 @@ from advisor.execution.backends import Backend
 from advisor.execution.decisions import plan_rows
 from advisor.execution.rollback import rollback
 from advisor.store import EventFilter, EventStore
-from advisor.views.rows import ActionRow
+from advisor.views.read.rows import ActionRow
 
 RUNNING = frozenset({"active", "activating", "reloading"})
 

@@ -15,7 +15,7 @@ from advisor.core.actions import step_from_spec
 from advisor.core.errors import IntegrityError
 from advisor.core.events import ActionApproved, ActionProposed, ActionStep
 from advisor.store import EventFilter, EventStore
-from advisor.views.rows import ActionRow
+from advisor.views.read.rows import ActionRow
 
 __all__ = ["attested_step", "step_from_spec"]
 

@@ -13,9 +13,9 @@ from advisor.core.events import ActionStep, NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.store import EventStore
-from advisor.views.actions import action_by_id, all_actions, plan_actions
-from advisor.views.projector import Projector
-from advisor.views.rows import ActionRow
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import action_by_id, all_actions, plan_actions
+from advisor.views.read.rows import ActionRow
 
 EXECUTOR_SOURCE: Final = "executor"
 HUMAN_SOURCE: Final = "approval"

@@ -23,12 +23,12 @@ from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor
 from advisor.store import EventStore
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
-from advisor.views.rows import IncidentView
-from advisor.views.runs import run_row
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import IncidentView
+from advisor.views.read.runs import run_row
 
 
 @dataclass

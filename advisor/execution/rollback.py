@@ -16,9 +16,9 @@ from advisor.execution.decisions import (
     resolve_ident,
 )
 from advisor.store import EventStore, leases
-from advisor.views.actions import all_actions
-from advisor.views.projector import Projector
-from advisor.views.rows import ActionRow
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import all_actions
+from advisor.views.read.rows import ActionRow
 
 
 def rollback(

@@ -51,9 +51,9 @@ from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
 from advisor.execution.subject import incident_of, subject_of
 from advisor.store import EventStore, leases
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
-from advisor.views.rows import ActionRow
+from advisor.views.fold.projector import Projector
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import ActionRow
 
 __all__ = [
     "EXECUTOR_SOURCE",

@@ -11,9 +11,9 @@ from advisor.core.kinds import NOTIFY, SETTING_KINDS
 from advisor.execution.handlers import describe
 from advisor.execution.primitives import Subject
 from advisor.store import EventStore
-from advisor.views.actions import plan_actions
-from advisor.views.reading import read_rows
-from advisor.views.rows import ActionRow
+from advisor.views.read.actions import plan_actions
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import ActionRow
 
 T = TypeVar("T")
 

@@ -29,8 +29,14 @@ from advisor.core.errors import InputError, StoreError
 from advisor.core.events import NewEvent, StoreRetained
 from advisor.reports.analytics import connect_store, events_select, sql_literal
 from advisor.store import EventStore
-from advisor.store.audit import retentions
-from advisor.store.partitions import Partition, attached, chain_anchor, detach, host_anchors
+from advisor.store.integrity.audit import retentions
+from advisor.store.integrity.partitions import (
+    Partition,
+    attached,
+    chain_anchor,
+    detach,
+    host_anchors,
+)
 
 STREAM: Final = "store/retention"
 SOURCE: Final = "advisor-retention"

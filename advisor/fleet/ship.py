@@ -12,7 +12,7 @@ The central store decides, not the shipper. In PostgreSQL a shipper appends only
 host hash, refuses an event that does not extend the host's last shipped hash, takes an event
 already there as a duplicate only when its hash is the one stored, and numbers and chains the
 central events itself. A SQLite central store (development, tests) gets the same checks
-(advisor.store.central).
+(advisor.store.integrity.central).
 
 The shipper does not trust its own bookmark either: at the start of every ship (so each round
 of `watch --ship-to`) it reads the host's last seq and hash in the central store and compares
@@ -44,8 +44,9 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponent
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
 from advisor.store import Checkpoint, EventStore
-from advisor.store.audit import anchors, last_seq
-from advisor.store.central import (
+from advisor.store.engine import first_line, redact
+from advisor.store.integrity.audit import anchors, last_seq
+from advisor.store.integrity.central import (
     Position,
     Unreachable,
     central_events,
@@ -55,10 +56,9 @@ from advisor.store.central import (
     may_fold,
     writer_for,
 )
-from advisor.store.engine import first_line, redact
-from advisor.store.heads import HostKey
+from advisor.store.integrity.heads import HostKey
 from advisor.store.store import SHIP_PREFIX, RawEvent
-from advisor.views.projector import Projector
+from advisor.views.fold.projector import Projector
 
 BATCH: Final = 5000
 REPEAT_ERROR_S: Final = 60.0  # `ship_forever` repeats an unchanged error at most this often

@@ -14,14 +14,14 @@ if TYPE_CHECKING:
     from advisor.execution.backends import Backend
     from advisor.execution.recovery import Replanned
     from advisor.pipeline.remediate import OpenPlan, Outcome
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 
 class Acting(Front):
     def actions(self, *, pending: bool = False) -> list[ActionRow]:
         """Every proposed action and what became of it, by plan and step (`pending`: only
         those waiting for a decision)."""
-        from advisor.views.actions import all_actions
+        from advisor.views.read.actions import all_actions
 
         rows = all_actions(self.store)
         return [r for r in rows if r.status == "proposed"] if pending else rows

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from advisor.fleet.retention import Retained
     from advisor.fleet.ship import ShipReport
     from advisor.store import EventStore
-    from advisor.store.partitions import Partition
+    from advisor.store.integrity.partitions import Partition
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Fleet(Front):
         it exists)."""
         from advisor.core.errors import InputError
         from advisor.fleet.ship import open_central, ship
-        from advisor.store.headlog import default_key_path, load_key, store_label
+        from advisor.store.integrity.headlog import default_key_path, load_key, store_label
 
         local = self.store
         key = load_key(key_path or default_key_path())

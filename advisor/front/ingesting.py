@@ -17,8 +17,8 @@ from advisor.front.base import Front
 if TYPE_CHECKING:
     from advisor.core.records import Progress
     from advisor.pipeline.processing import ProcessReport
+    from ingest.batches import IngestReport
     from ingest.nvml import NvmlSampler
-    from ingest.pipeline import IngestReport
     from ingest.watch import FolderWatcher
 
 
@@ -65,7 +65,7 @@ class Ingesting(Front):
 
     def log_hosts(self) -> set[str]:
         """The hosts the store's log lines are of (up to two: one, or more than one)."""
-        from advisor.views.hosts import log_hosts
+        from advisor.views.read.hosts import log_hosts
 
         return log_hosts(self.store)
 

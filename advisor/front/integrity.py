@@ -1,6 +1,7 @@
 """The front door's tamper evidence (docs/integrity.md): the store's head signed after the
 batches a writing command commits, and `verify`: the hash chain, the shipped hosts' chains
-and the signed heads. Each delegates to advisor.store.headlog and advisor.pipeline.verify."""
+and the signed heads. Each delegates to advisor.store.integrity.headlog and
+advisor.pipeline.verify."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from advisor.front.base import Front
 
 if TYPE_CHECKING:
     from advisor.pipeline.verify import Collected, Verification
-    from advisor.store.audit import HeadsReport
+    from advisor.store.integrity.audit import HeadsReport
 
 
 class Integrity(Front):
@@ -20,7 +21,7 @@ class Integrity(Front):
         """Sign the store's head after the batches committed from now on; the host key is
         created on first use. What to call when the command ends (it signs the last head),
         or None for an in-memory store (nothing to sign)."""
-        from advisor.store.headlog import (
+        from advisor.store.integrity.headlog import (
             HeadWriter,
             default_key_path,
             heads_file_for,
@@ -52,7 +53,7 @@ class Integrity(Front):
         """The heads signed for the settings' store (the heads file, the journal), without
         opening it; None for an in-memory store, which has none. Creates nothing."""
         from advisor.pipeline.verify import collect
-        from advisor.store.headlog import store_label
+        from advisor.store.integrity.headlog import store_label
 
         url = self.settings.db_url
         label = store_label(url)
@@ -70,7 +71,7 @@ class Integrity(Front):
 
     def last_seq(self) -> int:
         """The store's last sequence number (0 when empty)."""
-        from advisor.store import audit
+        from advisor.store.integrity import audit
 
         return audit.last_seq(self.store)
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from advisor.core.events import StoredEvent
     from advisor.pipeline.processing import ProcessReport
     from advisor.reports.analytics import Answer
-    from advisor.store.audit import StoreStatus
+    from advisor.store.integrity.audit import StoreStatus
 
 EXPLAIN_FORMATS = ("text", "markdown", "json", "html")
 
@@ -45,20 +45,20 @@ class Reading(Front):
 
     def status(self) -> tuple[StoreStatus, dict[str, int]]:
         """The store's URL, revision, counts and checkpoints; and what was skipped, by stage."""
-        from advisor.store import audit
-        from advisor.views.skipped import count_skipped
+        from advisor.store.integrity import audit
+        from advisor.views.fold.skipped import count_skipped
 
         return audit.status(self.store), count_skipped(self.store)
 
     def skipped(self) -> dict[str, int]:
         """Events the fold, runs the diagnoser could not use, by stage."""
-        from advisor.views.skipped import count_skipped
+        from advisor.views.fold.skipped import count_skipped
 
         return count_skipped(self.store)
 
     def runs(self, *, unit: str | None = None, host: str | None = None) -> list[dict[str, Any]]:
         """Service runs (rows of the projection), in time order."""
-        from advisor.views.reading import read_rows
+        from advisor.views.read.reading import read_rows
 
         return read_rows(self.store, "runs", unit=unit, host=host)
 
@@ -66,7 +66,7 @@ class Reading(Front):
         self, *, unit: str | None = None, host: str | None = None, only_open: bool = False
     ) -> list[dict[str, Any]]:
         """Incidents (rows of the projection), in time order; `only_open`: not resolved."""
-        from advisor.views.reading import read_rows
+        from advisor.views.read.reading import read_rows
 
         rows = read_rows(self.store, "incidents", unit=unit, host=host)
         return [r for r in rows if r["status"] == "open"] if only_open else rows
@@ -79,13 +79,13 @@ class Reading(Front):
 
     def fold(self) -> int:
         """Bring the projections up to date without diagnosing; the events folded."""
-        from advisor.views.projector import Projector
+        from advisor.views.fold.projector import Projector
 
         return Projector(self.store).catch_up()
 
     def rebuild(self) -> int:
         """Drop the projections and rebuild them from the events; the events folded."""
-        from advisor.views.projector import Projector
+        from advisor.views.fold.projector import Projector
 
         return Projector(self.store).rebuild()
 

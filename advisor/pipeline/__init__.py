@@ -5,7 +5,7 @@ serves; file inputs for `classify`.
 
 __all__ = [
     "auto",
-    "backends",
+    "backend_setup",
     "daemon",
     "inputs",
     "metrics",

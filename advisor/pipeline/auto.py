@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from advisor.core.kinds import CHANGES_UNIT
-from advisor.core.render import safe_text
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import History, Policy, decide
+from advisor.reports.render import safe_text
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
-from advisor.views.projector import Projector
-from advisor.views.rows import ActionRow, IncidentView
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.rows import ActionRow, IncidentView
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.core.errors import InputError, StoreError
-from advisor.core.render import safe_text
 from advisor.pipeline.signals import signals_set
+from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers
@@ -249,7 +249,7 @@ def start_shipper(
     `died`, and `watch` fails when it stops."""
     from advisor.fleet.ship import ShipReport
     from advisor.store.engine import redact
-    from advisor.store.headlog import default_key_path, load_key, store_label
+    from advisor.store.integrity.headlog import default_key_path, load_key, store_label
 
     where = redact(ship_to)
     failing = [False]
@@ -329,7 +329,7 @@ def start_gpu(
 ) -> threading.Thread | None:
     """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
     GPU, say so and go on without."""
-    from advisor.pipeline.backends import gpu_sampler
+    from advisor.pipeline.backend_setup import gpu_sampler
     from ingest.gpu import sample_live
 
     sampler, why = gpu_sampler(host, gpu_twin)

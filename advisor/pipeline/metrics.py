@@ -24,8 +24,8 @@ from advisor.core.payloads import GpuSampled
 from advisor.fleet.ship import checkpoint_name
 from advisor.store import EventFilter
 from advisor.store.engine import redact
-from advisor.store.retained import last_seq
-from advisor.views import tallies
+from advisor.store.integrity.retained import last_seq
+from advisor.views.read import tallies
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

@@ -20,9 +20,9 @@ from advisor.diagnosis.rules import RuleSet, load_rules
 from advisor.planning.planner import Planner
 from advisor.store import EventStore
 from advisor.store.types import AppendResult
-from advisor.views.projector import Projector
-from advisor.views.rows import RunView
-from advisor.views.skipped import environmental, reason_of, skipped_event
+from advisor.views.fold.projector import Projector
+from advisor.views.fold.skipped import environmental, reason_of, skipped_event
+from advisor.views.read.rows import RunView
 
 
 @dataclass

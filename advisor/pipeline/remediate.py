@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from advisor.execution.recovery import Replanned
     from advisor.execution.run import ExecReport
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow
+    from advisor.views.read.rows import ActionRow
 
 # The plan's states after which `remediate` counts as done (a script can tell the rest).
 SETTLED = ("done", "waiting")
@@ -44,14 +44,14 @@ def backend_for(
     for a dry run (`dry-run`)."""
     if name == "dry-run":
         return None
-    from advisor.pipeline.backends import systemd_backend
+    from advisor.pipeline.backend_setup import systemd_backend
 
     return systemd_backend(root, gpu_twin=gpu_twin, host=host, notices=notices)
 
 
 def observer(root: Path, gpu_twin: Path | None, host: str | None = None) -> Backend | None:
     """A systemd backend to *read* units with, for a dry run; None if systemd is not there."""
-    from advisor.pipeline.backends import systemd_backend
+    from advisor.pipeline.backend_setup import systemd_backend
 
     try:
         backend = systemd_backend(root, gpu_twin=gpu_twin, host=host)

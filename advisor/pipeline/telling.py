@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 
 from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.ids import short_id
-from advisor.core.render import safe_text
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix
-from advisor.store.retained import last_seq
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
+from advisor.reports.render import safe_text
+from advisor.store.integrity.retained import last_seq
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.views.rows import ActionRow, IncidentView
+    from advisor.views.read.rows import ActionRow, IncidentView
 
 Say = Callable[[str], None]
 _DONE = frozenset({"succeeded", "skipped"})

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.store.audit import HeadsReport, HostChainReport, VerifyReport
-    from advisor.store.headlog import HeadsRead
-    from advisor.store.heads import HeadFinding
+    from advisor.store.integrity.audit import HeadsReport, HostChainReport, VerifyReport
+    from advisor.store.integrity.headlog import HeadsRead
+    from advisor.store.integrity.heads import HeadFinding
 
 
 @dataclass
@@ -33,7 +33,7 @@ def collect(
     """The heads signed for the store at `db_url` (its `label`: `store_label`): from the
     heads file and the journal (these .journal files, else the system journal). Creates
     nothing."""
-    from advisor.store.headlog import (
+    from advisor.store.integrity.headlog import (
         HeadsRead,
         default_key_path,
         heads_file_for,
@@ -54,7 +54,7 @@ def collect(
 def missing_store_heads(collected: Collected) -> HeadsReport:
     """The heads compared with a store that does not exist (never ok when there are heads:
     the missing store is the finding)."""
-    from advisor.store.audit import check_heads
+    from advisor.store.integrity.audit import check_heads
 
     return check_heads(None, collected.read.heads, collected.trusted_key, str(collected.key_path))
 
@@ -82,7 +82,7 @@ def verify_store(
     """Walk the chain (`progress` told of the events checked), each shipped host's chain, and
     with `collected` the heads: this store's, and in a central store each host's shipped
     chain against the heads that host signed."""
-    from advisor.store import audit
+    from advisor.store.integrity import audit
 
     report = audit.verify(store, progress=progress)
     hosts = [audit.verify_host(store, source) for source in audit.shipped_sources(store)]

@@ -22,11 +22,11 @@ from advisor.parsing.parsed import own_pids, parse
 from advisor.planning.recommend import Holder, PlanContext, plan
 from advisor.store import EventFilter, EventStore
 from advisor.store.types import Checkpoint
-from advisor.views.history import ready_bound_s, release_p95_s, unit_gpus
-from advisor.views.reading import run_lines
-from advisor.views.rows import RunView
-from advisor.views.runs import run_row
-from advisor.views.skipped import environmental, reason_of, skipped_event
+from advisor.views.fold.skipped import environmental, reason_of, skipped_event
+from advisor.views.read.history import ready_bound_s, release_p95_s, unit_gpus
+from advisor.views.read.reading import run_lines
+from advisor.views.read.rows import RunView
+from advisor.views.read.runs import run_row
 
 CHECKPOINT: Final = "planning"
 # The diagnoser's: its classifications are planned, and the plans keep the source (and so

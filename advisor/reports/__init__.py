@@ -1,5 +1,6 @@
 """What people read: the post-mortem (`explain`), its HTML page, the `classify --json`
-contract, and DuckDB analytics over the store.
+contract, DuckDB analytics over the store, and events and text made safe for a terminal or a
+script (`render`).
 """
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "html",
     "incident_charts",
     "postmortem",
+    "render",
     "sandbox",
     "stats_charts",
     "stats_columns",

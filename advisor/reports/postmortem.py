@@ -19,12 +19,12 @@ from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows, run_log_events
-from advisor.views.rows import ActionRow, IncidentView, RunView
-from advisor.views.runs import unit_runs
+from advisor.views.fold.projector import Projector
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.reading import read_rows, run_log_events
+from advisor.views.read.rows import ActionRow, IncidentView, RunView
+from advisor.views.read.runs import unit_runs
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 
 def _seconds(v: Any) -> str:

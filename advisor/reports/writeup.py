@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from advisor.core.render import clip, markdown_code, markdown_code_block, markdown_text, safe_text
+from advisor.reports.render import (
+    clip,
+    markdown_code,
+    markdown_code_block,
+    markdown_text,
+    safe_text,
+)
 
 EVIDENCE_CHARS: Final = 300  # an evidence line is cut (at a word) after this many characters
 GPU_TITLE: Final = "GPU memory (used / total, over the incident)"

@@ -30,6 +30,7 @@ __all__ = [
     "gpuhost",
     "gpus",
     "journal",
+    "journald_format",
     "llamacpp_cli",
     "manager",
     "models",

@@ -1,7 +1,7 @@
 """The node's journal: entries as ``journalctl -o json`` prints them, appended to one file.
 
-Two kinds of entry, both built from ``advisor.core.journald`` so that they are the same shapes the
-ingester and the diagnosis already read from real hosts:
+Two kinds of entry, both built from ``advisor.sim.journald_format`` so that they are the same
+shapes the ingester and the diagnosis already read from real hosts:
 
 * PID 1's lifecycle messages about a unit (``SYSTEMD_MESSAGES``, systemd 252 wording, with
   ``UNIT=``, ``INVOCATION_ID=``, MESSAGE_IDs and ``_SOURCE_REALTIME_TIMESTAMP``);
@@ -11,7 +11,7 @@ ingester and the diagnosis already read from real hosts:
 
 Every entry is flushed as it is written, so a follower (``ingest``'s tail, ``advisor watch``)
 sees it at once. Realtime stamps never go backwards; ``__CURSOR`` comes from
-``journald.cursor``.
+``journald_format.cursor``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from advisor.core.journald import (
+from advisor.sim.journald_format import (
     PID1_FIELDS,
     STDOUT_KEY_ORDER,
     SYSTEMD_MESSAGES,
@@ -33,7 +33,7 @@ from advisor.core.journald import (
     json_line,
 )
 
-# Messages PID 1 writes that advisor.core.journald's catalogue does not have.
+# Messages PID 1 writes that advisor.sim.journald_format's catalogue does not have.
 EXTRA_MESSAGES: Final = {
     "failed_start": SystemdMessage(
         "Failed to start {status}.",

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.core.journald import exit_fields
 from advisor.sim import process, texts
 from advisor.sim.gpus import Driver
 from advisor.sim.journal import JournalWriter, Stream, default_comm, new_id
+from advisor.sim.journald_format import exit_fields
 from advisor.sim.process import Child, Exit, Line
 from advisor.sim.units import (
     CLEAN_SIGNALS,

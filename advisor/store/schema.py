@@ -91,7 +91,7 @@ runs = Table(
     Column("incident_id", Text),
     # migration 0004: the peak came from samples attributed to the run's unit (None: not yet)
     Column("peak_gpu_from_unit", Boolean),
-    # migration 0010 (the order-independent fold, `advisor.views.projector`): where the
+    # migration 0010 (the order-independent fold, `advisor.views.fold.projector`): where the
     # run's first and last lines stand in the stream's order, its last line's time, what its
     # lines are (`run_content`), the lifecycle events seen, and whether its label was given
     # for other lines (stale: diagnosed again) and by which event

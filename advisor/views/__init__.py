@@ -1,23 +1,5 @@
-"""Read models folded from events, and the reading of them."""
+"""Read models folded from events, and the reading of them: the fold (`fold`, the write side:
+events into the projection tables) and the readers (`read`: rows back out, folding what is
+new first). The fold never imports the readers (`.importlinter`)."""
 
-__all__ = [
-    "actions",
-    "console",
-    "cutting",
-    "fold",
-    "foldbase",
-    "gpu",
-    "history",
-    "hosts",
-    "incidents",
-    "keys",
-    "labels",
-    "logpages",
-    "projector",
-    "reading",
-    "rows",
-    "runrow",
-    "runs",
-    "skipped",
-    "tallies",
-]
+__all__ = ["fold", "read"]

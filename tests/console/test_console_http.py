@@ -21,7 +21,7 @@ from advisor.cli.main import cli
 from advisor.core.ids import short_id
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
+from advisor.views.read.actions import all_actions
 from ingest.journal_sources import ingest_json_file
 from tests.console.serving import Client, served
 

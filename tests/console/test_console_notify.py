@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
-import advisor.pipeline.backends as backends_module
+import advisor.pipeline.backend_setup as backends_module
 from advisor.cli.main import cli
 from advisor.cli.serve import console_for
 from advisor.console.app import build_app

@@ -18,7 +18,7 @@ from sqlalchemy import make_url
 
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore, open_store
-from advisor.views.actions import all_actions
+from advisor.views.read.actions import all_actions
 from ingest.journal_sources import ingest_json_file
 from tests.conftest import advisor_argv, run_advisor
 from tests.console.serving import Client, served

@@ -35,7 +35,7 @@ from advisor.fleet.ship import open_central
 from advisor.planning.policy import load_policy
 from advisor.store import open_store
 from advisor.store.engine import make_engine, retry_busy
-from advisor.views.history import release_p95_s
+from advisor.views.read.history import release_p95_s
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from advisor.execution.run import approve, execute
 from advisor.planning import planner
 from advisor.planning.planner import propose
 from advisor.store import EventStore
-from advisor.views.reading import read_rows
-from advisor.views.runs import run_row
+from advisor.views.read.reading import read_rows
+from advisor.views.read.runs import run_row
 from tests.http_sink import Sink, serve_sink
 from tests.telling import Telling
 

@@ -22,9 +22,9 @@ from advisor.pipeline.processing import Processor
 from advisor.sim.gpuhost import GpuHost
 from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventFilter, EventStore, open_store
-from advisor.views.actions import all_actions
-from advisor.views.reading import read_rows
-from advisor.views.rows import ActionRow
+from advisor.views.read.actions import all_actions
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import ActionRow
 from tests.boxproc import advisor_in, watching
 from tests.conftest import ROOT
 from tests.waiting import wait
@@ -398,7 +398,7 @@ def test_a_dropin_written_but_not_recorded_is_found_and_rolled_back(
 DRIVER = """
 import os, signal, sys
 from pathlib import Path
-from advisor.pipeline.backends import systemd_backend
+from advisor.pipeline.backend_setup import systemd_backend
 from advisor.execution.run import Executor, approve
 from advisor.store import open_store
 

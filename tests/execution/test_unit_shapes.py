@@ -20,8 +20,8 @@ import pytest
 from advisor.execution.commands import engine_in
 from advisor.sim.gpuhost import GpuHost
 from advisor.store import open_store
-from advisor.views.actions import all_actions
-from advisor.views.reading import read_rows
+from advisor.views.read.actions import all_actions
+from advisor.views.read.reading import read_rows
 from tests.boxproc import Watch, advisor_in, watching
 from tests.execution.unit_shapes import SHAPES, UNSET, Shape
 from tests.waiting import wait

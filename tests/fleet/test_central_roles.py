@@ -28,9 +28,9 @@ from advisor.cli.main import cli
 from advisor.core.errors import StoreError
 from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
-from advisor.store.audit import central_head_findings, verify, verify_host
 from advisor.store.engine import make_engine
-from advisor.store.heads import HostKey
+from advisor.store.integrity.audit import central_head_findings, verify, verify_host
+from advisor.store.integrity.heads import HostKey
 from advisor.store.migrate import _config
 from advisor.store.store import GENESIS_HASH, event_hash
 from tests.conftest import seed_on_host

@@ -18,8 +18,8 @@ from advisor.cli.main import cli
 from advisor.core.journal_export import iter_export, write_export_entry
 from advisor.pipeline.inputs import open_log
 from advisor.store import EventStore, open_store
+from ingest.batches import Ingester
 from ingest.journal_sources import export_records, ingest_json_stream
-from ingest.pipeline import Ingester
 
 # What a good entry looks like: PID 1's message about a unit, with the fields that make the
 # decoder look further (UNIT= from _PID=1, a coredump's unit from _UID=0).

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from advisor.store import EventStore
-from advisor.store.audit import verify
+from advisor.store.integrity.audit import verify
 from tests.conftest import advisor_argv, run_advisor
 from tests.journal_fixtures import entry, have_journal_tools, json_line, make_journal
 
@@ -130,7 +130,7 @@ def test_follow_resumes_at_the_saved_cursor(tmp_path: Path, store_url: str, open
 
 
 def store_status_checkpoints(store: EventStore) -> dict[str, dict[str, object]]:
-    from advisor.store.audit import status
+    from advisor.store.integrity.audit import status
 
     return status(store).checkpoints
 

@@ -17,8 +17,8 @@ from advisor.cli.main import cli
 from advisor.core.errors import MalformedInputError
 from advisor.core.events import GpuSampled
 from advisor.store import EventStore
+from ingest.batches import IngestReport
 from ingest.nvidia_smi import ingest_nvidia_smi_file
-from ingest.pipeline import IngestReport
 from tests.journal_fixtures import entry, json_line
 
 Opener = Callable[[str], EventStore]

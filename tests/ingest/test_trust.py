@@ -24,7 +24,7 @@ from advisor.core.journal_export import iter_export, write_export_entry
 from advisor.pipeline.processing import Processor
 from advisor.sim.box import SystemdBox
 from advisor.store import EventFilter, EventStore
-from advisor.views.reading import read_rows
+from advisor.views.read.reading import read_rows
 from ingest.journal import entry_event, json_line_record
 from ingest.journal_sources import ingest_json_file
 

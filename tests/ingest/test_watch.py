@@ -17,8 +17,8 @@ import pytest
 
 from advisor.core.events import GpuProcess, GpuSampled, LogRecorded
 from advisor.store import EventFilter, EventStore
+from ingest.batches import IngestReport
 from ingest.gpu_recording import recording_line
-from ingest.pipeline import IngestReport
 from ingest.watch import FolderWatcher, service_name, sniff
 from tests.conftest import advisor_argv
 from tests.waiting import wait

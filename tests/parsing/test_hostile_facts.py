@@ -39,10 +39,10 @@ from advisor.parsing.lines import lines_from_texts
 from advisor.parsing.sequence import parse, segment
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
-from advisor.views.rows import RunView
-from advisor.views.skipped import count_skipped, skipped_events
+from advisor.views.fold.projector import Projector
+from advisor.views.fold.skipped import count_skipped, skipped_events
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import RunView
 from ingest.journal_sources import ingest_json_file
 from tests.journal_fixtures import BOOT, json_line
 

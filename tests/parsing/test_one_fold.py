@@ -19,7 +19,7 @@ from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.inputs import read_log
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore
-from advisor.views.reading import read_rows
+from advisor.views.read.reading import read_rows
 from ingest.journal import json_line_record
 
 HOST = "gpu-node-07"

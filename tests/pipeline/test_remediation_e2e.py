@@ -10,7 +10,7 @@ from pathlib import Path
 from advisor.demo.simulated import remediate_on_node
 from advisor.sim import SimNode, UnitSpec
 from advisor.store import EventStore
-from advisor.views.reading import read_rows
+from advisor.views.read.reading import read_rows
 
 MODEL = (
     "--model",

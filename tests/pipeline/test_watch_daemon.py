@@ -17,8 +17,8 @@ import pytest
 
 from advisor.sim.box import SystemdBox
 from advisor.store import EventStore
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
+from advisor.views.fold.projector import Projector
+from advisor.views.read.reading import read_rows
 from tests.conftest import advisor_argv
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
 

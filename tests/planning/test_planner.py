@@ -14,8 +14,8 @@ from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.processing import Processor
 from advisor.planning.planner import CHECKPOINT, Planner
 from advisor.store import EventFilter, EventStore
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
+from advisor.views.fold.projector import Projector
+from advisor.views.read.reading import read_rows
 from ingest.journal_sources import ingest_json_file
 
 

@@ -18,7 +18,7 @@ from advisor.execution.decisions import approve
 from advisor.pipeline.processing import Processor
 from advisor.reports.analytics import connect_store, query_store, store_stats
 from advisor.store import EventFilter, EventStore
-from advisor.views.actions import all_actions
+from advisor.views.read.actions import all_actions
 from ingest.journal_sources import ingest_json_file
 
 

@@ -15,7 +15,7 @@ from markdown_it.token import Token
 
 from advisor.cli.main import cli
 from advisor.core.ids import short_id
-from advisor.core.render import clip
+from advisor.reports.render import clip
 from tests.reports.seeded import FIRST, UNIT, seeded
 
 

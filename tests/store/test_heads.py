@@ -27,9 +27,9 @@ from advisor.core.events import validate_batch
 from advisor.sim.box import SystemdBox
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store import migrate as store_migrate
-from advisor.store.audit import status, verify
 from advisor.store.engine import make_engine
-from advisor.store.headlog import (
+from advisor.store.integrity.audit import status, verify
+from advisor.store.integrity.headlog import (
     HEAD_FIELD,
     IDENTIFIER,
     HeadWriter,
@@ -40,10 +40,10 @@ from advisor.store.headlog import (
     load_or_create_key,
     store_label,
 )
-from advisor.store.heads import HostKey, SignedHead
+from advisor.store.integrity.heads import HostKey, SignedHead
 from advisor.store.store import GENESIS_HASH
 from advisor.store.types import AppendResult
-from advisor.views.projector import CHECKPOINT, Projector
+from advisor.views.fold.projector import CHECKPOINT, Projector
 from tests.boxproc import advisor_in
 
 Opener = Callable[[str], EventStore]

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from advisor.core.events import validate_batch
 from advisor.store import EventStore, open_store
-from advisor.store.audit import verify
+from advisor.store.integrity.audit import verify
 from advisor.store.migrate import _config, upgrade
 from tests.store.test_store import log_event
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from advisor.core.errors import InvalidEventError, StoreError
 from advisor.core.events import UPCASTERS, LogRecorded, StoredEvent, validate_batch
 from advisor.store import Checkpoint, EventFilter, EventStore
-from advisor.store.audit import status, verify
+from advisor.store.integrity.audit import status, verify
 
 Opener = Callable[[str], EventStore]
 
@@ -251,7 +251,7 @@ def test_postgresql_idempotency_look_up_probes_the_index_without_statistics(
 
 
 def test_last_seq_of_some_types(store_url: str, opener: Opener) -> None:
-    from advisor.store.retained import last_seq
+    from advisor.store.integrity.retained import last_seq
 
     store = opener(store_url)
     assert last_seq(store, ("pipeline.skipped",)) == 0

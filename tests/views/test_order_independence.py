@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import advisor.views.projector as projections
+import advisor.views.fold.projector as projections
 from advisor.core.events import LogRecorded, NewEvent, validate_batch
 from advisor.execution.backends import DryRunBackend
 from advisor.execution.run import Executor, plan_rows
@@ -25,9 +25,9 @@ from advisor.pipeline.auto import auto_once
 from advisor.pipeline.processing import Processor
 from advisor.planning.policy import Policy
 from advisor.store import EventStore
-from advisor.views.keys import order_key
-from advisor.views.projector import Projector
-from advisor.views.reading import read_rows
+from advisor.views.fold.keys import order_key
+from advisor.views.fold.projector import Projector
+from advisor.views.read.reading import read_rows
 from ingest.journal import json_line_record
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 from tests.conftest import SCENARIOS, advisor_argv

@@ -17,7 +17,7 @@ from advisor.core.events import validate_batch
 from advisor.diagnosis.rules import load_rules
 from advisor.pipeline.processing import Processor
 from advisor.store import EventFilter, EventStore
-from advisor.views.reading import read_rows
+from advisor.views.read.reading import read_rows
 from ingest.journal import json_line_record
 from ingest.nvidia_smi import ingest_nvidia_smi_file
 
@@ -343,7 +343,7 @@ def test_peaks_kept_up_chunk_by_chunk_equal_the_whole_window_definition(
 ) -> None:
     """Samples and lines arrive in any order and in chunks of any size; a run's peak must
     still be the largest sample of its window, its own unit's samples where there are any."""
-    import advisor.views.projector as projections
+    import advisor.views.fold.projector as projections
 
     rng = random.Random(seed)
     logs = _peak_events(rng)

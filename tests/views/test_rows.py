@@ -12,11 +12,11 @@ from advisor.execution.backends import DryRunBackend
 from advisor.execution.recovery import current_plan, open_incident_view, replan
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore
-from advisor.views.actions import all_actions
-from advisor.views.incidents import incident_rows
-from advisor.views.reading import read_rows
-from advisor.views.rows import IncidentView, RunView
-from advisor.views.runs import run_row, runs_to_diagnose, unit_runs
+from advisor.views.read.actions import all_actions
+from advisor.views.read.incidents import incident_rows
+from advisor.views.read.reading import read_rows
+from advisor.views.read.rows import IncidentView, RunView
+from advisor.views.read.runs import run_row, runs_to_diagnose, unit_runs
 from ingest.journal_sources import ingest_json_file
 
 UNIT = "vllm-minimax-m25.service"

@@ -8,8 +8,8 @@ from sqlalchemy import or_, select
 from advisor.core.units import not_a_server
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
-from advisor.views.keys import CURRENT
-from advisor.views.rows import RunView
+from advisor.views.fold.keys import CURRENT
+from advisor.views.read.rows import RunView
 
 
 def runs_to_diagnose(store: EventStore, *, final: bool) -> list[RunView]:

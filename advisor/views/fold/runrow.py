@@ -11,7 +11,7 @@ import orjson
 from advisor.parsing.parsed import Parsed
 from advisor.parsing.runfold import RunFold, ended_badly
 from advisor.store.schema import runs
-from advisor.views.keys import run_content
+from advisor.views.fold.keys import run_content
 
 _FOLDED: Final = (
     "ended_us",

@@ -15,13 +15,13 @@ from advisor.core.events import (
     StoredEvent,
 )
 from advisor.store.schema import actions, fold_pending, incidents, runs
-from advisor.views.actions import ActionRows
-from advisor.views.cutting import RunCutting
-from advisor.views.foldbase import IN
-from advisor.views.gpu import GpuPeaks
-from advisor.views.incidents import IncidentRows
-from advisor.views.labels import Labelling
-from advisor.views.skipped import environmental, fit_row, reason_of, unusable
+from advisor.views.fold.actions import ActionRows
+from advisor.views.fold.cutting import RunCutting
+from advisor.views.fold.foldbase import IN
+from advisor.views.fold.gpu import GpuPeaks
+from advisor.views.fold.incidents import IncidentRows
+from advisor.views.fold.labels import Labelling
+from advisor.views.fold.skipped import environmental, fit_row, reason_of, unusable
 
 
 class Fold(RunCutting, Labelling, GpuPeaks, IncidentRows, ActionRows):

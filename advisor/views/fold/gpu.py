@@ -10,8 +10,8 @@ from sqlalchemy import func, or_, select
 
 from advisor.core.events import GpuSampled, StoredEvent
 from advisor.store.schema import gpu_samples, runs
-from advisor.views.foldbase import FoldBase
-from advisor.views.runrow import RunRow
+from advisor.views.fold.foldbase import FoldBase
+from advisor.views.fold.runrow import RunRow
 
 HOSTS: Final = 100  # hosts' sample spans in one query
 

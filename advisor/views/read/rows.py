@@ -15,7 +15,7 @@ from advisor.store import EventStore
 def fresh(store: EventStore) -> int:
     """Fold what is new into the projections before they are read; the events folded."""
     # Imported here: the projector's fold is built from the views' own modules.
-    from advisor.views.projector import Projector
+    from advisor.views.fold.projector import Projector
 
     return Projector(store).catch_up()
 

@@ -71,8 +71,8 @@ from advisor.store import EventFilter, EventStore
 from advisor.store.engine import retry_busy
 from advisor.store.schema import PROJECTION_TABLES, fold_pending
 from advisor.store.store import latest_checkpoint, save_checkpoint
-from advisor.views.fold import Fold
-from advisor.views.skipped import fold_skips, record
+from advisor.views.fold.chunk import Fold
+from advisor.views.fold.skipped import fold_skips, record
 
 CHECKPOINT: Final = "projections"
 FOLD_VERSION: Final = 2  # 2: order-independent runs, labels by content, incidents from runs

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Row, bindparam, delete, select
 
 from advisor.store.schema import run_labels
-from advisor.views.foldbase import IN, FoldBase
-from advisor.views.skipped import fit_row
+from advisor.views.fold.foldbase import IN, FoldBase
+from advisor.views.fold.skipped import fit_row
 
 
 def label_for(

@@ -34,7 +34,7 @@ class SignedHead:
     time_us: int  # when it was signed
     public_key: bytes  # raw Ed25519 public key (32 bytes)
     signature: bytes  # Ed25519 signature of `message()` (64 bytes)
-    # Which store's chain (`advisor.store.headlog.store_label`), signed with the rest when
+    # Which store's chain (`advisor.store.integrity.headlog.store_label`), signed with the rest when
     # given: a host's heads for one store are never compared with another store's chain.
     store: str = ""
 

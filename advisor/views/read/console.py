@@ -12,7 +12,7 @@ from sqlalchemy import Select, and_, case, func, select
 from advisor.core.ids import resolve_id
 from advisor.store import EventStore
 from advisor.store.schema import actions, incidents, runs
-from advisor.views.rows import IncidentView, fresh
+from advisor.views.read.rows import IncidentView, fresh
 
 
 @dataclass(frozen=True, slots=True)

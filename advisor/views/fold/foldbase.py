@@ -12,8 +12,8 @@ from advisor.core.taxonomy import NOT_FAILURES
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
 from advisor.store.schema import runs
-from advisor.views.keys import config_key
-from advisor.views.runrow import RunRow
+from advisor.views.fold.keys import config_key
+from advisor.views.fold.runrow import RunRow
 
 PAGE: Final = 2000  # rows a re-derivation reads at a time
 IN: Final = 500  # ids in one IN (…)

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Row, Select, select
 
 from advisor.core.events import LogRecorded, StoredEvent, stored_event
 from advisor.store.schema import events, sources
-from advisor.views.foldbase import PAGE
+from advisor.views.fold.foldbase import PAGE
 
 
 def log_query(stream: str) -> Select[Any]:

@@ -1,6 +1,6 @@
 """Events the pipeline could not use: found before they break anything, skipped, recorded.
 
-The fold (`advisor.views.projector`) and the diagnoser (`pipeline.processing`)
+The fold (`advisor.views.fold.projector`) and the diagnoser (`pipeline.processing`)
 never stop on an event. An event with a value the projection tables cannot hold (an integer
 past 64 bits, a time past the year 9999, a NUL in a name the fold looks rows up by) is found
 by `unusable`

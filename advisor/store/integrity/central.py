@@ -21,9 +21,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from advisor.core.errors import IntegrityError, StoreError
 from advisor.core.events import Prepared
-from advisor.store.audit import anchors
 from advisor.store.engine import first_line
-from advisor.store.heads import SignedHead
+from advisor.store.integrity.audit import anchors
+from advisor.store.integrity.heads import SignedHead
 from advisor.store.schema import PROJECTION_TABLES, events, sources
 from advisor.store.store import GENESIS_HASH, SHIP_PREFIX, EventStore, RawEvent
 

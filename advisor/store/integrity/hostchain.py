@@ -9,8 +9,8 @@ import orjson
 from sqlalchemy import func, select, text
 
 from advisor.core.events import ChainAnchor
-from advisor.store.heads import HeadFinding, SignedHead, compare_heads
-from advisor.store.retained import anchors
+from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
+from advisor.store.integrity.retained import anchors
 from advisor.store.schema import events, sources
 from advisor.store.store import GENESIS_HASH, SHIP_PREFIX, EventStore, RawEvent, event_hash
 

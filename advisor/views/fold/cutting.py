@@ -13,11 +13,11 @@ from sqlalchemy import select
 from advisor.core.events import LogRecorded, StoredEvent, load_payload
 from advisor.parsing.runfold import starts_new_run
 from advisor.store.schema import events, fold_pending, runs
-from advisor.views.foldbase import IN, PAGE, FoldBase, Line, parsed_line
-from advisor.views.keys import order_key, run_id_of
-from advisor.views.logpages import log_event, log_query, log_rows
-from advisor.views.runrow import RunRow
-from advisor.views.skipped import environmental, reason_of, unusable
+from advisor.views.fold.foldbase import IN, PAGE, FoldBase, Line, parsed_line
+from advisor.views.fold.keys import order_key, run_id_of
+from advisor.views.fold.logpages import log_event, log_query, log_rows
+from advisor.views.fold.runrow import RunRow
+from advisor.views.fold.skipped import environmental, reason_of, unusable
 
 
 class RunCutting(FoldBase):

@@ -38,7 +38,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from advisor.core.errors import AdvisorError, InputError, PrerequisiteError
 from advisor.store.engine import first_line, parse_url, redact
-from advisor.store.heads import HostKey, SignedHead
+from advisor.store.integrity.heads import HostKey, SignedHead
 from advisor.store.schema import events
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ from advisor.store.schema import (
     runs,
 )
 from advisor.store.store import read_payload
-from advisor.views.keys import order_key
-from advisor.views.logpages import log_event, log_query, log_rows
-from advisor.views.rows import RunView
+from advisor.views.fold.keys import order_key
+from advisor.views.fold.logpages import log_event, log_query, log_rows
+from advisor.views.read.rows import RunView
 
 KERNEL_MARGIN_US: Final = 5_000_000  # the host's kernel lines this far around a run count
 

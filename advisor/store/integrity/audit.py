@@ -12,14 +12,14 @@ from sqlalchemy import func, select
 
 from advisor.core.timefmt import format_us
 from advisor.store import migrate
-from advisor.store.heads import HeadFinding, SignedHead, compare_heads
-from advisor.store.hostchain import (
+from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
+from advisor.store.integrity.hostchain import (
     HostChainReport,
     central_head_findings,
     shipped_sources,
     verify_host,
 )
-from advisor.store.retained import anchors, last_seq, retentions
+from advisor.store.integrity.retained import anchors, last_seq, retentions
 from advisor.store.schema import events
 from advisor.store.store import GENESIS_HASH, EventStore, latest_checkpoints
 

@@ -30,7 +30,7 @@ from advisor.console.load import Busy, busy, gate_of
 from advisor.console.pages import render
 from advisor.core.errors import AdvisorError
 from advisor.core.ids import shorten_ids
-from advisor.core.render import safe_text
+from advisor.reports.render import safe_text
 
 log = logging.getLogger("advisor.console")
 
