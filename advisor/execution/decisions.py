@@ -6,10 +6,10 @@ event advisor appends about a step.
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep, NewEvent
+from advisor.core.events import ActionApproved, ActionPayload, ActionRejected, ActionStep, NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.store import EventStore
@@ -22,19 +22,18 @@ HUMAN_SOURCE: Final = "approval"
 
 
 def action_event(
-    row: ActionRow, payload: dict[str, Any], source: str, key: str, time_us: int | None = None
+    row: ActionRow, payload: ActionPayload, source: str, key: str, time_us: int | None = None
 ) -> NewEvent:
     """An event about the step `row`, on its unit's stream (the host's `advisor` stream for a
-    step with no unit); `key` makes it idempotent."""
+    step with no unit); `key` makes it idempotent. The payload is a model, so a misspelt or
+    missing field fails where it is built."""
     stream = f"{row.host}/{row.unit or 'advisor'}"
-    return NewEvent.model_validate(
-        {
-            "stream": stream,
-            "time_us": time_us if time_us is not None else now_us(),
-            "source": source,
-            "key": stable_key(key.encode()),
-            "payload": {k: v for k, v in payload.items() if v is not None},
-        }
+    return NewEvent(
+        stream=stream,
+        time_us=time_us if time_us is not None else now_us(),
+        source=source,
+        key=stable_key(key.encode()),
+        payload=payload,
     )
 
 
@@ -107,12 +106,7 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
                 events.append(
                     action_event(
                         main,
-                        {
-                            "type": "action.rejected",
-                            "action_id": main.action_id,
-                            "by": by,
-                            "why": why,
-                        },
+                        ActionRejected(action_id=main.action_id, by=by, why=why),
                         HUMAN_SOURCE,
                         f"rejected:{main.action_id}",
                     )
@@ -120,7 +114,7 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
     events += [
         action_event(
             r,
-            {"type": "action.approved", "action_id": r.action_id, "by": by},
+            ActionApproved(action_id=r.action_id, by=by),
             HUMAN_SOURCE,
             f"approved:{r.action_id}",
         )
@@ -148,7 +142,7 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> str:
         [
             action_event(
                 row,
-                {"type": "action.rejected", "action_id": action_id, "by": by, "why": why},
+                ActionRejected(action_id=action_id, by=by, why=why),
                 HUMAN_SOURCE,
                 f"rejected:{action_id}",
             )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.events import ActionSkipped
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor
@@ -135,12 +136,11 @@ def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -
                     [
                         action_event(
                             row,
-                            {
-                                "type": "action.skipped",
-                                "action_id": row.action_id,
-                                "why": f"superseded by plan {new_plan}",
-                                "stale": True,
-                            },
+                            ActionSkipped(
+                                action_id=row.action_id,
+                                why=f"superseded by plan {new_plan}",
+                                stale=True,
+                            ),
                             EXECUTOR_SOURCE,
                             f"skipped:{row.action_id}",
                         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.errors import InputError
+from advisor.core.events import ActionRolledBack
 from advisor.execution.backends import Backend, FileChange
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
@@ -43,7 +44,7 @@ def rollback(
         [
             action_event(
                 row,
-                {"type": "action.rolled_back", "action_id": action_id, "detail": outcome.detail},
+                ActionRolledBack(action_id=action_id, detail=outcome.detail),
                 EXECUTOR_SOURCE,
                 f"rolled_back:{action_id}",
             )

@@ -24,10 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionStep
+from advisor.core.events import (
+    ActionFailed,
+    ActionPayload,
+    ActionSkipped,
+    ActionStarted,
+    ActionStep,
+    ActionSucceeded,
+)
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
@@ -237,13 +244,12 @@ class Executor:
             self.hook("performed", action_id)
         self._append(
             row,
-            {
-                "type": "action.succeeded",
-                "action_id": action_id,
-                "detail": outcome.detail,
-                "dropin": str(change.path) if change is not None else None,
-                "after": outcome.after.as_event() if outcome.after else None,
-            },
+            ActionSucceeded(
+                action_id=action_id,
+                detail=outcome.detail,
+                dropin=str(change.path) if change is not None else None,
+                after=outcome.after.as_event() if outcome.after else None,
+            ),
             f"succeeded:{action_id}",
         )
         report.ran.append(action_id)
@@ -257,13 +263,12 @@ class Executor:
         stale = verdict.action == "stale"
         self._append(
             row,
-            {
-                "type": "action.skipped",
-                "action_id": action_id,
-                "why": verdict.why,
-                "stale": stale,
-                "after": before.as_event() if before else None,
-            },
+            ActionSkipped(
+                action_id=action_id,
+                why=verdict.why,
+                stale=stale,
+                after=before.as_event() if before else None,
+            ),
             f"skipped:{action_id}",
         )
         if stale:
@@ -274,22 +279,17 @@ class Executor:
 
     def _started_payload(
         self, action_id: str, before: UnitSnapshot | None, change: FileChange | None
-    ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "type": "action.started",
-            "action_id": action_id,
-            "backend": self.backend.name,
-            "executor": self.identity,
-            "before": before.as_event() if before else None,
-        }
-        if change is not None:
-            payload.update(
-                dropin=str(change.path),
-                written_text=change.text,
-                previous_text=change.previous,
-                had_previous=change.had_previous,
-            )
-        return payload
+    ) -> ActionStarted:
+        return ActionStarted(
+            action_id=action_id,
+            backend=self.backend.name,
+            executor=self.identity,
+            before=before.as_event() if before else None,
+            dropin=str(change.path) if change is not None else None,
+            written_text=change.text if change is not None else None,
+            previous_text=change.previous if change is not None else None,
+            had_previous=change.had_previous if change is not None else None,
+        )
 
     def _safe_observe(self, step: ActionStep) -> UnitSnapshot | None:
         try:
@@ -297,7 +297,7 @@ class Executor:
         except AdvisorError:
             return None
 
-    def _append(self, row: ActionRow, payload: dict[str, Any], key: str) -> bool:
+    def _append(self, row: ActionRow, payload: ActionPayload, key: str) -> bool:
         """Append one executor event; True if this call stored it (not a duplicate)."""
         result = self.store.append([action_event(row, payload, EXECUTOR_SOURCE, key)])
         Projector(self.store).catch_up()
@@ -317,12 +317,11 @@ class Executor:
             error += rollback_hint(self.store, row)
         self._append(
             row,
-            {
-                "type": "action.failed",
-                "action_id": row.action_id,
-                "error": error[:2000],
-                "after": after.as_event() if after else None,
-            },
+            ActionFailed(
+                action_id=row.action_id,
+                error=error[:2000],
+                after=after.as_event() if after else None,
+            ),
             f"failed:{row.action_id}",
         )
         report.state, report.why = "stopped", f"step {row.step} failed: {error}"
