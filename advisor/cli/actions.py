@@ -22,6 +22,7 @@ from advisor.cli.common import (
     store_for,
     with_short,
 )
+from advisor.core.events import ActionStatus
 from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
 
@@ -59,7 +60,7 @@ def actions_cmd(pending: bool, as_json: bool, db_url: str | None) -> None:
 
     rows = all_actions(store_for(db_url))
     if pending:
-        rows = [r for r in rows if r.status == "proposed"]
+        rows = [r for r in rows if r.status == ActionStatus.PROPOSED]
     if as_json:
         echo_json([{**row.columns(), "short_id": short_id(row.action_id)} for row in rows])
         return

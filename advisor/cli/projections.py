@@ -15,6 +15,7 @@ from advisor.cli.common import (
     json_option,
     store_for,
 )
+from advisor.core.events import IncidentStatus
 from advisor.core.ids import short_id
 from advisor.core.render import safe_text
 from advisor.core.timefmt import format_us
@@ -87,7 +88,7 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
     host, unit = _split_service(service)
     rows = read_rows(store_for(db_url, read_only=True), "incidents", unit=unit, host=host)
     if only_open:
-        rows = [r for r in rows if r["status"] == "open"]
+        rows = [r for r in rows if r["status"] == IncidentStatus.OPEN]
     if as_json:
         for row in rows:
             for key in ("facts", "evidence", "candidates"):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from advisor.core.events import ActionStatus, IncidentStatus
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.sim.models import MINIMAX_M25_FLAGS
@@ -208,7 +209,7 @@ def run_demo(
 
 
 def _open(store: EventStore, unit: str) -> list[IncidentView]:
-    return [i for i in incident_rows(store, unit=unit) if i.status == "open"]
+    return [i for i in incident_rows(store, unit=unit) if i.status == IncidentStatus.OPEN]
 
 
 def _next_plan(store: EventStore, unit: str) -> str | None:
@@ -216,7 +217,10 @@ def _next_plan(store: EventStore, unit: str) -> str | None:
     for incident in reversed(_open(store, unit)):
         plan_id = incident.incident_id
         rows = plan_rows(store, plan_id)
-        if any(r.status in ("proposed", "approved") and not r.alternative for r in rows):
+        if any(
+            r.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED) and not r.alternative
+            for r in rows
+        ):
             return plan_id
     return None
 

@@ -9,7 +9,14 @@ import time
 from typing import Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionApproved, ActionPayload, ActionRejected, ActionStep, NewEvent
+from advisor.core.events import (
+    ActionApproved,
+    ActionPayload,
+    ActionRejected,
+    ActionStatus,
+    ActionStep,
+    NewEvent,
+)
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.store import EventStore
@@ -93,15 +100,15 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
     rows = plan_rows(store, ident)
     events: list[NewEvent] = []
     if rows:
-        chosen = [r for r in rows if r.status == "proposed" and not r.alternative]
+        chosen = [r for r in rows if r.status == ActionStatus.PROPOSED and not r.alternative]
     else:
         row = action_row(store, ident)
-        if row.status != "proposed":
+        if row.status != ActionStatus.PROPOSED:
             raise InputError(f"action {ident} is {row.status}, not proposed")
         chosen = [row]
         if row.alternative:
             main = _replaced_by(plan_rows(store, row.plan_id), row)
-            if main is not None and main.status == "proposed":
+            if main is not None and main.status == ActionStatus.PROPOSED:
                 why = f"alternative {ident} chosen instead"
                 events.append(
                     action_event(
@@ -136,7 +143,7 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> str:
     whole id."""
     action_id = resolve_ident(store, action_id, plans=False)
     row = action_row(store, action_id)
-    if row.status not in ("proposed", "approved"):
+    if row.status not in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
         raise InputError(f"action {action_id} is {row.status}: too late to reject")
     store.append(
         [

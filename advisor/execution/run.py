@@ -32,8 +32,10 @@ from advisor.core.events import (
     ActionPayload,
     ActionSkipped,
     ActionStarted,
+    ActionStatus,
     ActionStep,
     ActionSucceeded,
+    IncidentStatus,
 )
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
@@ -135,33 +137,35 @@ class Executor:
 
     def _run(self, plan_id: str, max_steps: int | None, report: ExecReport) -> None:
         rows = plan_rows(self.store, plan_id)
-        ended = next((r for r in rows if r.status in ("failed", "stale")), None)
+        ended = next(
+            (r for r in rows if r.status in (ActionStatus.FAILED, ActionStatus.STALE)), None
+        )
         if ended is not None:  # a plan stops at its first failed step, whatever came before
-            report.state = "stopped" if ended.status == "failed" else "stale"
+            report.state = "stopped" if ended.status == ActionStatus.FAILED else "stale"
             report.why = f"step {ended.step} {ended.status}: {ended.detail}"
             return
         if not self._preflight(rows, report):
             return
         for i, row in enumerate(rows):
             status, alternative = row.status, row.alternative
-            if status in ("succeeded", "rolled_back", "skipped"):
+            if status in (ActionStatus.SUCCEEDED, ActionStatus.ROLLED_BACK, ActionStatus.SKIPPED):
                 continue
-            if alternative and status in ("proposed", "rejected"):
+            if alternative and status in (ActionStatus.PROPOSED, ActionStatus.REJECTED):
                 continue  # not chosen
-            if status == "rejected":
+            if status == ActionStatus.REJECTED:
                 nxt = rows[i + 1] if i + 1 < len(rows) else None
-                if nxt is not None and nxt.alternative and nxt.status == "approved":
+                if nxt is not None and nxt.alternative and nxt.status == ActionStatus.APPROVED:
                     continue  # its alternative was chosen instead
                 self._stop(report, row, "stopped", f"step {row.step} was rejected")
                 return
-            if status == "proposed":
+            if status == ActionStatus.PROPOSED:
                 report.state, report.why = "waiting", f"step {row.step} awaits approval"
                 return
-            if status in ("failed", "stale"):
-                report.state = "stopped" if status == "failed" else "stale"
+            if status in (ActionStatus.FAILED, ActionStatus.STALE):
+                report.state = "stopped" if status == ActionStatus.FAILED else "stale"
                 report.why = f"step {row.step} {status}: {row.detail}"
                 return
-            if status == "started":
+            if status == ActionStatus.STARTED:
                 self.mark_interrupted(row, report)
                 return
             if max_steps is not None and len(report.ran) + len(report.skipped) >= max_steps:
@@ -175,10 +179,12 @@ class Executor:
         previous = [
             r
             for r in done
-            if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
+            if r.unit == row.unit
+            and r.state_after
+            and r.status in (ActionStatus.SUCCEEDED, ActionStatus.SKIPPED)
         ]
         incident = incident_of(self.store, row)
-        incident_open = incident is None or incident["status"] == "open"
+        incident_open = incident is None or incident["status"] == IncidentStatus.OPEN
         ready = frozenset(
             r["invocation_id"]
             for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
@@ -336,14 +342,14 @@ class Executor:
         return tuple(
             Expected(str(r.spec["flag"]), str(r.spec["value"]), r.action_id)
             for r in plan_rows(self.store, row.plan_id)
-            if r.kind == "set_flag" and r.status == "succeeded" and r.unit == row.unit
+            if r.kind == "set_flag" and r.status == ActionStatus.SUCCEEDED and r.unit == row.unit
         )
 
     def _preflight(self, rows: list[ActionRow], report: ExecReport) -> bool:
         """Before anything runs: every approved `set_flag` of the plan can be made where its
         value lives; a refusal fails that step and the plan, with nothing touched."""
         for row in rows:
-            if row.kind != "set_flag" or row.status != "approved":
+            if row.kind != "set_flag" or row.status != ActionStatus.APPROVED:
                 continue
             try:
                 step = attested_step(self.store, row)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import LogRecorded
+from advisor.core.events import ActionStatus, IncidentStatus, LogRecorded
 from advisor.core.ids import resolve_id, short_id
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
@@ -96,7 +96,7 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
 def _last_seen(incident: IncidentView, plan: list[ActionRow]) -> int:
     """When the incident was last seen: its last failure, or the last step of its plans that
     was decided or run, whichever is later (a step merely proposed is no activity)."""
-    acted = [r.updated_us for r in plan if r.status != "proposed"]
+    acted = [r.updated_us for r in plan if r.status != ActionStatus.PROPOSED]
     return max([incident.opened_us, incident.started_us or 0, *acted])
 
 
@@ -126,7 +126,7 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> _Chos
     if incident_id is not None:
         chosen = _named(service, incidents, incident_id)
     else:
-        current = [i for i in incidents if i.status != "superseded"]
+        current = [i for i in incidents if i.status != IncidentStatus.SUPERSEDED]
         if not current:
             raise InputError(f"{service}: no incident")
         chosen = max(
@@ -150,7 +150,7 @@ def _named(service: str, incidents: list[IncidentView], incident_id: str) -> Inc
     except InputError as e:
         raise InputError(f"{service}: {e}") from e
     chosen = next(i for i in incidents if i.incident_id == wanted)
-    if chosen.status == "superseded":  # no incident (docs/fold.md)
+    if chosen.status == IncidentStatus.SUPERSEDED:  # no incident (docs/fold.md)
         by = chosen.superseded_by
         raise InputError(
             f"{service}: incident {wanted} is superseded"
@@ -168,7 +168,7 @@ def _timeline(
         for t, what in _run_timeline(store, run):
             timeline.append({"time_us": t, "run": run.run_id, "what": what})
     for row in plan:
-        if row.status != "proposed":
+        if row.status != ActionStatus.PROPOSED:
             timeline.append(
                 {"time_us": row.updated_us, "run": None, "what": f"action {row.kind} {row.status}"}
             )
@@ -301,7 +301,7 @@ def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
         for i in incident_rows(store, host=incident.host)
         if i.incident_id != incident.incident_id
         and i.label == incident.label
-        and i.status != "superseded"
+        and i.status != IncidentStatus.SUPERSEDED
     ]
 
 
@@ -311,7 +311,7 @@ def _others(chosen: _Chosen) -> list[dict[str, Any]]:
     others = [
         i
         for i in chosen.incidents
-        if i.incident_id != incident.incident_id and i.status != "superseded"
+        if i.incident_id != incident.incident_id and i.status != IncidentStatus.SUPERSEDED
     ]
     seen = {i.incident_id: _last_seen(i, _plans_of(actions, i.incident_id)) for i in others}
     others.sort(key=lambda i: seen[i.incident_id], reverse=True)

@@ -13,6 +13,7 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import Row, bindparam, func, select, update
 
+from advisor.core.events import IncidentStatus
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.foldbase import FoldBase, incidence
@@ -118,7 +119,7 @@ class IncidentRows(FoldBase):
             incident.update(
                 runs=count,
                 last_run_id=lasts.get(last_start) or incident["first_run_id"],
-                status="open",
+                status=IncidentStatus.OPEN,
                 resolved_us=None,
                 resolved_run_id=None,
             )
@@ -168,7 +169,9 @@ class IncidentRows(FoldBase):
             if run.ready_us is not None:  # it came up: what was open is over
                 for incident in open_.values():
                     incident.update(
-                        status="resolved", resolved_us=run.ready_us, resolved_run_id=run.run_id
+                        status=IncidentStatus.RESOLVED,
+                        resolved_us=run.ready_us,
+                        resolved_run_id=run.run_id,
                     )
                 open_.clear()
                 if run.started_us == ready_after:
@@ -253,7 +256,7 @@ class IncidentRows(FoldBase):
                 candidates=orjson.dumps([c.model_dump() for c in p.candidates]).decode(),
                 classified_seq=event.seq,
             )
-            if row["status"] == "superseded":
+            if row["status"] == IncidentStatus.SUPERSEDED:
                 row["opened_seq"] = event.seq
 
 
@@ -283,7 +286,7 @@ def _new_incident(stream: str, run: Any, key: str) -> dict[str, Any]:
         "first_run_id": run.run_id,
         "last_run_id": run.run_id,
         "runs": 1,
-        "status": "open",
+        "status": IncidentStatus.OPEN,
         "label": run.label,
         "confidence": run.confidence,
         "phase": None,
@@ -324,7 +327,7 @@ def _superseded(old: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
         first_run_id=incident_id,
         last_run_id=incident_id,
         runs=0,
-        status="superseded",
+        status=IncidentStatus.SUPERSEDED,
         resolved_us=None,
         resolved_run_id=None,
         superseded_by=holder if holder != incident_id else None,
