@@ -188,7 +188,7 @@ def explain(
       advisor explain vllm-minimax-m25 --incident 3f9a1c2b7d4e --format markdown
       advisor explain gpu-node-07/vllm-minimax-m25 --format html --out postmortem.html
     """
-    from advisor.reports.postmortem import build, render_text
+    from advisor.reports.postmortem import build, render_text, report_json
 
     if as_json:
         if fmt not in ("text", "json"):
@@ -202,6 +202,6 @@ def explain(
 
         emit(render(report, series), out)
     elif fmt == "json":
-        emit(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n", out)
+        emit(orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2).decode() + "\n", out)
     else:
         emit(render_text(report, markdown=fmt == "markdown"), out)

@@ -15,5 +15,6 @@ __all__ = [
     "stats_charts",
     "stats_columns",
     "stats_sql",
+    "timeline",
     "writeup",
 ]

@@ -1,7 +1,8 @@
 """The post-mortem of an incident, from the store: what `advisor explain` prints.
 
-Built as one plain dict (`build`), then rendered as text, Markdown or JSON, so the three say
-the same thing. Everything in it comes from events and the projections folded from them.
+Built as one plain dict (`build`), then rendered as text, Markdown or JSON (`report_json`),
+so the three say the same thing; its timeline entries are typed (`advisor.reports.timeline`).
+Everything in it comes from events and the projections folded from them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
+from advisor.reports import timeline
+from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
@@ -28,17 +31,6 @@ from advisor.views.runs import unit_runs
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
-_TIMELINE_EVENTS: Final = {
-    "start": "start requested",
-    "started": "started",
-    "stop_requested": "stop requested",
-    "stop_timeout": "stop timed out: SIGKILL",
-    "exit": "main process exited",
-    "failed": "failed",
-    "restart_scheduled": "restart scheduled",
-    "deactivated": "stopped cleanly",
-    "still_around": "processes survived SIGKILL",
-}
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
@@ -58,24 +50,24 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v * len(SPARK)))] for v in buckets)
 
 
-def _run_timeline(store: EventStore, run: RunView) -> list[tuple[int, str]]:
-    """(time, what) for the run's start, phases, failure line and lifecycle steps."""
+def _run_timeline(store: EventStore, run: RunView) -> list[TimelineEntry]:
+    """The run's phases and lifecycle steps (each the first of its name), in its order."""
     lines = [
         line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
         for event in run_log_events(store, run)
         if isinstance(event.payload, LogRecorded)
     ]
-    out: list[tuple[int, str]] = []
+    out: list[TimelineEntry] = []
     seen: set[str] = set()
     for p in parse(lines):
         t = p.line.time_us or run.started_us
         if p.facts.phase and p.facts.phase not in seen:
             seen.add(p.facts.phase)
-            out.append((t, f"phase {p.facts.phase}"))
+            out.append(timeline.phase(t, run.run_id, p.facts.phase))
         step = p.facts.event
-        if step is not None and step in _TIMELINE_EVENTS and step not in seen:
+        if step is not None and step in LIFECYCLE_WORDS and step not in seen:
             seen.add(step)
-            out.append((t, _TIMELINE_EVENTS[step]))
+            out.append(timeline.lifecycle(t, run.run_id, step))
     return out
 
 
@@ -161,19 +153,16 @@ def _named(service: str, incidents: list[IncidentView], incident_id: str) -> Inc
 
 def _timeline(
     store: EventStore, window: list[RunView], plan: list[ActionRow]
-) -> list[dict[str, Any]]:
+) -> list[TimelineEntry]:
     """The runs' timelines and the plan's decided steps, in time order."""
-    timeline: list[dict[str, Any]] = []
-    for run in window:
-        for t, what in _run_timeline(store, run):
-            timeline.append({"time_us": t, "run": run.run_id, "what": what})
-    for row in plan:
-        if row.status != ActionStatus.PROPOSED:
-            timeline.append(
-                {"time_us": row.updated_us, "run": None, "what": f"action {row.kind} {row.status}"}
-            )
-    timeline.sort(key=lambda e: e["time_us"])
-    return timeline
+    entries = [e for run in window for e in _run_timeline(store, run)]
+    entries += [
+        timeline.action(row.updated_us, row.kind, row.status)
+        for row in plan
+        if row.status != ActionStatus.PROPOSED
+    ]
+    entries.sort(key=lambda e: e.time_us)
+    return entries
 
 
 def _gpu_memory(
@@ -244,7 +233,7 @@ def build(
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
     plan = [r for r in actions if r.plan_id == incident.incident_id]
-    timeline = _timeline(store, window, plan)
+    entries = _timeline(store, window, plan)
     totals: dict[int, int] = {}
     gpus = _gpu_memory(store, incident.host, window, series, totals)
     return {
@@ -256,9 +245,7 @@ def build(
         "config": dict(runs[first].config),
         "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
         "evidence": _evidence(store, incident),
-        "timeline": [
-            {"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]} for e in timeline
-        ],
+        "timeline": entries,
         "plan": [_plan_step(r) for r in plan],
         "gpu_memory": {
             str(g): {
@@ -271,6 +258,11 @@ def build(
         "similar": _similar(store, incident),
         "others": _others(chosen),
     }
+
+
+def report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """`build`'s report as JSON values: the timeline entries as {time, what, run}."""
+    return {**report, "timeline": [e.as_json() for e in report["timeline"]]}
 
 
 def _evidence(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:

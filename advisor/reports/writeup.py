@@ -52,7 +52,7 @@ def _summary(report: dict[str, Any]) -> str:
 def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """The report's sections below the summary, as (title, lines) for the terminal."""
     sections: list[tuple[str, list[str]]] = [
-        ("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]),
+        ("Timeline", [f"{e.time}  {e.what}" for e in report["timeline"]]),
         ("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]),
         ("Evidence", [_evidence_line(e) for e in report["evidence"]]),
     ]
@@ -160,7 +160,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "## Timeline",
         "",
         *_list_or_none(
-            [f"- {markdown_code(e['time'])} {markdown_text(e['what'])}" for e in report["timeline"]]
+            [f"- {markdown_code(e.time)} {markdown_text(e.what)}" for e in report["timeline"]]
         ),
         "",
         "## Config",
