@@ -22,9 +22,9 @@ from advisor.cli.common import (
     store_for,
     with_short,
 )
-from advisor.core.events import ActionStatus
 from advisor.core.ids import short_id, shorten_ids
 from advisor.core.render import safe_text
+from advisor.core.statuses import ActionStatus
 
 if TYPE_CHECKING:
     from advisor.views.rows import ActionRow

@@ -15,9 +15,9 @@ from advisor.cli.common import (
     json_option,
     store_for,
 )
-from advisor.core.events import IncidentStatus
 from advisor.core.ids import short_id
 from advisor.core.render import safe_text
+from advisor.core.statuses import IncidentStatus
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 

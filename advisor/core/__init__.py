@@ -26,6 +26,7 @@ __all__ = [
     "settings",
     "shapes",
     "slots",
+    "statuses",
     "timefmt",
     "toml",
     "units",

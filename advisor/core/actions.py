@@ -5,7 +5,6 @@ proposal, the decision on it, and what the executor did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,21 +22,6 @@ ActionKind = Literal[
     "hold_restarts",
     "notify",
 ]
-
-
-class ActionStatus(StrEnum):
-    """What became of a proposed step: the `actions` row's status, moved on by the events
-    below (stored, shown and compared as its value: a member equals its string)."""
-
-    PROPOSED = "proposed"
-    APPROVED = "approved"  # action.approved
-    REJECTED = "rejected"  # action.rejected
-    STARTED = "started"  # action.started, no outcome yet
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"  # action.skipped: it would change nothing
-    STALE = "stale"  # action.skipped with `stale`: the unit moved on, the plan stops
-    ROLLED_BACK = "rolled_back"
 
 
 class ActionStep(BaseModel):

@@ -26,7 +26,6 @@ from advisor.core.actions import (
     ActionRolledBack,
     ActionSkipped,
     ActionStarted,
-    ActionStatus,
     ActionStep,
     ActionSucceeded,
     UnitStateValue,
@@ -43,7 +42,6 @@ from advisor.core.payloads import (
     IncidentOpened,
     IncidentRecurred,
     IncidentResolved,
-    IncidentStatus,
     LogRecorded,
     Payload,
     PipelineSkipped,
@@ -51,6 +49,7 @@ from advisor.core.payloads import (
     StoreRetained,
 )
 from advisor.core.shapes import batch_adapter
+from advisor.core.statuses import ActionStatus, IncidentStatus
 
 __all__ = [
     "ACTION_EVENT_TYPES",

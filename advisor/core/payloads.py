@@ -5,7 +5,6 @@ and the store's own bookkeeping. The base `Payload` is here; action payloads are
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,14 +104,6 @@ class RunClassified(Payload):
     phase: str | None = None
     through_seq: int
     content: str | None = None
-
-
-class IncidentStatus(StrEnum):
-    """An `incidents` row's status (stored, shown and compared as its value)."""
-
-    OPEN = "open"  # incident.opened, recurred
-    RESOLVED = "resolved"  # incident.resolved: a later run came up ready
-    SUPERSEDED = "superseded"  # its run is cut differently now (docs/fold.md)
 
 
 class IncidentOpened(Payload):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from advisor.core.events import ActionStatus, IncidentStatus
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
 from advisor.sim.models import MINIMAX_M25_FLAGS

@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor.core.actions import ActionStarted
 from advisor.core.errors import AdvisorError
-from advisor.core.events import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import plan_rows
 from advisor.execution.rollback import rollback

@@ -9,16 +9,10 @@ import time
 from typing import Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import (
-    ActionApproved,
-    ActionPayload,
-    ActionRejected,
-    ActionStatus,
-    ActionStep,
-    NewEvent,
-)
+from advisor.core.events import ActionApproved, ActionPayload, ActionRejected, ActionStep, NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
+from advisor.core.statuses import ActionStatus
 from advisor.store import EventStore
 from advisor.views.actions import action_by_id, all_actions, plan_actions
 from advisor.views.projector import Projector

@@ -8,7 +8,7 @@ the way the executor would judge it (run / skip / stale); without one, the steps
 from __future__ import annotations
 
 from advisor.core.errors import AdvisorError
-from advisor.core.events import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend
 from advisor.execution.guards import Context, judge
 from advisor.execution.handlers import handler_for

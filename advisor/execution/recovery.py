@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionSkipped, ActionStatus, IncidentStatus
+from advisor.core.events import ActionSkipped
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
 from advisor.execution.run import ExecReport, Executor

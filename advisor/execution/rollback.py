@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionRolledBack, ActionStatus
+from advisor.core.events import ActionRolledBack
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend, FileChange
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,

@@ -32,11 +32,10 @@ from advisor.core.events import (
     ActionPayload,
     ActionSkipped,
     ActionStarted,
-    ActionStatus,
     ActionStep,
     ActionSucceeded,
-    IncidentStatus,
 )
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from advisor.core.events import ActionStatus, IncidentStatus
 from advisor.core.render import safe_text
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows

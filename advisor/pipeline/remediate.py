@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.core.units import parse_service
 
 if TYPE_CHECKING:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from advisor.core.events import ACTION_EVENT_TYPES, ActionStatus, IncidentStatus
+from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.ids import short_id
 from advisor.core.render import safe_text
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix

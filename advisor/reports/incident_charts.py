@@ -23,7 +23,7 @@ from typing import Any, Final
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from advisor.core.actions import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.reports.chart_base import (
     ACTION,
     COLOURS,

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStatus, IncidentStatus, LogRecorded
+from advisor.core.events import LogRecorded
 from advisor.core.ids import resolve_id, short_id
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from advisor.core.actions import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.core.timefmt import format_us
 
 # The lifecycle steps (`facts.event` of a parsed line) a timeline shows, with their words.

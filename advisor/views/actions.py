@@ -15,10 +15,10 @@ from advisor.core.events import (
     ActionRolledBack,
     ActionSkipped,
     ActionStarted,
-    ActionStatus,
     ActionSucceeded,
     StoredEvent,
 )
+from advisor.core.statuses import ActionStatus
 from advisor.store import EventStore
 from advisor.store.schema import actions
 from advisor.views.foldbase import FoldBase

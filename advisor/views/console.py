@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Select, and_, case, func, select
 
-from advisor.core.events import ActionStatus, IncidentStatus
 from advisor.core.ids import resolve_id
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store import EventStore
 from advisor.store.schema import actions, incidents, runs
 from advisor.views.rows import IncidentView, fresh

@@ -13,7 +13,7 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import Row, bindparam, func, select, update
 
-from advisor.core.events import IncidentStatus
+from advisor.core.statuses import IncidentStatus
 from advisor.store import EventStore
 from advisor.store.schema import incidents, runs
 from advisor.views.foldbase import FoldBase, incidence

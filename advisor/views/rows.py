@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from advisor.core.actions import ActionStatus, ActionStep, step_from_spec
-from advisor.core.payloads import IncidentStatus
+from advisor.core.actions import ActionStep, step_from_spec
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store import EventStore
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import case, func, select
 
-from advisor.core.events import ActionStatus, IncidentStatus
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store.schema import actions, events, incidents
 
 if TYPE_CHECKING:

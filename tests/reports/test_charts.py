@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
 import advisor.reports
-from advisor.core.actions import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.core.timefmt import parse_iso_us
 from advisor.reports import timeline
 from advisor.reports.chart_base import ACTION, COLOURS, FAILURE, HEALTHY, count_range, label

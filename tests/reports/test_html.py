@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
-from advisor.core.actions import ActionStatus
+from advisor.core.statuses import ActionStatus
 from advisor.core.timefmt import parse_iso_us
 from advisor.reports import timeline
 from advisor.reports.charts import plotly_js
