@@ -21,6 +21,7 @@ from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
 from advisor.reports import timeline
 from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
+from advisor.reports.writeup import OtherIncident, ReportIncident, SimilarIncident
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
 from advisor.views.actions import all_actions
@@ -206,16 +207,18 @@ def _plan_step(row: ActionRow) -> dict[str, Any]:
     }
 
 
-_INCIDENT_KEYS: Final = (
-    "incident_id",
-    "host",
-    "unit",
-    "label",
-    "confidence",
-    "phase",
-    "runs",
-    "status",
-)
+def _report_incident(incident: IncidentView) -> ReportIncident:
+    return ReportIncident(
+        incident_id=incident.incident_id,
+        host=incident.host,
+        unit=incident.unit,
+        label=incident.label,
+        confidence=incident.confidence,
+        phase=incident.phase,
+        runs=incident.runs,
+        status=incident.status,
+        short_id=short_id(incident.incident_id),
+    )
 
 
 def build(
@@ -238,10 +241,7 @@ def build(
     totals: dict[int, int] = {}
     gpus = _gpu_memory(store, incident.host, window, series, totals)
     return {
-        "incident": {
-            **{k: getattr(incident, k) for k in _INCIDENT_KEYS},
-            "short_id": short_id(incident.incident_id),
-        },
+        "incident": _report_incident(incident),
         "opened": format_us(incident.opened_us),
         "config": dict(runs[first].config),
         "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
@@ -280,17 +280,17 @@ def _evidence(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]
     ]
 
 
-def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
+def _similar(store: EventStore, incident: IncidentView) -> list[SimilarIncident]:
     """The host's other incidents with the same label, superseded ones left out."""
     return [
-        {
-            "incident_id": i.incident_id,
-            "short_id": short_id(i.incident_id),
-            "unit": i.unit,
-            "opened": format_us(i.opened_us),
-            "runs": i.runs,
-            "status": i.status,
-        }
+        SimilarIncident(
+            incident_id=i.incident_id,
+            short_id=short_id(i.incident_id),
+            unit=i.unit,
+            opened=format_us(i.opened_us),
+            runs=i.runs,
+            status=i.status,
+        )
         for i in incident_rows(store, host=incident.host)
         if i.incident_id != incident.incident_id
         and i.label == incident.label
@@ -298,7 +298,7 @@ def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
     ]
 
 
-def _others(chosen: _Chosen) -> list[dict[str, Any]]:
+def _others(chosen: _Chosen) -> list[OtherIncident]:
     """The service's other incidents, superseded ones left out, newest seen first."""
     incident, actions = chosen.incident, chosen.actions
     others = [
@@ -309,14 +309,14 @@ def _others(chosen: _Chosen) -> list[dict[str, Any]]:
     seen = {i.incident_id: _last_seen(i, _plans_of(actions, i.incident_id)) for i in others}
     others.sort(key=lambda i: seen[i.incident_id], reverse=True)
     return [
-        {
-            "incident_id": i.incident_id,
-            "short_id": short_id(i.incident_id),
-            "label": i.label,
-            "opened": format_us(i.opened_us),
-            "last_seen": format_us(seen[i.incident_id]),
-            "runs": i.runs,
-            "status": i.status,
-        }
+        OtherIncident(
+            incident_id=i.incident_id,
+            short_id=short_id(i.incident_id),
+            label=i.label,
+            opened=format_us(i.opened_us),
+            last_seen=format_us(seen[i.incident_id]),
+            runs=i.runs,
+            status=i.status,
+        )
         for i in others
     ]

@@ -11,12 +11,50 @@ raw HTML, links, emphasis or headings of its own into the page.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from advisor.core.render import clip, markdown_code, markdown_code_block, markdown_text, safe_text
+from advisor.core.statuses import IncidentStatus
 
 EVIDENCE_CHARS: Final = 300  # an evidence line is cut (at a word) after this many characters
 GPU_TITLE: Final = "GPU memory (used / total, over the incident)"
+
+
+class ReportIncident(TypedDict):
+    """The report's `incident`: the incident's row, in part, and its short id."""
+
+    incident_id: str
+    host: str
+    unit: str
+    label: str | None
+    confidence: float | None
+    phase: str | None
+    runs: int
+    status: IncidentStatus
+    short_id: str
+
+
+class OtherIncident(TypedDict):
+    """One of the report's `others`: another incident of the same service."""
+
+    incident_id: str
+    short_id: str
+    label: str | None
+    opened: str
+    last_seen: str
+    runs: int
+    status: IncidentStatus
+
+
+class SimilarIncident(TypedDict):
+    """One of the report's `similar`: an incident with the same label on the same host."""
+
+    incident_id: str
+    short_id: str
+    unit: str
+    opened: str
+    runs: int
+    status: IncidentStatus
 
 
 def step_title(step: dict[str, Any]) -> str:
@@ -43,7 +81,7 @@ def plan_lines(steps: list[dict[str, Any]]) -> list[str]:
 
 
 def _summary(report: dict[str, Any]) -> str:
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     return (
         f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or 'unknown'}"
     )
@@ -78,16 +116,18 @@ def _gpu_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _other_lines(report: dict[str, Any]) -> list[str]:
+    others: list[OtherIncident] = report.get("others", [])
     return [
         f"{o['short_id']}  {o['opened']}  {o['label'] or '?'}  {o['runs']} run(s), {o['status']}"
-        for o in report.get("others", [])
+        for o in others
     ]
 
 
 def _similar_lines(report: dict[str, Any]) -> list[str]:
+    similar: list[SimilarIncident] = report["similar"]
     return [
         f"{s['short_id']}  {s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
-        for s in report["similar"]
+        for s in similar
     ]
 
 
@@ -96,7 +136,7 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     Markdown (`render_markdown`)."""
     if markdown:
         return render_markdown(report)
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     out = [
         safe_text(
             f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
@@ -146,7 +186,7 @@ def _markdown_plan(steps: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The post-mortem as CommonMark: headings, lists and code blocks (module docstring)."""
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     service = f"{inc['host']}/{inc['unit']}"
     out = [
         f"# {markdown_code(service)}: {markdown_text(str(inc['label']))} "
