@@ -23,6 +23,7 @@ from advisor.cli.common import (
     with_short,
 )
 from advisor.core.ids import short_id, shorten_ids
+from advisor.core.statuses import ActionStatus
 from advisor.front import human
 from advisor.reports.render import safe_text
 
@@ -81,11 +82,13 @@ def _decide(
     who = human()
     by_step = {r.step: r for r in rows}
     for row in rows:
-        if row.status != "proposed" or row.alternative:
+        if row.status != ActionStatus.PROPOSED or row.alternative:
             continue
         alternative = by_step.get(row.step + 1)
         has_alt = (
-            alternative is not None and alternative.alternative and alternative.status == "proposed"
+            alternative is not None
+            and alternative.alternative
+            and alternative.status == ActionStatus.PROPOSED
         )
         choices = ["y", "n", "all", "q"] + (["a"] if has_alt else [])
         text = (
@@ -183,7 +186,7 @@ def remediate(
     if renewed is not None:
         say(safe_text(shorten_ids(renewed)))
     _show_plan(plan, say)
-    if any(r.status == "proposed" for r in plan.rows):
+    if any(r.status == ActionStatus.PROPOSED for r in plan.rows):
         _decide(adv, plan.rows, yes, plan.plan_id, err=as_json)
     outcome = adv.run(chosen, plan.plan_id)
     _report(outcome.report, say)

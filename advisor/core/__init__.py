@@ -24,6 +24,7 @@ __all__ = [
     "settings",
     "shapes",
     "slots",
+    "statuses",
     "taxonomy",
     "timefmt",
     "toml",

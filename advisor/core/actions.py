@@ -119,6 +119,19 @@ class ActionRolledBack(Payload):
     detail: str
 
 
+# Every payload about a step: what the planner, the decisions and the executor append.
+ActionPayload = (
+    ActionProposed
+    | ActionApproved
+    | ActionRejected
+    | ActionStarted
+    | ActionSucceeded
+    | ActionFailed
+    | ActionSkipped
+    | ActionRolledBack
+)
+
+
 def step_from_spec(spec: Mapping[str, Any]) -> ActionStep:
     """The step a proposal's spec (the `actions` row's, or its event's) describes."""
     fields = ActionStep.model_fields

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from advisor.core.actions import (
     ActionApproved,
     ActionFailed,
+    ActionPayload,
     ActionProposed,
     ActionRejected,
     ActionRolledBack,
@@ -47,6 +48,7 @@ from advisor.core.payloads import (
     StoreRetained,
 )
 from advisor.core.shapes import batch_adapter
+from advisor.core.statuses import ActionStatus, IncidentStatus
 
 __all__ = [
     "ACTION_EVENT_TYPES",
@@ -55,11 +57,13 @@ __all__ = [
     "UPCASTERS",
     "ActionApproved",
     "ActionFailed",
+    "ActionPayload",
     "ActionProposed",
     "ActionRejected",
     "ActionRolledBack",
     "ActionSkipped",
     "ActionStarted",
+    "ActionStatus",
     "ActionStep",
     "ActionSucceeded",
     "AnyPayload",
@@ -72,6 +76,7 @@ __all__ = [
     "IncidentOpened",
     "IncidentRecurred",
     "IncidentResolved",
+    "IncidentStatus",
     "LogRecorded",
     "NewEvent",
     "Payload",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.taxonomy import WEDGED_STOP
 from advisor.execution.run import approve, execute, plan_rows
 from advisor.pipeline.processing import Processor
@@ -209,7 +210,7 @@ def run_demo(
 
 
 def _open(store: EventStore, unit: str) -> list[IncidentView]:
-    return [i for i in incident_rows(store, unit=unit) if i.status == "open"]
+    return [i for i in incident_rows(store, unit=unit) if i.status == IncidentStatus.OPEN]
 
 
 def _next_plan(store: EventStore, unit: str) -> str | None:
@@ -217,7 +218,10 @@ def _next_plan(store: EventStore, unit: str) -> str | None:
     for incident in reversed(_open(store, unit)):
         plan_id = incident.incident_id
         rows = plan_rows(store, plan_id)
-        if any(r.status in ("proposed", "approved") and not r.alternative for r in rows):
+        if any(
+            r.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED) and not r.alternative
+            for r in rows
+        ):
             return plan_id
     return None
 

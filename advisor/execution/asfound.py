@@ -19,6 +19,7 @@ from typing import Any
 from advisor.core.actions import ActionStarted
 from advisor.core.errors import AdvisorError
 from advisor.core.kinds import RESTART, SET_FLAG, SETTING_KINDS
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import plan_rows
 from advisor.execution.rollback import rollback
@@ -76,7 +77,12 @@ def undo_flags(store: EventStore, backend: Backend, plan_id: str, unit: str | No
     """Roll back the plan's `set_flag` changes on `unit`, newest first: the words to add."""
     done: list[str] = []
     for r in reversed(plan_rows(store, plan_id)):
-        if r.unit != unit or r.kind != SET_FLAG or r.status != "succeeded" or not r.dropin:
+        if (
+            r.unit != unit
+            or r.kind != SET_FLAG
+            or r.status != ActionStatus.SUCCEEDED
+            or not r.dropin
+        ):
             continue
         try:
             rollback(store, backend, r.action_id, getattr(backend, "root", None), by="executor")
@@ -95,7 +101,7 @@ def rollback_hint(store: EventStore, row: ActionRow) -> str:
     changed = [
         r.action_id
         for r in plan_rows(store, row.plan_id)
-        if r.status == "succeeded" and r.kind in SETTING_KINDS and r.written_text
+        if r.status == ActionStatus.SUCCEEDED and r.kind in SETTING_KINDS and r.written_text
     ]
     if not changed:
         return ""

@@ -6,12 +6,13 @@ event advisor appends about a step.
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep, NewEvent
+from advisor.core.events import ActionApproved, ActionPayload, ActionRejected, ActionStep, NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
+from advisor.core.statuses import ActionStatus
 from advisor.store import EventStore
 from advisor.views.fold.projector import Projector
 from advisor.views.read.actions import action_by_id, all_actions, plan_actions
@@ -22,19 +23,18 @@ HUMAN_SOURCE: Final = "approval"
 
 
 def action_event(
-    row: ActionRow, payload: dict[str, Any], source: str, key: str, time_us: int | None = None
+    row: ActionRow, payload: ActionPayload, source: str, key: str, time_us: int | None = None
 ) -> NewEvent:
     """An event about the step `row`, on its unit's stream (the host's `advisor` stream for a
-    step with no unit); `key` makes it idempotent."""
+    step with no unit); `key` makes it idempotent. The payload is a model, so a misspelt or
+    missing field fails where it is built."""
     stream = f"{row.host}/{row.unit or 'advisor'}"
-    return NewEvent.model_validate(
-        {
-            "stream": stream,
-            "time_us": time_us if time_us is not None else now_us(),
-            "source": source,
-            "key": stable_key(key.encode()),
-            "payload": {k: v for k, v in payload.items() if v is not None},
-        }
+    return NewEvent(
+        stream=stream,
+        time_us=time_us if time_us is not None else now_us(),
+        source=source,
+        key=stable_key(key.encode()),
+        payload=payload,
     )
 
 
@@ -94,25 +94,20 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
     rows = plan_rows(store, ident)
     events: list[NewEvent] = []
     if rows:
-        chosen = [r for r in rows if r.status == "proposed" and not r.alternative]
+        chosen = [r for r in rows if r.status == ActionStatus.PROPOSED and not r.alternative]
     else:
         row = action_row(store, ident)
-        if row.status != "proposed":
+        if row.status != ActionStatus.PROPOSED:
             raise InputError(f"action {ident} is {row.status}, not proposed")
         chosen = [row]
         if row.alternative:
             main = _replaced_by(plan_rows(store, row.plan_id), row)
-            if main is not None and main.status == "proposed":
+            if main is not None and main.status == ActionStatus.PROPOSED:
                 why = f"alternative {ident} chosen instead"
                 events.append(
                     action_event(
                         main,
-                        {
-                            "type": "action.rejected",
-                            "action_id": main.action_id,
-                            "by": by,
-                            "why": why,
-                        },
+                        ActionRejected(action_id=main.action_id, by=by, why=why),
                         HUMAN_SOURCE,
                         f"rejected:{main.action_id}",
                     )
@@ -120,7 +115,7 @@ def approve(store: EventStore, ident: str, by: str) -> list[str]:
     events += [
         action_event(
             r,
-            {"type": "action.approved", "action_id": r.action_id, "by": by},
+            ActionApproved(action_id=r.action_id, by=by),
             HUMAN_SOURCE,
             f"approved:{r.action_id}",
         )
@@ -142,13 +137,13 @@ def reject(store: EventStore, action_id: str, by: str, why: str) -> str:
     whole id."""
     action_id = resolve_ident(store, action_id, plans=False)
     row = action_row(store, action_id)
-    if row.status not in ("proposed", "approved"):
+    if row.status not in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
         raise InputError(f"action {action_id} is {row.status}: too late to reject")
     store.append(
         [
             action_event(
                 row,
-                {"type": "action.rejected", "action_id": action_id, "by": by, "why": why},
+                ActionRejected(action_id=action_id, by=by, why=why),
                 HUMAN_SOURCE,
                 f"rejected:{action_id}",
             )

@@ -8,13 +8,14 @@ the way the executor would judge it (run / skip / stale); without one, the steps
 from __future__ import annotations
 
 from advisor.core.errors import AdvisorError
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend
 from advisor.execution.guards import Context, judge
 from advisor.execution.handlers import handler_for
 from advisor.execution.run import plan_rows, step_of
 from advisor.store import EventStore
 
-_DONE = ("succeeded", "rolled_back", "skipped")
+_DONE = (ActionStatus.SUCCEEDED, ActionStatus.ROLLED_BACK, ActionStatus.SKIPPED)
 
 
 def preview(store: EventStore, plan_id: str, observer: Backend | None = None) -> list[str]:
@@ -29,10 +30,15 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
         if status in _DONE:
             lines.append(f"{label}: already {status}")
             continue
-        if row.alternative and status != "approved":
+        if row.alternative and status != ActionStatus.APPROVED:
             lines.append(f"{label}: an alternative, not chosen")
             continue
-        if stopped or status in ("rejected", "failed", "stale", "started"):
+        if stopped or status in (
+            ActionStatus.REJECTED,
+            ActionStatus.FAILED,
+            ActionStatus.STALE,
+            ActionStatus.STARTED,
+        ):
             why = "the plan stops before it" if stopped else status
             lines.append(f"{label}: would not run ({why})")
             stopped = True
@@ -50,7 +56,7 @@ def preview(store: EventStore, plan_id: str, observer: Backend | None = None) ->
                     f"{judged.why}"
                 )
                 stopped = judged.action == "stale"
-        if status == "proposed":
+        if status == ActionStatus.PROPOSED:
             verdict += " once approved"
         lines.append(f"{label}: {verdict}")
     return lines

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.events import ActionSkipped
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.execution.backends import Backend
 from advisor.execution.decisions import EXECUTOR_SOURCE, action_event, plan_rows
@@ -60,7 +62,9 @@ def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, A
     """The unit's open incident as the table holds it (JSON columns as text): the latest
     whose failure is a cause, not a consequence, should there be more."""
     open_ = [
-        i for i in read_rows(store, "incidents", unit=unit, host=host) if i["status"] == "open"
+        i
+        for i in read_rows(store, "incidents", unit=unit, host=host)
+        if i["status"] == IncidentStatus.OPEN
     ]
     if not open_:
         raise InputError(f"{unit}: no open incident")
@@ -69,7 +73,9 @@ def open_incident(store: EventStore, host: str | None, unit: str) -> dict[str, A
 
 def open_incident_view(store: EventStore, host: str | None, unit: str) -> IncidentView:
     """The unit's open incident (as `open_incident` chooses it)."""
-    open_ = [i for i in incident_rows(store, unit=unit, host=host) if i.status == "open"]
+    open_ = [
+        i for i in incident_rows(store, unit=unit, host=host) if i.status == IncidentStatus.OPEN
+    ]
     if not open_:
         raise InputError(f"{unit}: no open incident")
     chosen: IncidentView = _cause(open_, lambda i: i.label)
@@ -128,20 +134,19 @@ def _close(executor: Executor, plan_id: str, new_plan: str, result: Replanned) -
             )
         report = ExecReport(plan_id)
         for row in plan_rows(store, plan_id):
-            if row.status == "started":
+            if row.status == ActionStatus.STARTED:
                 executor.mark_interrupted(row, report)
                 result.notes.append(f"step {row.step} was interrupted: marked failed")
-            elif row.status in ("proposed", "approved"):
+            elif row.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
                 store.append(
                     [
                         action_event(
                             row,
-                            {
-                                "type": "action.skipped",
-                                "action_id": row.action_id,
-                                "why": f"superseded by plan {new_plan}",
-                                "stale": True,
-                            },
+                            ActionSkipped(
+                                action_id=row.action_id,
+                                why=f"superseded by plan {new_plan}",
+                                stale=True,
+                            ),
                             EXECUTOR_SOURCE,
                             f"skipped:{row.action_id}",
                         )

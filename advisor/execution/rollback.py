@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.errors import InputError
+from advisor.core.events import ActionRolledBack
+from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend, FileChange
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
@@ -28,9 +30,14 @@ def rollback(
     (`action_id` may be a prefix: `decisions.resolve_ident`)."""
     action_id = resolve_ident(store, action_id, plans=False)
     row = action_row(store, action_id)
-    if row.status not in ("succeeded", "failed", "started") or row.dropin is None:
+    if (
+        row.status not in (ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.STARTED)
+        or row.dropin is None
+    ):
         raise InputError(f"action {action_id} changed no unit file (status {row.status})")
-    if row.status == "started":  # written, maybe, by an executor that died before saying so
+    if (
+        row.status == ActionStatus.STARTED
+    ):  # written, maybe, by an executor that died before saying so
         holder = leases.holder_of(store, f"plan:{row.plan_id}")
         if holder is not None and holder.expires_us > now_us():
             raise InputError(
@@ -43,7 +50,7 @@ def rollback(
         [
             action_event(
                 row,
-                {"type": "action.rolled_back", "action_id": action_id, "detail": outcome.detail},
+                ActionRolledBack(action_id=action_id, detail=outcome.detail),
                 EXECUTOR_SOURCE,
                 f"rolled_back:{action_id}",
             )
@@ -75,7 +82,7 @@ def _recorded_change(store: EventStore, row: ActionRow, root: Path | None) -> Fi
             for r in all_actions(store)
             if r.dropin == row.dropin
             and r.proposed_seq > row.proposed_seq
-            and r.status == "succeeded"
+            and r.status == ActionStatus.SUCCEEDED
         ]
         if later:
             raise InputError(

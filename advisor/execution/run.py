@@ -24,11 +24,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionStep
+from advisor.core.events import (
+    ActionFailed,
+    ActionPayload,
+    ActionSkipped,
+    ActionStarted,
+    ActionStep,
+    ActionSucceeded,
+)
 from advisor.core.kinds import KINDS, RESTART, SET_FLAG
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
@@ -129,33 +137,35 @@ class Executor:
 
     def _run(self, plan_id: str, max_steps: int | None, report: ExecReport) -> None:
         rows = plan_rows(self.store, plan_id)
-        ended = next((r for r in rows if r.status in ("failed", "stale")), None)
+        ended = next(
+            (r for r in rows if r.status in (ActionStatus.FAILED, ActionStatus.STALE)), None
+        )
         if ended is not None:  # a plan stops at its first failed step, whatever came before
-            report.state = "stopped" if ended.status == "failed" else "stale"
+            report.state = "stopped" if ended.status == ActionStatus.FAILED else "stale"
             report.why = f"step {ended.step} {ended.status}: {ended.detail}"
             return
         if not self._preflight(rows, report):
             return
         for i, row in enumerate(rows):
             status, alternative = row.status, row.alternative
-            if status in ("succeeded", "rolled_back", "skipped"):
+            if status in (ActionStatus.SUCCEEDED, ActionStatus.ROLLED_BACK, ActionStatus.SKIPPED):
                 continue
-            if alternative and status in ("proposed", "rejected"):
+            if alternative and status in (ActionStatus.PROPOSED, ActionStatus.REJECTED):
                 continue  # not chosen
-            if status == "rejected":
+            if status == ActionStatus.REJECTED:
                 nxt = rows[i + 1] if i + 1 < len(rows) else None
-                if nxt is not None and nxt.alternative and nxt.status == "approved":
+                if nxt is not None and nxt.alternative and nxt.status == ActionStatus.APPROVED:
                     continue  # its alternative was chosen instead
                 self._stop(report, row, "stopped", f"step {row.step} was rejected")
                 return
-            if status == "proposed":
+            if status == ActionStatus.PROPOSED:
                 report.state, report.why = "waiting", f"step {row.step} awaits approval"
                 return
-            if status in ("failed", "stale"):
-                report.state = "stopped" if status == "failed" else "stale"
+            if status in (ActionStatus.FAILED, ActionStatus.STALE):
+                report.state = "stopped" if status == ActionStatus.FAILED else "stale"
                 report.why = f"step {row.step} {status}: {row.detail}"
                 return
-            if status == "started":
+            if status == ActionStatus.STARTED:
                 self.mark_interrupted(row, report)
                 return
             if max_steps is not None and len(report.ran) + len(report.skipped) >= max_steps:
@@ -169,10 +179,12 @@ class Executor:
         previous = [
             r
             for r in done
-            if r.unit == row.unit and r.state_after and r.status in ("succeeded", "skipped")
+            if r.unit == row.unit
+            and r.state_after
+            and r.status in (ActionStatus.SUCCEEDED, ActionStatus.SKIPPED)
         ]
         incident = incident_of(self.store, row)
-        incident_open = incident is None or incident["status"] == "open"
+        incident_open = incident is None or incident["status"] == IncidentStatus.OPEN
         ready = frozenset(
             r["invocation_id"]
             for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
@@ -238,13 +250,12 @@ class Executor:
             self.hook("performed", action_id)
         self._append(
             row,
-            {
-                "type": "action.succeeded",
-                "action_id": action_id,
-                "detail": outcome.detail,
-                "dropin": str(change.path) if change is not None else None,
-                "after": outcome.after.as_event() if outcome.after else None,
-            },
+            ActionSucceeded(
+                action_id=action_id,
+                detail=outcome.detail,
+                dropin=str(change.path) if change is not None else None,
+                after=outcome.after.as_event() if outcome.after else None,
+            ),
             f"succeeded:{action_id}",
         )
         report.ran.append(action_id)
@@ -258,13 +269,12 @@ class Executor:
         stale = verdict.action == "stale"
         self._append(
             row,
-            {
-                "type": "action.skipped",
-                "action_id": action_id,
-                "why": verdict.why,
-                "stale": stale,
-                "after": before.as_event() if before else None,
-            },
+            ActionSkipped(
+                action_id=action_id,
+                why=verdict.why,
+                stale=stale,
+                after=before.as_event() if before else None,
+            ),
             f"skipped:{action_id}",
         )
         if stale:
@@ -275,22 +285,17 @@ class Executor:
 
     def _started_payload(
         self, action_id: str, before: UnitSnapshot | None, change: FileChange | None
-    ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "type": "action.started",
-            "action_id": action_id,
-            "backend": self.backend.name,
-            "executor": self.identity,
-            "before": before.as_event() if before else None,
-        }
-        if change is not None:
-            payload.update(
-                dropin=str(change.path),
-                written_text=change.text,
-                previous_text=change.previous,
-                had_previous=change.had_previous,
-            )
-        return payload
+    ) -> ActionStarted:
+        return ActionStarted(
+            action_id=action_id,
+            backend=self.backend.name,
+            executor=self.identity,
+            before=before.as_event() if before else None,
+            dropin=str(change.path) if change is not None else None,
+            written_text=change.text if change is not None else None,
+            previous_text=change.previous if change is not None else None,
+            had_previous=change.had_previous if change is not None else None,
+        )
 
     def _safe_observe(self, step: ActionStep) -> UnitSnapshot | None:
         try:
@@ -298,7 +303,7 @@ class Executor:
         except AdvisorError:
             return None
 
-    def _append(self, row: ActionRow, payload: dict[str, Any], key: str) -> bool:
+    def _append(self, row: ActionRow, payload: ActionPayload, key: str) -> bool:
         """Append one executor event; True if this call stored it (not a duplicate)."""
         result = self.store.append([action_event(row, payload, EXECUTOR_SOURCE, key)])
         Projector(self.store).catch_up()
@@ -318,12 +323,11 @@ class Executor:
             error += rollback_hint(self.store, row)
         self._append(
             row,
-            {
-                "type": "action.failed",
-                "action_id": row.action_id,
-                "error": error[:2000],
-                "after": after.as_event() if after else None,
-            },
+            ActionFailed(
+                action_id=row.action_id,
+                error=error[:2000],
+                after=after.as_event() if after else None,
+            ),
             f"failed:{row.action_id}",
         )
         report.state, report.why = "stopped", f"step {row.step} failed: {error}"
@@ -338,14 +342,14 @@ class Executor:
         return tuple(
             Expected(str(r.spec["flag"]), str(r.spec["value"]), r.action_id)
             for r in plan_rows(self.store, row.plan_id)
-            if r.kind == SET_FLAG and r.status == "succeeded" and r.unit == row.unit
+            if r.kind == SET_FLAG and r.status == ActionStatus.SUCCEEDED and r.unit == row.unit
         )
 
     def _preflight(self, rows: list[ActionRow], report: ExecReport) -> bool:
         """Before anything runs: every approved `set_flag` of the plan can be made where its
         value lives; a refusal fails that step and the plan, with nothing touched."""
         for row in rows:
-            if row.kind != SET_FLAG or row.status != "approved":
+            if row.kind != SET_FLAG or row.status != ActionStatus.APPROVED:
                 continue
             try:
                 step = attested_step(self.store, row)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from advisor.core.statuses import ActionStatus
 from advisor.front.base import Front, human
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ class Acting(Front):
         from advisor.views.read.actions import all_actions
 
         rows = all_actions(self.store)
-        return [r for r in rows if r.status == "proposed"] if pending else rows
+        return [r for r in rows if r.status == ActionStatus.PROPOSED] if pending else rows
 
     def plan(self, service: str) -> OpenPlan:
         """SERVICE's open incident and its plan (UNIT or HOST/UNIT)."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.core.statuses import IncidentStatus
 from advisor.front.base import Front
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class Reading(Front):
         from advisor.views.read.reading import read_rows
 
         rows = read_rows(self.store, "incidents", unit=unit, host=host)
-        return [r for r in rows if r["status"] == "open"] if only_open else rows
+        return [r for r in rows if r["status"] == IncidentStatus.OPEN] if only_open else rows
 
     def diagnose(self) -> ProcessReport:
         """Bring the projections up to date and diagnose the runs not diagnosed yet."""
@@ -118,7 +119,9 @@ class Reading(Front):
 
             return render(report, series)
         if fmt == "json":
-            return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
+            from advisor.reports.postmortem import report_json
+
+            return orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2).decode() + "\n"
         from advisor.reports.writeup import render_text
 
         return render_text(report, markdown=fmt == "markdown")

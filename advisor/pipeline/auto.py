@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from advisor.core.kinds import CHANGES_UNIT
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.backends import Backend
 from advisor.execution.recovery import recover
 from advisor.execution.run import approve, execute, plan_rows
@@ -46,12 +47,12 @@ def _history(store: EventStore, unit: str | None, host: str, label: str, now_us:
     changes = [
         r.updated_us
         for r in all_actions(store, unit=unit, host=host)
-        if r.status == "succeeded" and r.kind in CHANGES_UNIT
+        if r.status == ActionStatus.SUCCEEDED and r.kind in CHANGES_UNIT
     ]
     incidents = [
         i
         for i in incident_rows(store, unit=unit, host=host)
-        if i.label == label and i.status != "superseded"
+        if i.label == label and i.status != IncidentStatus.SUPERSEDED
     ]
     return History(now_us, approvals, max(changes) if changes else None, len(incidents))
 
@@ -68,16 +69,21 @@ def auto_once(
     plans = sorted(
         p
         for p, rows in rows_by_plan.items()
-        if any(r.status in ("proposed", "approved", "started") for r in rows)
+        if any(
+            r.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED, ActionStatus.STARTED)
+            for r in rows
+        )
     )
     for plan_id in plans:
         rows = plan_rows(store, plan_id)
         incident = incidents.get(rows[0].incident_id or "")
-        if incident is None or incident.status != "open":
+        if incident is None or incident.status != IncidentStatus.OPEN:
             continue
         now = now_us if now_us is not None else time.time_ns() // 1000
-        steps = [r for r in rows if r.status == "proposed" and not r.alternative]
-        if not steps and not any(r.status in ("approved", "started") for r in rows):
+        steps = [r for r in rows if r.status == ActionStatus.PROPOSED and not r.alternative]
+        if not steps and not any(
+            r.status in (ActionStatus.APPROVED, ActionStatus.STARTED) for r in rows
+        ):
             continue  # nothing left to decide or run (an unchosen alternative stays proposed)
         refusal = _refusal(store, policy, steps, incident, now)
         if refusal is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.statuses import ActionStatus
 from advisor.core.units import parse_service
 
 if TYPE_CHECKING:
@@ -113,9 +114,12 @@ def carry_out(store: EventStore, backend: Backend, plan_id: str) -> Outcome:
 def finished(rows: list[ActionRow]) -> bool:
     """The plan will run no further: every step has an outcome, or one failed or went
     stale (a plan stops there)."""
-    if any(r.status in ("failed", "stale") for r in rows):
+    if any(r.status in (ActionStatus.FAILED, ActionStatus.STALE) for r in rows):
         return True
-    return bool(rows) and not any(r.status in ("proposed", "approved", "started") for r in rows)
+    return bool(rows) and not any(
+        r.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED, ActionStatus.STARTED)
+        for r in rows
+    )
 
 
 # How a unit that failed by itself ended (a stop that timed out is the operator's stop).

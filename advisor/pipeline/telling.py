@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from advisor.core.events import ACTION_EVENT_TYPES
 from advisor.core.ids import short_id
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.handlers import describe
 from advisor.execution.notices import Notice, Notices
 from advisor.execution.subject import headline_fix
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from advisor.views.read.rows import ActionRow, IncidentView
 
 Say = Callable[[str], None]
-_DONE = frozenset({"succeeded", "skipped"})
+_DONE = frozenset({ActionStatus.SUCCEEDED, ActionStatus.SKIPPED})
 # The events after which what is told may differ.
 TOLD_FROM = ("run.classified", "incident.classified", *ACTION_EVENT_TYPES)
 
@@ -81,7 +82,7 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
     """What a plan's state calls for: waiting for approval, a failed step, or done."""
     main = [r for r in rows if not r.alternative]
     fix = headline_fix(rows)
-    failed = [r for r in main if r.status == "failed"]
+    failed = [r for r in main if r.status == ActionStatus.FAILED]
     if failed:
         r = failed[0]
         what = (
@@ -90,7 +91,7 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
         title = f"advisor: a step failed on {_service(i)}"
         notice = _notice(i, "step_failed", title, what, fix)
         return Told((i.incident_id, "step_failed"), what, notice)
-    if main and all(r.status == "proposed" for r in main):
+    if main and all(r.status == ActionStatus.PROPOSED for r in main):
         steps = "; ".join(f"{r.step}. {describe(r.action)}" for r in main)
         what = (
             f"plan proposed for {_service(i)} ({i.label}): {steps}"
@@ -99,7 +100,11 @@ def _plan_told(i: IncidentView, plan_id: str, rows: list[ActionRow]) -> Told | N
         title = f"advisor: a plan for {_service(i)} waits for approval"
         notice = _notice(i, "plan_pending", title, what, fix)
         return Told((i.incident_id, "plan_pending"), what, notice)
-    if main and all(r.status in _DONE for r in main) and any(r.status == "succeeded" for r in main):
+    if (
+        main
+        and all(r.status in _DONE for r in main)
+        and any(r.status == ActionStatus.SUCCEEDED for r in main)
+    ):
         downtime = f"{i.downtime_us(max(r.updated_us for r in main)) / 1e6:.0f} s"
         what = f"plan done: {short_id(plan_id)} ({_service(i)}, {i.label}); downtime {downtime}"
         title = f"advisor: {_service(i)} recovered"
@@ -113,7 +118,9 @@ def occasions(store: EventStore) -> Iterator[Told]:
     plans: dict[str, list[ActionRow]] = {}
     for row in all_actions(store):  # folds what is new first, for the incidents too
         plans.setdefault(row.plan_id, []).append(row)
-    incidents = {i.incident_id: i for i in incident_rows(store) if i.status != "superseded"}
+    incidents = {
+        i.incident_id: i for i in incident_rows(store) if i.status != IncidentStatus.SUPERSEDED
+    }
     fixes = {rows[0].incident_id: headline_fix(rows) for rows in plans.values()}  # the latest
     for i in incidents.values():
         if i.label is not None:

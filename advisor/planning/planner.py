@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from advisor.core.events import GpuSampled, IncidentClassified, NewEvent, StoredEvent
+from advisor.core.events import (
+    ActionProposed,
+    GpuSampled,
+    IncidentClassified,
+    NewEvent,
+    StoredEvent,
+)
 from advisor.core.records import stable_key
 from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.parsing.parsed import own_pids, parse
@@ -134,23 +140,21 @@ def propose(
     steps = plan(label, confidence, facts, context, corroborated=corroborated)
     for step, action in enumerate(steps):
         action_id = f"{plan_id}#{step}"
+        proposed = ActionProposed(
+            action_id=action_id,
+            plan_id=plan_id,
+            step=step,
+            incident_id=incident_id,
+            host=run.host,
+            **action.model_dump(exclude_none=True),
+        )
         events.append(
-            NewEvent.model_validate(
-                {
-                    "stream": run.stream,
-                    "time_us": end,
-                    "source": SOURCE,
-                    "key": stable_key(f"action.proposed:{action_id}".encode()),
-                    "payload": {
-                        "type": "action.proposed",
-                        "action_id": action_id,
-                        "plan_id": plan_id,
-                        "step": step,
-                        "incident_id": incident_id,
-                        "host": run.host,
-                        **action.model_dump(exclude_none=True),
-                    },
-                }
+            NewEvent(
+                stream=run.stream,
+                time_us=end,
+                source=SOURCE,
+                key=stable_key(f"action.proposed:{action_id}".encode()),
+                payload=proposed,
             )
         )
     return events

@@ -17,5 +17,6 @@ __all__ = [
     "stats_charts",
     "stats_columns",
     "stats_sql",
+    "timeline",
     "writeup",
 ]

@@ -18,6 +18,7 @@ from advisor.reports.charts import (
 )
 from advisor.reports.incident_charts import drawn, events_of
 from advisor.reports.stats_columns import cell, header, heading
+from advisor.reports.writeup import ReportIncident
 
 STYLE: Final = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;"
@@ -49,7 +50,7 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
     """The post-mortem page: header, the incident's figure, then the text sections."""
     from advisor.reports.postmortem import render_text
 
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     title = f"{inc['host']}/{inc['unit']}: {inc['label']}"
     has_samples = any(samples.values())
     _, late = drawn(events_of(report))

@@ -17,13 +17,13 @@ call, which made a figure with a few dozen marks take seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from advisor.core.timefmt import parse_iso_us
+from advisor.core.statuses import ActionStatus
 from advisor.reports.chart_base import (
     ACTION,
     COLOURS,
@@ -34,6 +34,7 @@ from advisor.reports.chart_base import (
     label,
     when,
 )
+from advisor.reports.timeline import HEALTHY_STEPS, PHASE_ENDS, TimelineEntry, TimelineKind
 
 GpuSeries = dict[str, list[tuple[int, float]]]
 
@@ -44,16 +45,7 @@ LATE_US: Final = 3600 * 1_000_000  # actions later than this after the log: not 
 # `postmortem`), or at its last GPU sample: actions after it are arrows at the axis' edge.
 WINDOW_AFTER_US: Final = 30 * 1_000_000
 LANE_CHARS: Final = 60  # a row's label, at most (the rows' labels are our own words)
-# What ends a phase: the next phase of the same run, or one of these.
-_ENDS: Final = ("main process exited", "failed", "stop timed out", "stopped cleanly", "started")
-_FAILURES: Final = ("failed", "stop timed out")
-
-
-@dataclass(frozen=True)
-class Event:
-    time_us: int
-    what: str
-    run: str | None
+_ACTION: Final = TimelineKind.ACTION
 
 
 @dataclass(frozen=True)
@@ -63,35 +55,43 @@ class Phase:
     end_us: int
 
 
-def events_of(report: dict[str, Any]) -> list[Event]:
-    """The report's timeline with times in µs."""
-    return [Event(parse_iso_us(e["time"]), e["what"], e.get("run")) for e in report["timeline"]]
+def events_of(report: dict[str, Any]) -> list[TimelineEntry]:
+    """The report's timeline, each entry at the time the text prints (to the millisecond)."""
+    entries: list[TimelineEntry] = report["timeline"]
+    return [replace(e, time_us=e.time_us - e.time_us % 1000) for e in entries]
 
 
-def drawn(events: list[Event]) -> tuple[list[Event], list[Event]]:
+def drawn(events: list[TimelineEntry]) -> tuple[list[TimelineEntry], list[TimelineEntry]]:
     """The events the chart draws, and those it leaves to the text: actions decided more
     than `LATE_US` after the log's last event (an old log diagnosed today) would stretch the
     time axis over months and squash the incident into a line."""
-    logged = [e.time_us for e in events if not e.what.startswith("action")]
+    logged = [e.time_us for e in events if e.kind is not _ACTION]
     if not logged:
         return events, []
     last = max(logged) + LATE_US
     return [e for e in events if e.time_us <= last], [e for e in events if e.time_us > last]
 
 
-def phases_of(events: list[Event]) -> list[Phase]:
+def _ends_phase(e: TimelineEntry) -> bool:
+    """The run's next phase, or a lifecycle step that ends the phase it was in."""
+    return e.kind is TimelineKind.PHASE or (
+        e.kind is TimelineKind.LIFECYCLE and e.name in PHASE_ENDS
+    )
+
+
+def phases_of(events: list[TimelineEntry]) -> list[Phase]:
     """Each run's phases, each from its line to the run's next phase or end (its last event
     when nothing followed it)."""
     out: list[Phase] = []
     for n, event in enumerate(events):
-        if not event.what.startswith("phase "):
+        if event.kind is not TimelineKind.PHASE:
             continue
         later = [e for e in events[n + 1 :] if e.run == event.run]
         end = next(
-            (e.time_us for e in later if e.what.startswith(("phase ", *_ENDS))),
+            (e.time_us for e in later if _ends_phase(e)),
             later[-1].time_us if later else event.time_us,
         )
-        out.append(Phase(event.what.removeprefix("phase "), event.time_us, end))
+        out.append(Phase(event.name, event.time_us, end))
     return out
 
 
@@ -100,14 +100,26 @@ def _phase_colours(phases: list[Phase]) -> dict[str, str]:
     return {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
 
 
-def _colour(what: str) -> str:
-    """A lifecycle event's or action's colour: red for failures, green for health, else grey."""
-    if what in ("started", "stopped cleanly") or "succeeded" in what:
+def _colour(e: TimelineEntry) -> str:
+    """A lifecycle step's or action's colour: red for failures, green for health, else grey."""
+    if e.kind is _ACTION:
+        if e.status == ActionStatus.SUCCEEDED:
+            return HEALTHY
+        return FAILURE if e.status == ActionStatus.FAILED else ACTION
+    if e.name in HEALTHY_STEPS:
         return HEALTHY
-    return FAILURE if what.startswith(_FAILURES) or "failed" in what else ACTION
+    return FAILURE if e.failure else ACTION
 
 
-def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
+def _firsts(events: list[TimelineEntry]) -> dict[str, TimelineEntry]:
+    """Each row's first entry, by the row's words, in the order the rows first appear."""
+    firsts: dict[str, TimelineEntry] = {}
+    for e in events:
+        firsts.setdefault(e.what, e)
+    return firsts
+
+
+def _lane_traces(events: list[TimelineEntry], phases: list[Phase]) -> list[go.Scatter]:
     """The timeline rows: a bar per phase, a marker per lifecycle event or action."""
     colours = _phase_colours(phases)
     traces = []
@@ -128,17 +140,17 @@ def _lane_traces(events: list[Event], phases: list[Phase]) -> list[go.Scatter]:
                 showlegend=False,
             )
         )
-    others = [e for e in events if not e.what.startswith("phase ")]
-    for what in dict.fromkeys(e.what for e in others):
+    others = [e for e in events if e.kind is not TimelineKind.PHASE]
+    for what, first in _firsts(others).items():
         times = [when(e.time_us) for e in others if e.what == what]
-        action = what.startswith("action")
+        action = first.kind is _ACTION
         traces.append(
             go.Scatter(
                 x=times,
                 y=[label(what, LANE_CHARS)] * len(times),
                 mode="markers",
                 marker={
-                    "color": _colour(what),
+                    "color": _colour(first),
                     "size": 11,
                     "symbol": "diamond" if action else "circle",
                 },
@@ -168,25 +180,27 @@ def _gpu_trace(gpu: str, points: list[tuple[int, float]], total_gib: float | Non
     )
 
 
-def after_window(events: list[Event], end_us: int | None) -> tuple[list[Event], list[Event]]:
+def after_window(
+    events: list[TimelineEntry], end_us: int | None
+) -> tuple[list[TimelineEntry], list[TimelineEntry]]:
     """The events on the time axis, and the actions decided after `end_us` (the end of the
     incident's window: `WINDOW_AFTER_US` after its last logged line, or its last GPU sample
     if later), which must not stretch it."""
     if end_us is None:
         return events, []
-    late = [e.what.startswith("action") and e.time_us > end_us for e in events]
+    late = [e.kind is _ACTION and e.time_us > end_us for e in events]
     return (
         [e for e, out in zip(events, late, strict=True) if not out],
         [e for e, out in zip(events, late, strict=True) if out],
     )
 
 
-def _after_traces(after: list[Event], edge_us: int, day: str) -> list[go.Scatter]:
+def _after_traces(after: list[TimelineEntry], edge_us: int, day: str) -> list[go.Scatter]:
     """Actions decided after the window: an arrow at the axis' right edge (`edge_us`, the
     last time drawn) in the action's own row, its time written beside it (the date too when
     it is not `day`); hovering tells the time in full."""
     traces = []
-    for what in dict.fromkeys(e.what for e in after):
+    for what, first in _firsts(after).items():
         times = [when(e.time_us) for e in after if e.what == what]
         last = times[-1]
         shown = f"{last:%H:%M:%S}" if f"{last:%Y-%m-%d}" == day else f"{last:%Y-%m-%d %H:%M:%S}"
@@ -197,7 +211,7 @@ def _after_traces(after: list[Event], edge_us: int, day: str) -> list[go.Scatter
                 x=[when(edge_us)],
                 y=[label(what, LANE_CHARS)],
                 mode="markers+text",
-                marker={"color": _colour(what), "size": 12, "symbol": "arrow-right"},
+                marker={"color": _colour(first), "size": 12, "symbol": "arrow-right"},
                 text=[f"{many}at {shown} →"],
                 textposition="middle left",
                 textfont={"color": ACTION},
@@ -210,15 +224,15 @@ def _after_traces(after: list[Event], edge_us: int, day: str) -> list[go.Scatter
     return traces
 
 
-def _shapes(events: list[Event], phases: list[Phase], rows: int) -> list[dict[str, Any]]:
+def _shapes(events: list[TimelineEntry], phases: list[Phase], rows: int) -> list[dict[str, Any]]:
     """Failures and actions as lines through every panel (one line per panel, each within
     its panel), phases shaded behind the GPU panels (rows 2 to `rows`): the shapes
     `add_vline`/`add_vrect` would add, as dicts for one layout update."""
     refs = [("x", "y"), *((f"x{n}", f"y{n}") for n in range(2, rows + 1))]
     shapes: list[dict[str, Any]] = []
     for e in events:
-        if e.what.startswith(_FAILURES) or e.what.startswith("action"):
-            failure = not e.what.startswith("action")
+        if e.failure or e.kind is _ACTION:
+            failure = e.kind is not _ACTION
             t = when(e.time_us)
             shapes += [
                 {
@@ -284,7 +298,7 @@ def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figu
     `postmortem.build`'s, `samples` the GPU series it filled (time µs, used fraction)."""
     events, _ = drawn(events_of(report))
     gpus = sorted((g for g, pts in samples.items() if pts), key=lambda g: (len(g), g))
-    logged = [e.time_us for e in events if not e.what.startswith("action")]
+    logged = [e.time_us for e in events if e.kind is not _ACTION]
     sampled = [t for g in gpus for t, _ in samples[g]]
     end_us = max([max(logged) + WINDOW_AFTER_US, *sampled]) if logged else None
     events, after = after_window(events, end_us)

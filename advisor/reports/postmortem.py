@@ -1,7 +1,8 @@
 """The post-mortem of an incident, from the store: what `advisor explain` prints.
 
-Built as one plain dict (`build`), then rendered as text, Markdown or JSON, so the three say
-the same thing. Everything in it comes from events and the projections folded from them.
+Built as one plain dict (`build`), then rendered as text, Markdown or JSON (`report_json`),
+so the three say the same thing; its timeline entries are typed (`advisor.reports.timeline`).
+Everything in it comes from events and the projections folded from them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from typing import Any, Final
 from advisor.core.errors import InputError
 from advisor.core.events import LogRecorded
 from advisor.core.ids import resolve_id, short_id
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.sequence import parse
+from advisor.reports import timeline
+from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
+from advisor.reports.writeup import OtherIncident, ReportIncident, SimilarIncident
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
 from advisor.views.fold.projector import Projector
@@ -28,17 +33,6 @@ from advisor.views.read.runs import unit_runs
 
 SPARK: Final = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH: Final = 48
-_TIMELINE_EVENTS: Final = {
-    "start": "start requested",
-    "started": "started",
-    "stop_requested": "stop requested",
-    "stop_timeout": "stop timed out: SIGKILL",
-    "exit": "main process exited",
-    "failed": "failed",
-    "restart_scheduled": "restart scheduled",
-    "deactivated": "stopped cleanly",
-    "still_around": "processes survived SIGKILL",
-}
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
@@ -58,24 +52,24 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v * len(SPARK)))] for v in buckets)
 
 
-def _run_timeline(store: EventStore, run: RunView) -> list[tuple[int, str]]:
-    """(time, what) for the run's start, phases, failure line and lifecycle steps."""
+def _run_timeline(store: EventStore, run: RunView) -> list[TimelineEntry]:
+    """The run's phases and lifecycle steps (each the first of its name), in its order."""
     lines = [
         line_from_payload(event.seq, event.payload.model_dump(), event.time_us)
         for event in run_log_events(store, run)
         if isinstance(event.payload, LogRecorded)
     ]
-    out: list[tuple[int, str]] = []
+    out: list[TimelineEntry] = []
     seen: set[str] = set()
     for p in parse(lines):
         t = p.line.time_us or run.started_us
         if p.facts.phase and p.facts.phase not in seen:
             seen.add(p.facts.phase)
-            out.append((t, f"phase {p.facts.phase}"))
+            out.append(timeline.phase(t, run.run_id, p.facts.phase))
         step = p.facts.event
-        if step is not None and step in _TIMELINE_EVENTS and step not in seen:
+        if step is not None and step in LIFECYCLE_WORDS and step not in seen:
             seen.add(step)
-            out.append((t, _TIMELINE_EVENTS[step]))
+            out.append(timeline.lifecycle(t, run.run_id, step))
     return out
 
 
@@ -96,7 +90,7 @@ def _times_of(store: EventStore, stream: str, seqs: set[int]) -> dict[int, int]:
 def _last_seen(incident: IncidentView, plan: list[ActionRow]) -> int:
     """When the incident was last seen: its last failure, or the last step of its plans that
     was decided or run, whichever is later (a step merely proposed is no activity)."""
-    acted = [r.updated_us for r in plan if r.status != "proposed"]
+    acted = [r.updated_us for r in plan if r.status != ActionStatus.PROPOSED]
     return max([incident.opened_us, incident.started_us or 0, *acted])
 
 
@@ -126,7 +120,7 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> _Chos
     if incident_id is not None:
         chosen = _named(service, incidents, incident_id)
     else:
-        current = [i for i in incidents if i.status != "superseded"]
+        current = [i for i in incidents if i.status != IncidentStatus.SUPERSEDED]
         if not current:
             raise InputError(f"{service}: no incident")
         chosen = max(
@@ -150,7 +144,7 @@ def _named(service: str, incidents: list[IncidentView], incident_id: str) -> Inc
     except InputError as e:
         raise InputError(f"{service}: {e}") from e
     chosen = next(i for i in incidents if i.incident_id == wanted)
-    if chosen.status == "superseded":  # no incident (docs/fold.md)
+    if chosen.status == IncidentStatus.SUPERSEDED:  # no incident (docs/fold.md)
         by = chosen.superseded_by
         raise InputError(
             f"{service}: incident {wanted} is superseded"
@@ -161,19 +155,16 @@ def _named(service: str, incidents: list[IncidentView], incident_id: str) -> Inc
 
 def _timeline(
     store: EventStore, window: list[RunView], plan: list[ActionRow]
-) -> list[dict[str, Any]]:
+) -> list[TimelineEntry]:
     """The runs' timelines and the plan's decided steps, in time order."""
-    timeline: list[dict[str, Any]] = []
-    for run in window:
-        for t, what in _run_timeline(store, run):
-            timeline.append({"time_us": t, "run": run.run_id, "what": what})
-    for row in plan:
-        if row.status != "proposed":
-            timeline.append(
-                {"time_us": row.updated_us, "run": None, "what": f"action {row.kind} {row.status}"}
-            )
-    timeline.sort(key=lambda e: e["time_us"])
-    return timeline
+    entries = [e for run in window for e in _run_timeline(store, run)]
+    entries += [
+        timeline.action(row.updated_us, row.kind, row.status)
+        for row in plan
+        if row.status != ActionStatus.PROPOSED
+    ]
+    entries.sort(key=lambda e: e.time_us)
+    return entries
 
 
 def _gpu_memory(
@@ -216,16 +207,18 @@ def _plan_step(row: ActionRow) -> dict[str, Any]:
     }
 
 
-_INCIDENT_KEYS: Final = (
-    "incident_id",
-    "host",
-    "unit",
-    "label",
-    "confidence",
-    "phase",
-    "runs",
-    "status",
-)
+def _report_incident(incident: IncidentView) -> ReportIncident:
+    return ReportIncident(
+        incident_id=incident.incident_id,
+        host=incident.host,
+        unit=incident.unit,
+        label=incident.label,
+        confidence=incident.confidence,
+        phase=incident.phase,
+        runs=incident.runs,
+        status=incident.status,
+        short_id=short_id(incident.incident_id),
+    )
 
 
 def build(
@@ -244,21 +237,16 @@ def build(
     last = next(i for i, r in enumerate(runs) if r.run_id == incident.last_run_id)
     window = runs[max(0, first - 1) : last + 2]
     plan = [r for r in actions if r.plan_id == incident.incident_id]
-    timeline = _timeline(store, window, plan)
+    entries = _timeline(store, window, plan)
     totals: dict[int, int] = {}
     gpus = _gpu_memory(store, incident.host, window, series, totals)
     return {
-        "incident": {
-            **{k: getattr(incident, k) for k in _INCIDENT_KEYS},
-            "short_id": short_id(incident.incident_id),
-        },
+        "incident": _report_incident(incident),
         "opened": format_us(incident.opened_us),
         "config": dict(runs[first].config),
         "facts": {k: v for k, v in (incident.facts or {}).items() if v is not None},
         "evidence": _evidence(store, incident),
-        "timeline": [
-            {"time": format_us(e["time_us"]), "what": e["what"], "run": e["run"]} for e in timeline
-        ],
+        "timeline": entries,
         "plan": [_plan_step(r) for r in plan],
         "gpu_memory": {
             str(g): {
@@ -271,6 +259,11 @@ def build(
         "similar": _similar(store, incident),
         "others": _others(chosen),
     }
+
+
+def report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """`build`'s report as JSON values: the timeline entries as {time, what, run}."""
+    return {**report, "timeline": [e.as_json() for e in report["timeline"]]}
 
 
 def _evidence(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
@@ -287,43 +280,43 @@ def _evidence(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]
     ]
 
 
-def _similar(store: EventStore, incident: IncidentView) -> list[dict[str, Any]]:
+def _similar(store: EventStore, incident: IncidentView) -> list[SimilarIncident]:
     """The host's other incidents with the same label, superseded ones left out."""
     return [
-        {
-            "incident_id": i.incident_id,
-            "short_id": short_id(i.incident_id),
-            "unit": i.unit,
-            "opened": format_us(i.opened_us),
-            "runs": i.runs,
-            "status": i.status,
-        }
+        SimilarIncident(
+            incident_id=i.incident_id,
+            short_id=short_id(i.incident_id),
+            unit=i.unit,
+            opened=format_us(i.opened_us),
+            runs=i.runs,
+            status=i.status,
+        )
         for i in incident_rows(store, host=incident.host)
         if i.incident_id != incident.incident_id
         and i.label == incident.label
-        and i.status != "superseded"
+        and i.status != IncidentStatus.SUPERSEDED
     ]
 
 
-def _others(chosen: _Chosen) -> list[dict[str, Any]]:
+def _others(chosen: _Chosen) -> list[OtherIncident]:
     """The service's other incidents, superseded ones left out, newest seen first."""
     incident, actions = chosen.incident, chosen.actions
     others = [
         i
         for i in chosen.incidents
-        if i.incident_id != incident.incident_id and i.status != "superseded"
+        if i.incident_id != incident.incident_id and i.status != IncidentStatus.SUPERSEDED
     ]
     seen = {i.incident_id: _last_seen(i, _plans_of(actions, i.incident_id)) for i in others}
     others.sort(key=lambda i: seen[i.incident_id], reverse=True)
     return [
-        {
-            "incident_id": i.incident_id,
-            "short_id": short_id(i.incident_id),
-            "label": i.label,
-            "opened": format_us(i.opened_us),
-            "last_seen": format_us(seen[i.incident_id]),
-            "runs": i.runs,
-            "status": i.status,
-        }
+        OtherIncident(
+            incident_id=i.incident_id,
+            short_id=short_id(i.incident_id),
+            label=i.label,
+            opened=format_us(i.opened_us),
+            last_seen=format_us(seen[i.incident_id]),
+            runs=i.runs,
+            status=i.status,
+        )
         for i in others
     ]

@@ -11,8 +11,9 @@ raw HTML, links, emphasis or headings of its own into the page.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
+from advisor.core.statuses import IncidentStatus
 from advisor.reports.render import (
     clip,
     markdown_code,
@@ -26,6 +27,43 @@ GPU_TITLE: Final = "GPU memory (used / total, over the incident)"
 
 
 _NO_PHASE = "unknown"  # a failure whose phase is not known (not a label)
+
+
+class ReportIncident(TypedDict):
+    """The report's `incident`: the incident's row, in part, and its short id."""
+
+    incident_id: str
+    host: str
+    unit: str
+    label: str | None
+    confidence: float | None
+    phase: str | None
+    runs: int
+    status: IncidentStatus
+    short_id: str
+
+
+class OtherIncident(TypedDict):
+    """One of the report's `others`: another incident of the same service."""
+
+    incident_id: str
+    short_id: str
+    label: str | None
+    opened: str
+    last_seen: str
+    runs: int
+    status: IncidentStatus
+
+
+class SimilarIncident(TypedDict):
+    """One of the report's `similar`: an incident with the same label on the same host."""
+
+    incident_id: str
+    short_id: str
+    unit: str
+    opened: str
+    runs: int
+    status: IncidentStatus
 
 
 def step_title(step: dict[str, Any]) -> str:
@@ -52,7 +90,7 @@ def plan_lines(steps: list[dict[str, Any]]) -> list[str]:
 
 
 def _summary(report: dict[str, Any]) -> str:
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     return (
         f"{inc['runs']} failed run(s), {inc['status']}; failing phase: {inc['phase'] or _NO_PHASE}"
     )
@@ -61,7 +99,7 @@ def _summary(report: dict[str, Any]) -> str:
 def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """The report's sections below the summary, as (title, lines) for the terminal."""
     sections: list[tuple[str, list[str]]] = [
-        ("Timeline", [f"{e['time']}  {e['what']}" for e in report["timeline"]]),
+        ("Timeline", [f"{e.time}  {e.what}" for e in report["timeline"]]),
         ("Config", [f"{k}: {v}" for k, v in sorted(report["config"].items())]),
         ("Evidence", [_evidence_line(e) for e in report["evidence"]]),
     ]
@@ -87,16 +125,18 @@ def _gpu_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _other_lines(report: dict[str, Any]) -> list[str]:
+    others: list[OtherIncident] = report.get("others", [])
     return [
         f"{o['short_id']}  {o['opened']}  {o['label'] or '?'}  {o['runs']} run(s), {o['status']}"
-        for o in report.get("others", [])
+        for o in others
     ]
 
 
 def _similar_lines(report: dict[str, Any]) -> list[str]:
+    similar: list[SimilarIncident] = report["similar"]
     return [
         f"{s['short_id']}  {s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
-        for s in report["similar"]
+        for s in similar
     ]
 
 
@@ -105,7 +145,7 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     Markdown (`render_markdown`)."""
     if markdown:
         return render_markdown(report)
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     out = [
         safe_text(
             f"{inc['host']}/{inc['unit']}: {inc['label']} (confidence {inc['confidence']:.2f})"
@@ -155,7 +195,7 @@ def _markdown_plan(steps: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The post-mortem as CommonMark: headings, lists and code blocks (module docstring)."""
-    inc = report["incident"]
+    inc: ReportIncident = report["incident"]
     service = f"{inc['host']}/{inc['unit']}"
     out = [
         f"# {markdown_code(service)}: {markdown_text(str(inc['label']))} "
@@ -169,7 +209,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "## Timeline",
         "",
         *_list_or_none(
-            [f"- {markdown_code(e['time'])} {markdown_text(e['what'])}" for e in report["timeline"]]
+            [f"- {markdown_code(e.time)} {markdown_text(e.what)}" for e in report["timeline"]]
         ),
         "",
         "## Config",

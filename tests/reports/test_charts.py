@@ -14,7 +14,10 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
 import advisor.reports
-from advisor.reports.chart_base import ACTION, COLOURS, FAILURE, count_range, label
+from advisor.core.statuses import ActionStatus
+from advisor.core.timefmt import parse_iso_us
+from advisor.reports import timeline
+from advisor.reports.chart_base import ACTION, COLOURS, FAILURE, HEALTHY, count_range, label
 from advisor.reports.charts import (
     incident_figures,
     plotly_js,
@@ -24,20 +27,24 @@ from advisor.reports.charts import (
     to_html_fragment,
 )
 from advisor.reports.html import render
-from advisor.reports.incident_charts import Event, Phase, drawn, events_of, phases_of
+from advisor.reports.incident_charts import Phase, drawn, events_of, phases_of
 from advisor.reports.stats_charts import weekly_counts
+from advisor.reports.timeline import TimelineEntry
 
 STATIC = Path(advisor.reports.__file__).parent / "static"
+T0 = 1_771_633_980_000_000  # 2026-02-21T00:33:00Z in µs
+SUCCEEDED = ActionStatus.SUCCEEDED
+at = parse_iso_us
 
 
 def test_a_phase_lasts_until_the_next_phase_or_end_of_its_own_run() -> None:
     events = [
-        Event(1, "phase weights_loading", "a"),
-        Event(2, "start requested", "b"),
-        Event(3, "phase sampler_warmup", "a"),
-        Event(5, "phase weights_loading", "b"),
-        Event(7, "main process exited", "a"),
-        Event(9, "failed", "b"),
+        timeline.phase(1, "a", "weights_loading"),
+        timeline.lifecycle(2, "b", "start"),
+        timeline.phase(3, "a", "sampler_warmup"),
+        timeline.phase(5, "b", "weights_loading"),
+        timeline.lifecycle(7, "a", "exit"),
+        timeline.lifecycle(9, "b", "failed"),
     ]
     assert phases_of(events) == [
         Phase("weights_loading", 1, 3),
@@ -82,8 +89,8 @@ def test_fragments_carry_plotly_js_only_when_asked() -> None:
 def test_one_panel_per_gpu_and_none_without_samples() -> None:
     report = {
         "timeline": [
-            {"time": "2026-02-21T00:33:00.000Z", "what": "phase weights_loading", "run": "r"},
-            {"time": "2026-02-21T00:33:10.000Z", "what": "failed", "run": "r"},
+            timeline.phase(T0, "r", "weights_loading"),
+            timeline.lifecycle(T0 + 10_000_000, "r", "failed"),
         ],
         "gpu_memory": {str(g): {"total_gib": 96.0} for g in range(8)},
     }
@@ -114,10 +121,10 @@ def test_actions_long_after_an_old_log_are_left_to_the_text() -> None:
         "facts": {},
         "evidence": [],
         "timeline": [
-            {"time": "2026-02-21T00:33:00.000Z", "what": "started", "run": "r"},
-            {"time": "2026-02-21T00:33:10.000Z", "what": "failed", "run": "r"},
-            {"time": "2026-02-21T00:40:00.000Z", "what": "action kill succeeded", "run": None},
-            {"time": "2026-12-02T13:00:00.000Z", "what": "action restart succeeded", "run": None},
+            timeline.lifecycle(T0, "r", "started"),
+            timeline.lifecycle(T0 + 10_000_000, "r", "failed"),
+            timeline.action(at("2026-02-21T00:40:00.000Z"), "kill", SUCCEEDED),
+            timeline.action(at("2026-12-02T13:00:00.000Z"), "restart", SUCCEEDED),
         ],
         "plan": [],
         "gpu_memory": {},
@@ -133,20 +140,19 @@ def test_actions_long_after_an_old_log_are_left_to_the_text() -> None:
     assert 'id="late-actions"' not in render({**report, "timeline": report["timeline"][:3]}, {})
 
 
-def _incident(timeline: list[tuple[str, str, str | None]]) -> dict[str, Any]:
+def _incident(entries: list[TimelineEntry]) -> dict[str, Any]:
     return {
-        "timeline": [{"time": t, "what": what, "run": run} for t, what, run in timeline],
+        "timeline": entries,
         "gpu_memory": {str(g): {"total_gib": 96.0} for g in range(2)},
     }
 
 
 INCIDENT = [
-    ("2026-02-21T00:33:00.000Z", "phase weights_loading", "r"),
-    ("2026-02-21T00:33:05.000Z", "phase sampler_warmup", "r"),
-    ("2026-02-21T00:33:10.000Z", "failed", "r"),
-    ("2026-02-21T00:33:11.000Z", "action kill succeeded", None),
+    timeline.phase(at("2026-02-21T00:33:00.000Z"), "r", "weights_loading"),
+    timeline.phase(at("2026-02-21T00:33:05.000Z"), "r", "sampler_warmup"),
+    timeline.lifecycle(at("2026-02-21T00:33:10.000Z"), "r", "failed"),
+    timeline.action(at("2026-02-21T00:33:11.000Z"), "kill", SUCCEEDED),
 ]
-T0 = 1_771_633_980_000_000  # 2026-02-21T00:33:00Z in µs
 
 
 def test_the_marks_are_the_shapes_add_vline_and_add_vrect_would_add() -> None:
@@ -193,7 +199,9 @@ def test_actions_after_the_window_are_arrows_at_its_edge() -> None:
     """An action decided after the incident's last line and sample (a person approved it
     later) does not stretch the time axis: it is an arrow at the right edge in its own row,
     its time written beside it, and no line is drawn for it."""
-    report = _incident([*INCIDENT, ("2026-02-21T00:50:07.250Z", "action restart succeeded", None)])
+    report = _incident(
+        [*INCIDENT, timeline.action(at("2026-02-21T00:50:07.250Z"), "restart", SUCCEEDED)]
+    )
     samples = {"0": [(T0 + n * 1_000_000, 0.5) for n in range(20)]}  # to 00:33:19
     (fig,) = incident_figures(report, samples)
     xs = [x for trace in fig.data for x in trace.x if x is not None]
@@ -211,8 +219,8 @@ def test_actions_after_the_window_are_arrows_at_its_edge() -> None:
     # are one arrow; on another day the date is written too
     assert [t.name for t in fig.data].count("action kill succeeded") == 1
     twice = [
-        ("2026-02-21T00:40:00.000Z", "action restart succeeded", None),
-        ("2026-02-21T01:30:00.000Z", "action restart succeeded", None),
+        timeline.action(at("2026-02-21T00:40:00.000Z"), "restart", SUCCEEDED),
+        timeline.action(at("2026-02-21T01:30:00.000Z"), "restart", SUCCEEDED),
     ]
     (fig,) = incident_figures(_incident([*INCIDENT, *twice]), {})
     (arrow,) = [t for t in fig.data if t.name == "action restart succeeded"]
@@ -221,11 +229,29 @@ def test_actions_after_the_window_are_arrows_at_its_edge() -> None:
     # failure, keeps its place); the arrow is at the last time drawn
     assert list(arrow.x) == [datetime(2026, 2, 21, 0, 33, 11)]
     midnight = [
-        ("2026-02-21T23:59:50.000Z", "failed", "r"),
-        ("2026-02-22T00:05:00.000Z", "action restart succeeded", None),
+        timeline.lifecycle(at("2026-02-21T23:59:50.000Z"), "r", "failed"),
+        timeline.action(at("2026-02-22T00:05:00.000Z"), "restart", SUCCEEDED),
     ]
     (fig,) = incident_figures(_incident(midnight), {})
     assert [list(t.text) for t in fig.data if t.text] == [["at 2026-02-22 00:05:00 →"]]
+
+
+def test_an_action_is_coloured_by_its_status_not_its_words() -> None:
+    """The rows are told apart by kind and status: `reset_failed` in a step's name does not
+    make it a failure (it did while the chart read the sentence the text prints)."""
+    entries = [
+        *INCIDENT,
+        timeline.action(T0 + 12_000_000, "reset_failed", ActionStatus.SKIPPED),
+        timeline.action(T0 + 13_000_000, "restart", ActionStatus.FAILED),
+    ]
+    (fig,) = incident_figures(_incident(entries), {})
+    colours = {t.name: t.marker.color for t in fig.data if t.mode == "markers"}
+    assert colours == {
+        "failed": FAILURE,
+        "action kill succeeded": HEALTHY,
+        "action reset_failed skipped": ACTION,
+        "action restart failed": FAILURE,
+    }
 
 
 def test_the_vendored_plotly_js_is_the_one_its_readme_names() -> None:

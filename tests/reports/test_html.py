@@ -19,6 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.statuses import ActionStatus
+from advisor.core.timefmt import parse_iso_us
+from advisor.reports import timeline
 from advisor.reports.charts import plotly_js
 from advisor.reports.html import render, render_stats
 from tests.conftest import run_advisor
@@ -350,8 +353,8 @@ def _hostile_incident() -> dict[str, Any]:
         "facts": {},
         "evidence": [{"time": None, "seq": 1, "text": HOSTILE}],
         "timeline": [
-            {"time": "1970-01-01T00:00:01.000Z", "what": f"phase {HOSTILE}", "run": "r"},
-            {"time": "1970-01-01T00:00:02.000Z", "what": "failed", "run": "r"},
+            timeline.phase(1_000_000, "r", HOSTILE),
+            timeline.lifecycle(2_000_000, "r", "failed"),
         ],
         "plan": [],
         "gpu_memory": {"0": {"peak_fraction": 0.9, "total_gib": 80.0, "sparkline": "▁█"}},
@@ -368,13 +371,15 @@ def test_actions_after_the_incident_are_arrows_at_the_axis_edge(
     report = _hostile_incident()
     report["incident"] |= {"short_id": "0123456789ab", "label": "wedged_stop", "phase": None}
     report["evidence"], report["config"] = [], {}
-    report["timeline"] = [
-        {"time": "2026-02-21T00:33:00.000Z", "what": "phase weights_loading", "run": "r"},
-        {"time": "2026-02-21T00:33:10.000Z", "what": "failed", "run": "r"},
-        {"time": "2026-02-21T00:33:12.000Z", "what": "action kill succeeded", "run": None},
-        {"time": "2026-02-21T00:50:07.250Z", "what": "action restart succeeded", "run": None},
-    ]
     t0 = 1_771_633_980_000_000  # 00:33:00
+    report["timeline"] = [
+        timeline.phase(t0, "r", "weights_loading"),
+        timeline.lifecycle(t0 + 10_000_000, "r", "failed"),
+        timeline.action(t0 + 12_000_000, "kill", ActionStatus.SUCCEEDED),
+        timeline.action(
+            parse_iso_us("2026-02-21T00:50:07.250Z"), "restart", ActionStatus.SUCCEEDED
+        ),
+    ]
     page = tmp_path / "late-post-mortem.html"
     page.write_text(render(report, {"0": [(t0 + n * 1_000_000, 0.5) for n in range(20)]}))
     dom = _page_and_shot(proxy, page, "1200,900")

@@ -17,6 +17,7 @@ from advisor.core.events import (
     ActionSucceeded,
     StoredEvent,
 )
+from advisor.core.statuses import ActionStatus
 from advisor.store.schema import actions
 from advisor.views.fold.foldbase import FoldBase
 
@@ -55,7 +56,7 @@ def _proposed_row(event: StoredEvent, p: ActionProposed) -> dict[str, Any]:
         "kind": p.kind,
         "alternative": p.alternative,
         "spec": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
-        "status": "proposed",
+        "status": ActionStatus.PROPOSED,
         "proposed_seq": event.seq,
         "proposed_us": event.time_us,
         "updated_us": event.time_us,
@@ -75,12 +76,12 @@ def _proposed_row(event: StoredEvent, p: ActionProposed) -> dict[str, Any]:
 def _advance(row: dict[str, Any], p: object) -> None:
     """Move a step's row on by the event that decides it or carries it out."""
     if isinstance(p, ActionApproved):
-        row.update(status="approved", decided_by=p.by)
+        row.update(status=ActionStatus.APPROVED, decided_by=p.by)
     elif isinstance(p, ActionRejected):
-        row.update(status="rejected", decided_by=p.by, decided_why=p.why)
+        row.update(status=ActionStatus.REJECTED, decided_by=p.by, decided_why=p.why)
     elif isinstance(p, ActionStarted):
         row.update(
-            status="started",
+            status=ActionStatus.STARTED,
             executor=p.executor,
             dropin=p.dropin,
             written_text=p.written_text,
@@ -89,20 +90,22 @@ def _advance(row: dict[str, Any], p: object) -> None:
         )
     elif isinstance(p, ActionSucceeded):
         row.update(
-            status="succeeded",
+            status=ActionStatus.SUCCEEDED,
             detail=p.detail,
             dropin=p.dropin or row["dropin"],
             previous=p.previous,
             state_after=_state(p.after),
         )
     elif isinstance(p, ActionFailed):
-        row.update(status="failed", detail=p.error, state_after=_state(p.after))
+        row.update(status=ActionStatus.FAILED, detail=p.error, state_after=_state(p.after))
     elif isinstance(p, ActionSkipped):
         row.update(
-            status="stale" if p.stale else "skipped", detail=p.why, state_after=_state(p.after)
+            status=ActionStatus.STALE if p.stale else ActionStatus.SKIPPED,
+            detail=p.why,
+            state_after=_state(p.after),
         )
     elif isinstance(p, ActionRolledBack):
-        row.update(status="rolled_back", detail=p.detail)
+        row.update(status=ActionStatus.ROLLED_BACK, detail=p.detail)
 
 
 def _state(after: dict[str, Any] | None) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, Final
 import orjson
 from sqlalchemy import Row, bindparam, func, select, update
 
+from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_MEMORY_HELD, NOT_FAILURES
 from advisor.store.schema import incidents, runs
 from advisor.views.fold.foldbase import FoldBase, incidence
@@ -117,7 +118,7 @@ class IncidentRows(FoldBase):
             incident.update(
                 runs=count,
                 last_run_id=lasts.get(last_start) or incident["first_run_id"],
-                status="open",
+                status=IncidentStatus.OPEN,
                 resolved_us=None,
                 resolved_run_id=None,
             )
@@ -167,7 +168,9 @@ class IncidentRows(FoldBase):
             if run.ready_us is not None:  # it came up: what was open is over
                 for incident in open_.values():
                     incident.update(
-                        status="resolved", resolved_us=run.ready_us, resolved_run_id=run.run_id
+                        status=IncidentStatus.RESOLVED,
+                        resolved_us=run.ready_us,
+                        resolved_run_id=run.run_id,
                     )
                 open_.clear()
                 if run.started_us == ready_after:
@@ -252,7 +255,7 @@ class IncidentRows(FoldBase):
                 candidates=orjson.dumps([c.model_dump() for c in p.candidates]).decode(),
                 classified_seq=event.seq,
             )
-            if row["status"] == "superseded":
+            if row["status"] == IncidentStatus.SUPERSEDED:
                 row["opened_seq"] = event.seq
 
 
@@ -282,7 +285,7 @@ def _new_incident(stream: str, run: Any, key: str) -> dict[str, Any]:
         "first_run_id": run.run_id,
         "last_run_id": run.run_id,
         "runs": 1,
-        "status": "open",
+        "status": IncidentStatus.OPEN,
         "label": run.label,
         "confidence": run.confidence,
         "phase": None,
@@ -323,7 +326,7 @@ def _superseded(old: Mapping[str, Any], holder: str | None) -> dict[str, Any]:
         first_run_id=incident_id,
         last_run_id=incident_id,
         runs=0,
-        status="superseded",
+        status=IncidentStatus.SUPERSEDED,
         resolved_us=None,
         resolved_run_id=None,
         superseded_by=holder if holder != incident_id else None,

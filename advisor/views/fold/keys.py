@@ -12,9 +12,10 @@ from typing import Any, Final
 import orjson
 
 from advisor.core.events import LogRecorded, canonical_payload
+from advisor.core.statuses import IncidentStatus
 from advisor.core.timefmt import format_iso_us, parse_iso_us
 
-CURRENT: Final = ("open", "resolved")  # incident statuses; the other is "superseded"
+CURRENT: Final = (IncidentStatus.OPEN, IncidentStatus.RESOLVED)  # not superseded
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _SEQNUM = re.compile(r"(?:^|;)i=([0-9a-fA-F]{1,16})(?=;|$)")
 _NUMBER_MAX: Final = 10**20 - 1

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Select, and_, case, func, select
 
 from advisor.core.ids import resolve_id
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store import EventStore
 from advisor.store.schema import actions, incidents, runs
 from advisor.views.read.rows import IncidentView, fresh
@@ -44,7 +45,7 @@ def _pending() -> Any:
     a = actions.c
     return (
         select(a.incident_id, func.count().label("pending"))
-        .where(a.status == "proposed")
+        .where(a.status == ActionStatus.PROPOSED)
         .where(a.alternative.is_(False))
         .group_by(a.incident_id)
         .subquery()
@@ -57,12 +58,12 @@ def _listing(flt: IncidentFilter) -> Select[Any]:
     last_seen = func.coalesce(r.last_us, r.ended_us, r.started_us, i.opened_us)
     # A plan waits for a decision only while its incident is open (the executor skips the
     # steps of a resolved one as stale).
-    waiting = case((i.status == "open", func.coalesce(pending.c.pending, 0)), else_=0)
+    waiting = case((i.status == IncidentStatus.OPEN, func.coalesce(pending.c.pending, 0)), else_=0)
     query = (
         select(incidents, last_seen.label("last_seen_us"), waiting.label("pending"))
         .outerjoin(runs, r.run_id == i.last_run_id)
         .outerjoin(pending, pending.c.incident_id == i.incident_id)
-        .where(i.status != "superseded")
+        .where(i.status != IncidentStatus.SUPERSEDED)
     )
     conditions = [
         column == value

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from advisor.core.actions import ActionStep, step_from_spec
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store import EventStore
 
 
@@ -36,7 +37,7 @@ class ActionRow:
     alternative: bool
     spec: Mapping[str, Any]
     action: ActionStep
-    status: str
+    status: ActionStatus
     proposed_seq: int
     proposed_us: int
     updated_us: int
@@ -67,7 +68,7 @@ class ActionRow:
             alternative=bool(row["alternative"]),
             spec=spec,
             action=step_from_spec(spec),
-            status=row["status"],
+            status=ActionStatus(row["status"]),
             proposed_seq=int(row["proposed_seq"]),
             proposed_us=int(row["proposed_us"]),
             updated_us=int(row["updated_us"]),
@@ -164,7 +165,7 @@ class IncidentView:
     first_run_id: str
     last_run_id: str
     runs: int
-    status: str
+    status: IncidentStatus
     label: str | None
     confidence: float | None
     phase: str | None
@@ -188,4 +189,5 @@ class IncidentView:
         values = {f.name: row[f.name] for f in fields(cls)}
         for name in ("facts", "evidence", "candidates"):
             values[name] = _json(row[name])
+        values["status"] = IncidentStatus(row["status"])
         return cls(**values)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import case, func, select
 
+from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store.schema import actions, events, incidents
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def incident_counts(store: EventStore) -> list[tuple[str, str, str | None, str, 
     i = incidents.c
     query = (
         select(i.host, i.unit, i.label, i.status, func.count())
-        .where(i.status != "superseded")
+        .where(i.status != IncidentStatus.SUPERSEDED)
         .group_by(i.host, i.unit, i.label, i.status)
     )
     with store.connect() as conn:
@@ -57,7 +58,7 @@ def action_counts(store: EventStore) -> list[tuple[str, str, int]]:
 def plans_pending(store: EventStore) -> int:
     """Plans whose steps (alternatives aside) all still wait for approval."""
     a = actions.c
-    decided = func.sum(case((a.status != "proposed", 1), else_=0))
+    decided = func.sum(case((a.status != ActionStatus.PROPOSED, 1), else_=0))
     waiting = (
         select(a.plan_id)
         .where(a.alternative.is_(False))
