@@ -22,7 +22,6 @@ __all__ = [
     "release",
     "sampler",
     "settings",
-    "shapes",
     "slots",
     "statuses",
     "taxonomy",

@@ -2,11 +2,8 @@
 
 __all__ = [
     "catalog",
-    "facts",
     "lines",
     "parsed",
-    "patterns",
-    "phases",
     "runfold",
     "sequence",
     "templates",

@@ -3,10 +3,8 @@
 __all__ = [
     "bounds",
     "context",
-    "engine_remedies",
     "planner",
     "policy",
     "recommend",
     "remedies",
-    "sizing",
 ]
