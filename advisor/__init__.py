@@ -9,19 +9,6 @@ through), `console` (the web console) and `cli` on top. `.importlinter` holds th
 """
 
 __all__ = [
-    "cli",
-    "console",
     "core",
-    "demo",
-    "diagnosis",
-    "execution",
-    "fleet",
-    "front",
-    "parsing",
-    "pipeline",
-    "planning",
-    "reports",
-    "sim",
     "store",
-    "views",
 ]

@@ -34,7 +34,7 @@ from advisor.reports.analytics import connect_parquet, connect_store, export_par
 from advisor.reports.apart import enter_apart  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
 from advisor.store.engine import redact  # noqa: E402
-from advisor.store.integrity.audit import last_seq  # noqa: E402
+from advisor.store.integrity.retained import last_seq  # noqa: E402
 
 QUERIES = {
     "crash lines per host": "SELECT host, count(*) FROM log_lines WHERE message LIKE "

@@ -52,7 +52,7 @@ from bench_events import journal_event  # noqa: E402
 from advisor.core.events import NewEvent  # noqa: E402
 from advisor.pipeline.processing import Processor  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
-from advisor.store.integrity.audit import last_seq  # noqa: E402
+from advisor.store.integrity.retained import last_seq  # noqa: E402
 from advisor.views.read.incidents import incident_rows  # noqa: E402
 
 T0 = 1_780_000_000_000_000

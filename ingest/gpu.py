@@ -7,14 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.core.records import Progress, Record
 from ingest.batches import Ingester, IngestReport
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
 from ingest.gpu_recording import parse_recording_line, recording_line
 from ingest.gpu_samples import sample_event
-from ingest.nvml import NvmlSampler, sampling_loop
+from ingest.nvml import NvmlSampler
+from ingest.sampling import sampling_loop
 
 if TYPE_CHECKING:
     from advisor.store import EventStore

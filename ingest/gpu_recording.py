@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor.core.events import MAX_KEY, GpuSampled
+from advisor.core.payloads import MAX_KEY, GpuSampled
 
 # Recordings: bounds applied before validation, so hostile lines cannot cost much.
 MAX_LINE_BYTES = 16 * 1024 * 1024

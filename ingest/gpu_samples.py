@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.core.records import clean_name
 
 MAX_GPU_INDEX = 255

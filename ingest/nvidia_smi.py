@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import ValidationError
 
 from advisor.core.errors import InputError
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.core.records import Progress, Record
 from ingest.batches import IngestReport
 from ingest.filejob import ingest_file

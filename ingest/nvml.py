@@ -22,13 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from advisor.core.errors import GpuUnavailableError
-from advisor.core.events import GpuProcess, GpuSampled
 from advisor.core.host import this_host
-from advisor.core.sampler import SamplerLike
+from advisor.core.payloads import GpuProcess, GpuSampled
 from ingest.cgroup import comm_for_pid, unit_for_pid
-from ingest.sampling import measure_sample_cost, sampling_loop
 
-__all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]
+__all__ = [
+    "NvmlSampler",
+]
 
 
 # NVML errors that mean NVML, the driver or the GPU itself is gone: the sample cannot continue.

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.core.quantiles import P95, nearest_rank
 from advisor.core.sampler import SamplerLike
 

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from advisor.core.events import ActionStep
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, UnitSnapshot
+from advisor.core.actions import ActionStep
+from advisor.execution.backends import DryRunBackend
 from advisor.execution.handlers import Primitives, perform_step
 from advisor.execution.notices import Notices, notify_outcome
-from advisor.execution.primitives import Outcome, Subject
+from advisor.execution.primitives import Expected, FileChange, Outcome, Subject
+from advisor.execution.state import UnitSnapshot
 
 
 @dataclass

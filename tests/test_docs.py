@@ -12,14 +12,14 @@ from typing import Any, get_args
 import orjson
 import pytest
 
+from advisor.core.actions import ActionStep
 from advisor.core.engines import ALL as ENGINE_LIST
-from advisor.core.engines.model import Engine, Flag
-from advisor.core.events import ActionStep
+from advisor.core.engines.model import Engine, Flag, Range
 from advisor.core.kinds import ActionKind
 from advisor.core.taxonomy import LABELS
 from advisor.diagnosis.rules import load_rules
-from advisor.parsing.facts import FACT_KEYS
-from advisor.planning.bounds import TIMEOUT_STOP_BOUNDS_S, Range
+from advisor.parsing.values import FACT_KEYS
+from advisor.planning.bounds import TIMEOUT_STOP_BOUNDS_S
 from tests.conftest import ROOT, run_advisor
 
 DOCS = ROOT / "docs"

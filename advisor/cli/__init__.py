@@ -1,21 +1,6 @@
-"""The `advisor` command line: one module per family of commands (`main` is the group)."""
+"""The `advisor` command line, thin over the front door: one module per family of commands
+(`main` is the group, which imports a command's module only when it runs)."""
 
 __all__ = [
-    "actions",
-    "analytics",
-    "central",
-    "common",
-    "demo",
-    "diagnose",
-    "group",
-    "heads",
-    "ingest",
-    "ingest_report",
     "main",
-    "progress",
-    "projections",
-    "remediate",
-    "serve",
-    "verify",
-    "watch",
 ]

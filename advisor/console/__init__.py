@@ -2,4 +2,6 @@
 timeline, evidence and plan, and the fleet's figures, read through the views; approve, reject,
 choose an alternative, roll back and run, recorded by the functions the command line uses."""
 
-__all__ = ["app", "auth", "charts", "fleet", "forms", "load", "pages", "shape"]
+__all__ = [
+    "app",
+]

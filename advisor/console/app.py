@@ -31,7 +31,7 @@ from advisor.console.charts import plotly_script
 from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
 from advisor.reports.render import safe_text
-from advisor.store.integrity.audit import last_seq
+from advisor.store.integrity.retained import last_seq
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend

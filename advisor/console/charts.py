@@ -67,14 +67,14 @@ def incident_charts(
     report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]
 ) -> list[str]:
     """The incident page's figures (the timeline and a panel per GPU with samples)."""
-    from advisor.reports.charts import incident_figures
+    from advisor.reports.incident_charts import incident_figures
 
     return [figure_json(fig) for fig in incident_figures(report, samples)]
 
 
 def fleet_charts(report: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
     """The fleet page's figures by report section; a section without rows has none."""
-    from advisor.reports.charts import stats_figures
+    from advisor.reports.stats_charts import stats_figures
 
     return {
         section: figure_json(fig)

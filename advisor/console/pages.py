@@ -15,7 +15,7 @@ from advisor.core.errors import AdvisorError, InputError
 from advisor.core.payloads import MAX_KEY
 from advisor.reports.render import event_json
 from advisor.store import EventFilter
-from advisor.store.integrity.audit import last_seq
+from advisor.store.integrity.retained import last_seq
 from advisor.views.read.actions import plan_actions
 from advisor.views.read.console import choices, incident_by_id, incident_list, resolve_incident
 from advisor.views.read.rows import fresh

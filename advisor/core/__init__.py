@@ -1,7 +1,8 @@
-"""The ground every stage stands on: the event and action models, errors, settings, unit
-names, times, text safety, the outside formats several stages read (journal export,
-journalctl, the GPU sampler's shape), and what keeps per-line work cheap (a paused garbage
-collector, slot-setting dataclass constructors).
+"""The ground every stage stands on: the domain's three registries (the engines, the failure
+taxonomy, the action kinds), the event and action models, errors, settings, unit names, times,
+the outside formats several stages read (journal export, journalctl, the GPU sampler's shape),
+and what keeps per-line work cheap (a paused garbage collector, slot-setting dataclass
+constructors).
 """
 
 __all__ = [
@@ -22,7 +23,6 @@ __all__ = [
     "release",
     "sampler",
     "settings",
-    "shapes",
     "slots",
     "statuses",
     "taxonomy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 
 
 class SamplerLike(Protocol):

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Final
 
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.taxonomy import WEDGED_STOP
-from advisor.execution.run import approve, execute, plan_rows
+from advisor.execution.decisions import approve, plan_rows
+from advisor.execution.run import execute
 from advisor.pipeline.processing import Processor
 from advisor.sim.models import MINIMAX_M25_FLAGS
 from advisor.store import EventStore

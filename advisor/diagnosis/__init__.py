@@ -4,8 +4,6 @@ diagnoser that labels the runs the views hold.
 
 __all__ = [
     "classify",
-    "cues",
-    "features",
     "holdout",
     "live",
     "model",

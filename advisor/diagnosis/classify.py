@@ -19,9 +19,10 @@ from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, UNKNOWN
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
-from advisor.parsing.facts import CONFIG_FACTS, FACT_KEYS
 from advisor.parsing.lines import LogLine
-from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
+from advisor.parsing.parsed import Parsed, parse
+from advisor.parsing.sequence import Run, is_serving, segment
+from advisor.parsing.values import CONFIG_FACTS, FACT_KEYS
 
 UNKNOWN_BELOW: Final = 0.55
 TRUSTED_RULE: Final = 0.85  # a rule at least this sure keeps its label against the model

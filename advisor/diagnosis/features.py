@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from advisor.parsing.sequence import Parsed, Run
+from advisor.parsing.parsed import Parsed
+from advisor.parsing.sequence import Run
 
 WINDOW_TAIL: Final = 160
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b")

@@ -24,13 +24,9 @@ from advisor.core.engines import ENGINES
 from advisor.core.errors import InputError
 from advisor.core.taxonomy import OOM, TAXONOMY, Phase, RuleLabel
 from advisor.core.toml import load_toml, validate_tables
-from advisor.parsing.catalog import (
-    Catalog,
-    Condition,
-    ConditionText,
-    parse_condition,
-)
-from advisor.parsing.facts import FACT_KEYS, FACT_TYPES
+from advisor.parsing.catalog import Catalog
+from advisor.parsing.templates import Condition, ConditionText, parse_condition
+from advisor.parsing.values import FACT_KEYS, FACT_TYPES
 
 Tier = Literal["failure", "fallback", "healthy"]  # tiers of rules, not a label
 TIERS: Final = get_args(Tier)

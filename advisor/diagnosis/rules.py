@@ -23,30 +23,24 @@ from advisor.diagnosis.cues import literal_cue, literal_cues
 from advisor.diagnosis.rulefile import (
     TIERS,
     Rule,
-    RuleSpec,
     catalog_rules,
     load_file,
     shipped_rule_files,
 )
 from advisor.parsing.catalog import shipped_catalog
-from advisor.parsing.facts import convert
-from advisor.parsing.sequence import Parsed, Run
+from advisor.parsing.parsed import Parsed
+from advisor.parsing.sequence import Run
+from advisor.parsing.values import convert
 
 __all__ = [
-    "TIERS",
     "Hit",
-    "Rule",
     "RuleSet",
-    "RuleSpec",
     "build_ruleset",
-    "catalog_rules",
     "cued_search",
-    "load_file",
     "load_rules",
     "match_run",
     "phase_at",
     "run_facts",
-    "shipped_rule_files",
 ]
 
 MORE_EVIDENCE: Final = 2  # further lines the winning rule matched, cited as evidence too

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.errors import InputError
-from advisor.diagnosis.rules import Rule, build_ruleset, load_rules, match_run
+from advisor.diagnosis.rulefile import Rule
+from advisor.diagnosis.rules import build_ruleset, load_rules, match_run
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import parse
 from advisor.parsing.sequence import segment

@@ -26,12 +26,12 @@ from advisor.diagnosis.classify import Diagnosis, RunVerdict, judge_run
 from advisor.diagnosis.cues import literal_cues
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet, cued_search
-from advisor.parsing.facts import CONFIG_FACTS
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
 from advisor.parsing.runfold import says_died
 from advisor.parsing.sequence import Run, RunCutter, settle
 from advisor.parsing.tracebacks import Stitcher
+from advisor.parsing.values import CONFIG_FACTS
 
 HEAD: Final = 5_000  # a run's first lines, all kept
 TAIL: Final = 300  # a run's latest lines, all kept (the model reads the last 160)

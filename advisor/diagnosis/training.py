@@ -25,7 +25,8 @@ from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet, match_run
 from advisor.parsing.lines import LogLine, lines_from_texts
-from advisor.parsing.sequence import Parsed, Run, is_serving, parse, segment
+from advisor.parsing.parsed import Parsed, parse
+from advisor.parsing.sequence import Run, is_serving, segment
 
 SEED: Final = 20261201
 MIN_DF: Final = 2

@@ -1,23 +1,17 @@
-"""Carrying out approved actions: backends (systemd, dry run) and the step runner."""
+"""Carrying out approved actions: one handler per action kind (`handlers`; the kinds' registry
+is `advisor.core.kinds`) over the primitives every backend offers (systemd over D-Bus, the
+simulator, a dry run), each step judged before and read back after, and rolled back on
+request; the step runner records every step as events."""
 
 __all__ = [
-    "alertmanager",
-    "asfound",
-    "attest",
     "backends",
     "bus",
-    "commands",
-    "confine",
     "containers",
     "decisions",
     "discover",
     "dropins",
-    "envfile",
     "gpuwait",
-    "guards",
     "handlers",
-    "invocation",
-    "lease",
     "locate",
     "notices",
     "preview",
@@ -27,12 +21,7 @@ __all__ = [
     "recovery",
     "rollback",
     "run",
-    "shellwords",
-    "specifiers",
     "state",
     "subject",
     "systemd",
-    "unitfile",
-    "unitfiles",
-    "unitgpus",
 ]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import orjson
 
-from advisor.core.actions import step_from_spec
+from advisor.core.actions import ActionApproved, ActionProposed, ActionStep, step_from_spec
 from advisor.core.errors import IntegrityError
-from advisor.core.events import ActionApproved, ActionProposed, ActionStep
 from advisor.store import EventFilter, EventStore
 from advisor.views.read.rows import ActionRow
 
-__all__ = ["attested_step", "step_from_spec"]
+__all__ = [
+    "attested_step",
+]
 
 
 def attested_step(store: EventStore, row: ActionRow) -> ActionStep:

@@ -16,15 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from advisor.core.events import ActionStep
-from advisor.execution.handlers import describe, handler_for
+from advisor.core.actions import ActionStep
+from advisor.execution.handlers import handler_for
 from advisor.execution.primitives import (
-    BackendError,
     Expected,
     FileChange,
     Outcome,
     Subject,
-    acted_on,
     unit_of,
 )
 from advisor.execution.state import UnitSnapshot
@@ -32,15 +30,7 @@ from advisor.planning.bounds import check_step
 
 __all__ = [
     "Backend",
-    "BackendError",
     "DryRunBackend",
-    "Expected",
-    "FileChange",
-    "Outcome",
-    "Subject",
-    "acted_on",
-    "describe",
-    "unit_of",
 ]
 
 

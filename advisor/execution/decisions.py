@@ -8,8 +8,9 @@ from __future__ import annotations
 import time
 from typing import Final
 
+from advisor.core.actions import ActionApproved, ActionPayload, ActionRejected, ActionStep
 from advisor.core.errors import InputError
-from advisor.core.events import ActionApproved, ActionPayload, ActionRejected, ActionStep, NewEvent
+from advisor.core.events import NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.core.statuses import ActionStatus

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.core.sampler import SamplerLike
 from advisor.execution.primitives import BackendError
 

@@ -14,12 +14,14 @@ says it (`advisor.execution.handlers`: `kill`, `wait_gpu_free`, `hold_restarts`,
 
 from __future__ import annotations
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.execution.handlers import handler_for
-from advisor.execution.handlers.base import RUN, Context, Verdict, moved
+from advisor.execution.handlers.base import RUN, Context, Verdict
 from advisor.execution.state import UnitSnapshot
 
-__all__ = ["RUN", "Context", "Verdict", "judge", "moved"]
+__all__ = [
+    "judge",
+]
 
 
 def judge(step: ActionStep, now: UnitSnapshot | None, ctx: Context) -> Verdict:

@@ -21,6 +21,7 @@ from typing import Final, Literal
 
 from advisor.core.engines.model import Engine
 from advisor.execution import shellwords
+from advisor.execution._shelllex import Word
 from advisor.execution.commands import EngineAt, engine_in, script_of, shell_script
 from advisor.execution.containers import ContainerRun
 from advisor.execution.state import UnitSnapshot
@@ -182,7 +183,7 @@ def _direct(
 
 # ------------------------------------------------------------------ shells and scripts
 def _shell_slot(
-    word: shellwords.Word,
+    word: Word,
     layer: str,
     write: Callable[[str], None] | None,
     placed: Callable[[str], VarPlace],
@@ -214,7 +215,7 @@ def _script_vars(
     outer: Callable[[str], VarPlace],
     where: str,
     read: Reader,
-    splice: Callable[[shellwords.Word, str], None] | None,
+    splice: Callable[[Word, str], None] | None,
 ) -> Callable[[str], VarPlace]:
     """Where a variable a script reads lives: its own last assignment (rewritable only in a
     script advisor writes back), a file it sources that assigns it, else the unit."""
@@ -231,7 +232,7 @@ def _script_vars(
             if splice is not None and last.value is not None:
                 prefix = last.value.partition("=")[0] + "="
 
-                def write(v: str, w: shellwords.Word = last, p: str = prefix) -> None:
+                def write(v: str, w: Word = last, p: str = prefix) -> None:
                     splice(w, p + shellwords.quote(v))
 
             return VarPlace(name, value, f"{name} set in {here}", False, write)
@@ -283,15 +284,15 @@ def _in_shell(
         raise NotFound(f"{layer} runs no engine advisor knows")
     command, found = hit
 
-    def splice(word: shellwords.Word, text: str) -> None:
+    def splice(word: Word, text: str) -> None:
         edits.splices.setdefault(k, []).append((word.start, word.end, text))
 
-    def writer(word: shellwords.Word) -> Callable[[str], None]:
+    def writer(word: Word) -> Callable[[str], None]:
         return lambda value: splice(word, shellwords.quote(value))
 
     variables = _script_vars(commands, placed, layer, read, splice)
 
-    def where(word: shellwords.Word) -> Callable[[str], VarPlace]:
+    def where(word: Word) -> Callable[[str], VarPlace]:
         # systemd expands `${NAME}` in the string before the shell runs: the unit's, whatever
         # the script assigns; `$NAME` (and `${NAME:-x}`) is the shell's.
         return placed if re.search(r"\$\{\w+\}", word.text) else variables

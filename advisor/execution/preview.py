@@ -10,9 +10,10 @@ from __future__ import annotations
 from advisor.core.errors import AdvisorError
 from advisor.core.statuses import ActionStatus
 from advisor.execution.backends import Backend
-from advisor.execution.guards import Context, judge
+from advisor.execution.decisions import plan_rows, step_of
+from advisor.execution.guards import judge
 from advisor.execution.handlers import handler_for
-from advisor.execution.run import plan_rows, step_of
+from advisor.execution.handlers.base import Context
 from advisor.store import EventStore
 
 _DONE = (ActionStatus.SUCCEEDED, ActionStatus.ROLLED_BACK, ActionStatus.SKIPPED)

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.core.actions import ActionSkipped
 from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import ActionSkipped
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.execution.backends import Backend

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from advisor.core.actions import ActionRolledBack
 from advisor.core.errors import InputError
-from advisor.core.events import ActionRolledBack
 from advisor.core.statuses import ActionStatus
-from advisor.execution.backends import Backend, FileChange
+from advisor.execution.backends import Backend
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
     action_event,
@@ -17,6 +17,7 @@ from advisor.execution.decisions import (
     now_us,
     resolve_ident,
 )
+from advisor.execution.primitives import FileChange
 from advisor.store import EventStore, leases
 from advisor.views.fold.projector import Projector
 from advisor.views.read.actions import all_actions

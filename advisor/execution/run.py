@@ -26,8 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final
 
-from advisor.core.errors import AdvisorError, InputError
-from advisor.core.events import (
+from advisor.core.actions import (
     ActionFailed,
     ActionPayload,
     ActionSkipped,
@@ -35,27 +34,24 @@ from advisor.core.events import (
     ActionStep,
     ActionSucceeded,
 )
+from advisor.core.errors import AdvisorError, InputError
 from advisor.core.kinds import KINDS, RESTART, SET_FLAG
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step
-from advisor.execution.backends import Backend, Expected, FileChange
+from advisor.execution.backends import Backend
 from advisor.execution.decisions import (
     EXECUTOR_SOURCE,
-    HUMAN_SOURCE,
     action_event,
-    action_row,
-    approve,
     plan_rows,
-    reject,
-    step_of,
 )
-from advisor.execution.guards import Context, Verdict, judge
+from advisor.execution.guards import judge
+from advisor.execution.handlers.base import Context, Verdict
 from advisor.execution.lease import executor_identity, holding
 from advisor.execution.locate import Refusal
+from advisor.execution.primitives import Expected, FileChange
 from advisor.execution.received import NotReceived
-from advisor.execution.rollback import rollback
 from advisor.execution.state import UnitSnapshot
 from advisor.execution.subject import incident_of, subject_of
 from advisor.store import EventStore, leases
@@ -64,20 +60,11 @@ from advisor.views.read.reading import read_rows
 from advisor.views.read.rows import ActionRow
 
 __all__ = [
-    "EXECUTOR_SOURCE",
-    "HUMAN_SOURCE",
     "LEASE_TTL_S",
     "ExecReport",
     "Executor",
     "Hook",
-    "action_row",
-    "approve",
     "execute",
-    "executor_identity",
-    "plan_rows",
-    "reject",
-    "rollback",
-    "step_of",
 ]
 
 LEASE_TTL_S: Final = 30.0

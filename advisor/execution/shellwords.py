@@ -29,13 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from advisor.execution._shelllex import ARRAY_LHS, Lexer, Op, Redirect, ShellSyntaxError, Word
+from advisor.execution._shelllex import ARRAY_LHS, Lexer, Op, Redirect, Word
 
 __all__ = [
     "Command",
-    "Redirect",
-    "ShellSyntaxError",
-    "Word",
     "assignment_value",
     "assignments",
     "commands",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.sampler import SamplerLike
 from advisor.execution import gpuwait, unitgpus
 from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
@@ -50,7 +50,7 @@ from advisor.execution.readiness import JournalReadiness, NotReady
 from advisor.execution.received import Effects, NotReceived
 from advisor.execution.state import ExecCommand, UnitSnapshot
 from advisor.execution.unitfiles import UnitFiles
-from advisor.planning.recommend import DEFAULT_READY_S
+from advisor.planning.remedies import DEFAULT_READY_S
 
 STOP_MARGIN_S: Final = 10.0
 KILL_SETTLE_S: Final = 30.0

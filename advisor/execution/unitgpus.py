@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.execution.containers import ContainerRun
 from advisor.execution.invocation import Reader
 from advisor.execution.locate import container_of, environment_of, read_text

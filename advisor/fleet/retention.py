@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Final
 
 from advisor.core.errors import InputError, StoreError
-from advisor.core.events import NewEvent, StoreRetained
-from advisor.reports.analytics import connect_store, events_select, sql_literal
+from advisor.core.events import NewEvent
+from advisor.core.payloads import StoreRetained
+from advisor.reports.analytics import connect_store, events_select
+from advisor.reports.sandbox import sql_literal
 from advisor.store import EventStore
-from advisor.store.integrity.audit import retentions
 from advisor.store.integrity.partitions import (
     Partition,
     attached,
@@ -37,6 +38,7 @@ from advisor.store.integrity.partitions import (
     detach,
     host_anchors,
 )
+from advisor.store.integrity.retained import retentions
 
 STREAM: Final = "store/retention"
 SOURCE: Final = "advisor-retention"

@@ -44,8 +44,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponent
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
 from advisor.store import Checkpoint, EventStore
+from advisor.store.chain import RawEvent
 from advisor.store.engine import first_line, redact
-from advisor.store.integrity.audit import anchors, last_seq
 from advisor.store.integrity.central import (
     Position,
     Unreachable,
@@ -57,7 +57,8 @@ from advisor.store.integrity.central import (
     writer_for,
 )
 from advisor.store.integrity.heads import HostKey
-from advisor.store.store import SHIP_PREFIX, RawEvent
+from advisor.store.integrity.retained import anchors, last_seq
+from advisor.store.store import SHIP_PREFIX
 from advisor.views.fold.projector import Projector
 
 BATCH: Final = 5000

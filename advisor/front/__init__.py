@@ -11,17 +11,10 @@ from advisor.front.fleet import Watch, metrics_registry
 __all__ = [
     "Advisor",
     "Watch",
-    "acting",
-    "advisor",
     "backend_for",
-    "base",
-    "diagnosing",
-    "fleet",
     "human",
     "ingesting",
-    "integrity",
     "metrics_registry",
     "open_store",
-    "reading",
     "store_failure",
 ]

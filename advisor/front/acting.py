@@ -42,7 +42,7 @@ class Acting(Front):
 
     def plan_steps(self, plan_id: str) -> list[ActionRow]:
         """The steps of plan `plan_id` as they are now."""
-        from advisor.execution.run import plan_rows
+        from advisor.execution.decisions import plan_rows
 
         return plan_rows(self.store, plan_id)
 
@@ -64,13 +64,13 @@ class Acting(Front):
     def approve(self, ident: str, by: str | None = None) -> list[str]:
         """Approve action `ident`, or every main proposed step of plan `ident`; the ids
         approved. `by`: who (default: this terminal's user)."""
-        from advisor.execution.run import approve
+        from advisor.execution.decisions import approve
 
         return approve(self.store, ident, human() if by is None else by)
 
     def reject(self, ident: str, why: str, by: str | None = None) -> str:
         """Reject action `ident`: it will never run; its whole id."""
-        from advisor.execution.run import reject
+        from advisor.execution.decisions import reject
 
         return reject(self.store, ident, human() if by is None else by, why)
 
@@ -82,7 +82,7 @@ class Acting(Front):
 
     def rollback(self, ident: str, backend: Backend, systemd_root: Path) -> str:
         """Put back the drop-in action `ident` wrote, as it was before; what was done."""
-        from advisor.execution.run import rollback
+        from advisor.execution.rollback import rollback
 
         return str(rollback(self.store, backend, ident, root=systemd_root))
 

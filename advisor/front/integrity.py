@@ -71,9 +71,9 @@ class Integrity(Front):
 
     def last_seq(self) -> int:
         """The store's last sequence number (0 when empty)."""
-        from advisor.store.integrity import audit
+        from advisor.store.integrity import retained
 
-        return audit.last_seq(self.store)
+        return retained.last_seq(self.store)
 
     def verify(
         self, collected: Collected | None, progress: Callable[[int], None] | None = None

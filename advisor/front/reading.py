@@ -168,7 +168,8 @@ class Reading(Front):
         """DuckDB SQL over the views of the settings' store (attached read-only) or of a
         Parquet export; `sandbox`: the SQL reaches nothing else. Bad SQL is refused before
         the store is opened."""
-        from advisor.reports.analytics import check_sql, query_parquet, query_store
+        from advisor.reports.analytics import query_parquet, query_store
+        from advisor.reports.sandbox import check_sql
 
         check_sql(sql, sandbox=sandbox)
         if parquet_dir is not None:

@@ -1,12 +1,10 @@
-"""Log lines read: their facts, and the runs they make."""
+"""Log lines read: a line's prefix peeled off, its facts and catalogued messages, tracebacks,
+and the runs the lines make (one fold shared by the projector and `classify`)."""
 
 __all__ = [
     "catalog",
-    "facts",
     "lines",
     "parsed",
-    "patterns",
-    "phases",
     "runfold",
     "sequence",
     "templates",

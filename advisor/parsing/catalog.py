@@ -34,7 +34,6 @@ from advisor.parsing.templates import (
     Template,
     compile_template,
     parse_condition,
-    read_placeholder,
 )
 
 # Who writes a catalogued message: an engine of the registry, or a program beside it.
@@ -57,18 +56,12 @@ DEFAULT_CONFIDENCE: Final = 0.9
 __all__ = [
     "OTHER_WRITERS",
     "Catalog",
-    "Condition",
-    "ConditionText",
     "Message",
     "MessageSpec",
     "ProducerSpec",
-    "Template",
     "Writer",
     "build_catalog",
-    "compile_template",
     "load_catalog_file",
-    "parse_condition",
-    "read_placeholder",
     "shipped_catalog",
 ]
 

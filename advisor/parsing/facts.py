@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.core.taxonomy import PHASES
 from advisor.parsing.patterns import ALIAS as _ALIAS
 from advisor.parsing.patterns import CONFIG_CUES as _CONFIG_CUES
 from advisor.parsing.patterns import FLAG as _FLAG
@@ -22,34 +21,17 @@ from advisor.parsing.patterns import FLAG_ALIAS as _FLAG_ALIAS
 from advisor.parsing.patterns import KEYVAL as _KEYVAL
 from advisor.parsing.patterns import NUMBERS as _NUMBERS
 from advisor.parsing.patterns import SERVE as _SERVE
-from advisor.parsing.phases import PHASE_ORDER, READY_CUES, engine_hint, phase_of
+from advisor.parsing.phases import phase_of
 from advisor.parsing.values import (
     CONFIG_FACTS,
     DROPPED,
-    FACT_KEYS,
-    FACT_TYPES,
-    NUMBER_DOMAINS,
-    convert,
-    gib,
-    in_domain,
     read_value,
 )
 
 # The names of the facts and their values' reading live in `values`, the phases in `phases`;
 # importers of this module find them here too.
 __all__ = [
-    "CONFIG_FACTS",
-    "FACT_KEYS",
-    "FACT_TYPES",
-    "NUMBER_DOMAINS",
-    "PHASES",
-    "PHASE_ORDER",
-    "READY_CUES",
     "LineFacts",
-    "convert",
-    "engine_hint",
-    "gib",
-    "in_domain",
     "merge_config",
     "read_facts",
 ]

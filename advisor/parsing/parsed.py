@@ -9,8 +9,10 @@ from typing import Final
 from advisor.core.engines import ALL, ENGINES
 from advisor.core.slots import quick_init
 from advisor.parsing.catalog import Catalog, shipped_catalog
-from advisor.parsing.facts import CONFIG_FACTS, LineFacts, engine_hint, read_facts
+from advisor.parsing.facts import LineFacts, read_facts
 from advisor.parsing.lines import VLLM, LogLine, Split, clean_text, split_line
+from advisor.parsing.phases import engine_hint
+from advisor.parsing.values import CONFIG_FACTS
 
 
 @quick_init

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from advisor.core.engines import ALL
-from advisor.parsing.facts import PHASE_ORDER, merge_config
+from advisor.parsing.facts import merge_config
 from advisor.parsing.parsed import Parsed
+from advisor.parsing.phases import PHASE_ORDER
 
 END_EVENTS: Final = frozenset(
     {"exit", "failed", "deactivated", "stopped", "restart_scheduled", "start_failed", "start_limit"}

@@ -13,31 +13,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from advisor.parsing.facts import PHASE_ORDER
-from advisor.parsing.parsed import Parsed, parse
+from advisor.parsing.parsed import Parsed
+from advisor.parsing.phases import PHASE_ORDER
 from advisor.parsing.runfold import (
-    Boundary,
     RunFold,
     ended_badly,
     line_says_died,
-    says_died,
     starts_new_run,
 )
 from advisor.parsing.tracebacks import Stitcher, Traceback
 
 __all__ = [
-    "Boundary",
-    "Parsed",
     "Run",
     "RunCutter",
-    "ended_badly",
     "is_serving",
-    "parse",
-    "says_died",
     "segment",
     "settle",
     "single_run",
-    "starts_new_run",
 ]
 
 

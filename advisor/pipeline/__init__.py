@@ -5,14 +5,11 @@ serves; file inputs for `classify`.
 
 __all__ = [
     "auto",
-    "backend_setup",
     "daemon",
     "inputs",
     "metrics",
     "processing",
     "remediate",
-    "sdnotify",
     "signals",
-    "telling",
     "verify",
 ]

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from advisor.core.kinds import CHANGES_UNIT
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.execution.backends import Backend
+from advisor.execution.decisions import approve, plan_rows
 from advisor.execution.recovery import recover
-from advisor.execution.run import approve, execute, plan_rows
+from advisor.execution.run import execute
 from advisor.pipeline.signals import sigterm_as_interrupt
 from advisor.planning.policy import History, Policy, decide
 from advisor.reports.render import safe_text

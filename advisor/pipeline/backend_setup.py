@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.core.errors import GpuUnavailableError
-from advisor.core.events import GpuSampled
 from advisor.core.host import this_host
+from advisor.core.payloads import GpuSampled
 from advisor.core.sampler import SamplerLike
 from advisor.execution.bus import SystemdBus
 from advisor.execution.notices import Notices

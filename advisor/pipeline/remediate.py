@@ -72,8 +72,8 @@ class OpenPlan:
 def open_plan(store: EventStore, service: str) -> OpenPlan:
     """The current plan of SERVICE's open incident (UNIT or HOST/UNIT); InputError when the
     service has no open incident or the incident no plan."""
+    from advisor.execution.decisions import plan_rows
     from advisor.execution.recovery import current_plan, open_incident
-    from advisor.execution.run import plan_rows
 
     host, unit = parse_service(service)
     incident = open_incident(store, host, unit)

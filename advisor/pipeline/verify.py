@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
-    from advisor.store.integrity.audit import HeadsReport, HostChainReport, VerifyReport
+    from advisor.store.integrity.audit import HeadsReport, VerifyReport
     from advisor.store.integrity.headlog import HeadsRead
     from advisor.store.integrity.heads import HeadFinding
+    from advisor.store.integrity.hostchain import HostChainReport
 
 
 @dataclass
@@ -82,13 +83,13 @@ def verify_store(
     """Walk the chain (`progress` told of the events checked), each shipped host's chain, and
     with `collected` the heads: this store's, and in a central store each host's shipped
     chain against the heads that host signed."""
-    from advisor.store.integrity import audit
+    from advisor.store.integrity import audit, hostchain
 
     report = audit.verify(store, progress=progress)
-    hosts = [audit.verify_host(store, source) for source in audit.shipped_sources(store)]
+    hosts = [hostchain.verify_host(store, source) for source in hostchain.shipped_sources(store)]
     if collected is None:
         return Verification(report, hosts)
     heads = audit.check_heads(
         store, collected.read.heads, collected.trusted_key, str(collected.key_path)
     )
-    return Verification(report, hosts, heads, audit.central_head_findings(store))
+    return Verification(report, hosts, heads, hostchain.central_head_findings(store))

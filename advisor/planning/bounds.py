@@ -20,9 +20,7 @@ from advisor.core.errors import InputError
 from advisor.core.kinds import SET_FLAG, SET_UNIT_OPTION
 
 __all__ = [
-    "FLAG_BOUNDS",
     "TIMEOUT_STOP_BOUNDS_S",
-    "Range",
     "check_flag",
     "check_option",
     "check_step",

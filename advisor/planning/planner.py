@@ -15,17 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from advisor.core.events import (
-    ActionProposed,
-    GpuSampled,
-    IncidentClassified,
-    NewEvent,
-    StoredEvent,
-)
+from advisor.core.actions import ActionProposed
+from advisor.core.events import NewEvent, StoredEvent
+from advisor.core.payloads import GpuSampled, IncidentClassified
 from advisor.core.records import stable_key
 from advisor.core.taxonomy import GPU_MEMORY_HELD, HEALTHY, UNKNOWN
 from advisor.parsing.parsed import own_pids, parse
-from advisor.planning.recommend import Holder, PlanContext, plan
+from advisor.planning.context import Holder, PlanContext
+from advisor.planning.recommend import plan
 from advisor.store import EventFilter, EventStore
 from advisor.store.types import Checkpoint
 from advisor.views.fold.skipped import environmental, reason_of, skipped_event

@@ -18,17 +18,9 @@ from advisor.core.engines.model import Engine
 from advisor.core.kinds import HOLD_RESTARTS, NOTIFY, RESTART, SET_FLAG
 from advisor.core.taxonomy import HEALTHY, TAXONOMY, UNKNOWN
 from advisor.core.units import is_unit_name, not_a_server
-from advisor.planning.context import Holder, PlanContext, checked_facts
+from advisor.planning.context import PlanContext, checked_facts
 from advisor.planning.engine_remedies import llama_context, sglang_pool, tgi_prefill
 from advisor.planning.remedies import (
-    DEFAULT_READY_S,
-    DEFAULT_RELEASE_S,
-    GIB,
-    HARDENED_TIMEOUT_STOP,
-    MIB,
-    MIN_RELEASE_S,
-    SAMPLER_BYTES_PER_ELEMENT,
-    SAMPLER_MARGIN,
     Draft,
     held,
     wait_then_restart,
@@ -44,21 +36,9 @@ from advisor.planning.sizing import (
 
 __all__ = [
     "ACT_BELOW",
-    "DEFAULT_READY_S",
-    "DEFAULT_RELEASE_S",
-    "GIB",
-    "HARDENED_TIMEOUT_STOP",
-    "MIB",
-    "MIN_RELEASE_S",
     "REMEDIES",
-    "SAMPLER_BYTES_PER_ELEMENT",
-    "SAMPLER_MARGIN",
     "UNIT_REMEDIES",
-    "Holder",
-    "PlanContext",
     "advice",
-    "checked_facts",
-    "is_unit_name",
     "plan",
     "summary",
 ]

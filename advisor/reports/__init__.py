@@ -5,7 +5,6 @@ script (`render`).
 
 __all__ = [
     "analytics",
-    "apart",
     "chart_base",
     "charts",
     "contract",
@@ -16,7 +15,5 @@ __all__ = [
     "sandbox",
     "stats_charts",
     "stats_columns",
-    "stats_sql",
-    "timeline",
     "writeup",
 ]

@@ -36,7 +36,7 @@ import duckdb
 
 from advisor.core.errors import InputError, StoreError
 from advisor.reports.apart import apart, duckdb_source
-from advisor.reports.sandbox import REFUSED_FUNCTIONS, SCANNER_FUNCTIONS, check_sql, sql_literal
+from advisor.reports.sandbox import check_sql, sql_literal
 from advisor.reports.sandbox import first_line as _first_line
 from advisor.reports.sandbox import new_duckdb as _duckdb
 from advisor.reports.sandbox import seal as _seal
@@ -46,19 +46,15 @@ from advisor.store.engine import parse_url, redact
 # What a query may run lives in `sandbox`; importers of this module find it here too.
 __all__ = [
     "PROJECTIONS",
-    "REFUSED_FUNCTIONS",
-    "SCANNER_FUNCTIONS",
     "VIEWS",
     "Answer",
     "Connection",
-    "check_sql",
     "connect_parquet",
     "connect_store",
     "events_select",
     "export_parquet",
     "query_parquet",
     "query_store",
-    "sql_literal",
     "stats",
     "store_stats",
 ]

@@ -35,16 +35,12 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from advisor.reports.chart_base import CONFIG
-from advisor.reports.incident_charts import incident_figures
-from advisor.reports.stats_charts import stats_figures
 
 __all__ = [
     "CSP",
-    "incident_figures",
     "plotly_js",
     "plotly_js_version",
     "script_tag",
-    "stats_figures",
     "to_html_fragment",
 ]
 

@@ -7,10 +7,11 @@ from typing import Any, Protocol
 
 from advisor.core.taxonomy import UNKNOWN
 from advisor.diagnosis.classify import RunVerdict, verdict_facts
-from advisor.parsing.facts import FACT_KEYS
 from advisor.parsing.lines import clean_text
 from advisor.parsing.parsed import Parsed
-from advisor.planning.recommend import PlanContext, plan, summary
+from advisor.parsing.values import FACT_KEYS
+from advisor.planning.context import PlanContext
+from advisor.planning.recommend import plan, summary
 
 
 class Judged(Protocol):

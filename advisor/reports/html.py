@@ -9,14 +9,9 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any, Final
 
-from advisor.reports.charts import (
-    CSP,
-    incident_figures,
-    script_tag,
-    stats_figures,
-    to_html_fragment,
-)
-from advisor.reports.incident_charts import drawn, events_of
+from advisor.reports.charts import CSP, script_tag, to_html_fragment
+from advisor.reports.incident_charts import drawn, events_of, incident_figures
+from advisor.reports.stats_charts import stats_figures
 from advisor.reports.stats_columns import cell, header, heading
 from advisor.reports.writeup import ReportIncident
 
@@ -48,7 +43,7 @@ def _page(title: str, body: Sequence[str]) -> str:
 
 def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) -> str:
     """The post-mortem page: header, the incident's figure, then the text sections."""
-    from advisor.reports.postmortem import render_text
+    from advisor.reports.writeup import render_text
 
     inc: ReportIncident = report["incident"]
     title = f"{inc['host']}/{inc['unit']}: {inc['label']}"

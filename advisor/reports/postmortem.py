@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from advisor.core.errors import InputError
-from advisor.core.events import LogRecorded
 from advisor.core.ids import resolve_id, short_id
+from advisor.core.payloads import LogRecorded
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.core.timefmt import format_us
 from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
-from advisor.parsing.sequence import parse
+from advisor.parsing.parsed import parse
 from advisor.reports import timeline
 from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
 from advisor.reports.writeup import OtherIncident, ReportIncident, SimilarIncident

@@ -81,7 +81,7 @@ def markdown_code_block(lines: list[str], info: str = "text") -> str:
 def summary(event: StoredEvent) -> str:
     # Imported here, not above: the text helpers of this module are used by every command,
     # and the event models (pydantic) would cost `advisor --help` a fifth of a second.
-    from advisor.core.events import (
+    from advisor.core.payloads import (
         GpuSampled,
         IncidentClassified,
         IncidentOpened,

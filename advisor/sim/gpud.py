@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from advisor.core.events import GpuSampled
 from advisor.core.host import this_host
+from advisor.core.payloads import GpuSampled
 from advisor.sim.gpus import Driver
 from ingest.cgroup import comm_for_pid, unit_for_pid
 from ingest.gpu_recording import recording_line

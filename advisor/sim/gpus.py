@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from advisor.core.events import GpuProcess, GpuSampled
+from advisor.core.payloads import GpuProcess, GpuSampled
 from advisor.sim.claims import Claims, read_claims, remove_claim
 from advisor.sim.models import GIB
 from ingest.gpu_recording import recording_line

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from advisor.core.errors import GpuUnavailableError
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from ingest.gpu_recording import parse_recording_line
 
 DEFAULT_STALE_S = 3.0

@@ -33,21 +33,13 @@ from advisor.sim import texts
 from advisor.sim import vllm_text as vt
 from advisor.sim.models import GIB, SAMPLER_CHUNKS, gib_str
 from advisor.sim.server_base import Oom, ServerBase, Terminated
-from advisor.sim.server_config import MODELLED, Config, SimSettings, make_config, parse_config
+from advisor.sim.server_config import Config, parse_config
 
 __all__ = [
     "GRAPH_POOL_MAX",
     "HEALTH_EVERY_S",
-    "MODELLED",
-    "Config",
-    "Oom",
     "Server",
-    "ServerBase",
-    "SimSettings",
-    "Terminated",
     "main",
-    "make_config",
-    "parse_config",
     "serve",
 ]
 

@@ -40,7 +40,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Literal
 
-from advisor.sim.server import SimSettings, make_config, serve
+from advisor.sim.server import serve
+from advisor.sim.server_config import SimSettings, make_config
 from advisor.sim.vllm_text import VERSION
 
 Kind = Literal["str", "int", "float", "bool", "json", "list"]

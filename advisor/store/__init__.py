@@ -1,4 +1,6 @@
-"""The append-only event store (SQLite or PostgreSQL through SQLAlchemy).
+"""The append-only event store (SQLite or PostgreSQL through SQLAlchemy): events appended
+and read with their hash chain, checkpoints and leases; `integrity` builds on it (signed
+heads, verification, the central store's side of shipping, retention's anchors).
 
 `EventStore` and `open_store` load SQLAlchemy on first use, so that code which only needs the
 small value types (the parser process) does not pay for it.

@@ -26,8 +26,8 @@ from advisor.core.events import (
     stored_event,
 )
 from advisor.store import migrate
-from advisor.store.chain import GENESIS_HASH, RawEvent, chain_rows, event_hash, stored_hash
-from advisor.store.checkpointing import latest_checkpoint, latest_checkpoints, save_checkpoint
+from advisor.store.chain import GENESIS_HASH, RawEvent, chain_rows, stored_hash
+from advisor.store.checkpointing import latest_checkpoint, save_checkpoint
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
 from advisor.store.schema import events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
@@ -36,16 +36,10 @@ from advisor.store.types import AppendResult, Checkpoint, EventFilter
 # module find them here too.
 __all__ = [
     "APPEND_LOCK_ID",
-    "GENESIS_HASH",
     "SHIP_PREFIX",
     "EventStore",
-    "RawEvent",
-    "event_hash",
-    "latest_checkpoint",
-    "latest_checkpoints",
     "open_store",
     "read_payload",
-    "save_checkpoint",
 ]
 # What `read` and `read_raw` give of each event before its payload, in this order.
 _ENVELOPE = (

@@ -12,7 +12,8 @@ import pytest
 
 import advisor.core.settings as settings_module
 from advisor.core.errors import InputError
-from advisor.core.settings import default_db_url, load_settings, this_host
+from advisor.core.host import this_host
+from advisor.core.settings import default_db_url, load_settings
 from tests.conftest import run_advisor
 
 

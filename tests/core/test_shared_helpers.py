@@ -30,7 +30,7 @@ from advisor.core.timefmt import (
     parse_time_us,
 )
 from advisor.core.toml import load_toml
-from advisor.diagnosis.rules import load_file
+from advisor.diagnosis.rulefile import load_file
 from advisor.fleet.ship import open_central
 from advisor.planning.policy import load_policy
 from advisor.store import open_store

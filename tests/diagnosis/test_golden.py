@@ -16,7 +16,7 @@ from advisor.core.taxonomy import LABELS
 from advisor.diagnosis.classify import UNKNOWN_BELOW, diagnose
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
-from advisor.parsing.facts import FACT_KEYS
+from advisor.parsing.values import FACT_KEYS
 from advisor.pipeline.inputs import read_log
 from advisor.reports.contract import to_contract
 

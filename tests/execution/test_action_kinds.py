@@ -11,11 +11,12 @@ from typing import get_args
 
 import pytest
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.execution import systemd
 from advisor.execution.backends import DryRunBackend
-from advisor.execution.guards import Context, Verdict, judge
+from advisor.execution.guards import judge
 from advisor.execution.handlers import ALL_HANDLERS, HANDLERS, describe
+from advisor.execution.handlers.base import Context, Verdict
 from advisor.sim import SimNode, UnitSpec
 from advisor.sim import backend as sim_backend
 from advisor.sim.backend import SimBackend

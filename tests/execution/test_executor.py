@@ -13,9 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.actions import ActionStep
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep, NewEvent
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
+from advisor.core.events import NewEvent
+from advisor.execution.backends import DryRunBackend
+from advisor.execution.decisions import approve, plan_rows, reject
 from advisor.execution.dropins import (
     AdvisorDropin,
     exec_start_line,
@@ -24,7 +26,9 @@ from advisor.execution.dropins import (
     with_flag,
 )
 from advisor.execution.preview import preview
-from advisor.execution.run import Executor, approve, execute, plan_rows, reject, rollback
+from advisor.execution.primitives import Expected, FileChange, Outcome, Subject
+from advisor.execution.rollback import rollback
+from advisor.execution.run import Executor, execute
 from advisor.execution.state import ExecCommand, UnitSnapshot
 from advisor.planning.bounds import check_step
 from advisor.store import EventFilter, EventStore, leases

@@ -9,14 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from advisor.core.actions import ActionStep
 from advisor.core.errors import InputError
-from advisor.core.events import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
 from advisor.execution.alertmanager import ALERT_NAME
+from advisor.execution.decisions import approve
 from advisor.execution.notices import Notice, Notices, notify_outcome
 from advisor.execution.primitives import BackendError
-from advisor.execution.run import approve, execute
+from advisor.execution.run import execute
 from advisor.planning import planner
 from advisor.planning.planner import propose
 from advisor.store import EventStore

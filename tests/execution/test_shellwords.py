@@ -14,10 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from advisor.execution._shelllex import ShellSyntaxError, Word
 from advisor.execution.shellwords import (
     Command,
-    ShellSyntaxError,
-    Word,
     assignment_value,
     assignments,
     commands,

@@ -11,10 +11,11 @@ from functools import partial
 
 import pytest
 
-from advisor.core.events import ActionStep
-from advisor.execution.backends import BackendError
+from advisor.core.actions import ActionStep
 from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN
-from advisor.execution.guards import Context, judge
+from advisor.execution.guards import judge
+from advisor.execution.handlers.base import Context
+from advisor.execution.primitives import BackendError
 from advisor.execution.systemd import SystemdBackend
 from advisor.sim.gpuhost import GpuHost
 from tests.waiting import wait

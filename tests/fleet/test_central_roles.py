@@ -28,11 +28,12 @@ from advisor.cli.main import cli
 from advisor.core.errors import StoreError
 from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
+from advisor.store.chain import GENESIS_HASH, event_hash
 from advisor.store.engine import make_engine
-from advisor.store.integrity.audit import central_head_findings, verify, verify_host
+from advisor.store.integrity.audit import verify
 from advisor.store.integrity.heads import HostKey
+from advisor.store.integrity.hostchain import central_head_findings, verify_host
 from advisor.store.migrate import _config
-from advisor.store.store import GENESIS_HASH, event_hash
 from tests.conftest import seed_on_host
 
 DOCS = Path(__file__).parents[2] / "docs" / "fleet.md"

@@ -29,9 +29,10 @@ from advisor.core.errors import IntegrityError
 from advisor.fleet.ship import ShipReport, ship, ship_forever
 from advisor.pipeline.sdnotify import Notifier
 from advisor.store import EventStore
-from advisor.store.integrity.audit import verify, verify_host
+from advisor.store.chain import GENESIS_HASH, event_hash
+from advisor.store.integrity.audit import verify
 from advisor.store.integrity.central import DirectWriter, Position
-from advisor.store.store import GENESIS_HASH, event_hash
+from advisor.store.integrity.hostchain import verify_host
 from tests.conftest import advisor_argv, run_advisor, seed_on_host
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
 

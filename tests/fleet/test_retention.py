@@ -20,7 +20,8 @@ from advisor.fleet.retention import partitions
 from advisor.fleet.ship import checkpoint_name, ship
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store.engine import make_engine
-from advisor.store.integrity.audit import verify, verify_host
+from advisor.store.integrity.audit import verify
+from advisor.store.integrity.hostchain import verify_host
 from advisor.store.migrate import _config
 from tests.conftest import seed_on_host
 

@@ -20,7 +20,8 @@ from advisor.cli.main import cli
 from advisor.core.events import NewEvent
 from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
-from advisor.store.integrity.audit import verify, verify_host
+from advisor.store.integrity.audit import verify
+from advisor.store.integrity.hostchain import verify_host
 from ingest.journal_sources import ingest_json_file
 from tests.conftest import seed_on_host
 

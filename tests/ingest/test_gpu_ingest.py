@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 
 from advisor.cli.main import cli
 from advisor.core.errors import GpuUnavailableError, MalformedInputError
-from advisor.core.events import GpuProcess, GpuSampled, StoredEvent
+from advisor.core.events import StoredEvent
+from advisor.core.payloads import GpuProcess, GpuSampled
 from advisor.store import EventStore
 from ingest.gpu import replay_recording, sample_live
 from ingest.gpu_recording import recording_line

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from advisor.cli.main import cli
 from advisor.core.errors import MalformedInputError
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.store import EventStore
 from ingest.batches import IngestReport
 from ingest.nvidia_smi import ingest_nvidia_smi_file

@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.core.errors import GpuUnavailableError, PrerequisiteError
-from advisor.core.events import GpuProcess, GpuSampled
+from advisor.core.payloads import GpuProcess, GpuSampled
 from ingest.cgroup import unit_for_pid
 from ingest.gpu_recording import MAX_LINE_BYTES, parse_recording_line, recording_line
-from ingest.nvml import NvmlSampler, measure_sample_cost, sampling_loop
+from ingest.nvml import NvmlSampler
+from ingest.sampling import measure_sample_cost, sampling_loop
 
 GiB = 1024**3
 DOCKER_ID = "3f4e5d6c7b8a9f0e1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e"

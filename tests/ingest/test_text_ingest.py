@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from advisor.cli.main import cli
-from advisor.core.events import LogRecorded
+from advisor.core.payloads import LogRecorded
 from advisor.store import EventStore
 from ingest.text import ingest_text_file, line_time_us
 

@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
-from advisor.core.events import LogRecorded
 from advisor.core.journal_export import iter_export, write_export_entry
+from advisor.core.payloads import LogRecorded
 from advisor.pipeline.processing import Processor
 from advisor.sim.box import SystemdBox
 from advisor.store import EventFilter, EventStore

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor.core.events import GpuProcess, GpuSampled, LogRecorded
+from advisor.core.payloads import GpuProcess, GpuSampled, LogRecorded
 from advisor.store import EventFilter, EventStore
 from ingest.batches import IngestReport
 from ingest.gpu_recording import recording_line

@@ -15,17 +15,11 @@ import pytest
 from advisor.core.errors import InputError
 from advisor.core.taxonomy import FAILURE_LABELS
 from advisor.diagnosis.rules import load_rules, match_run
-from advisor.parsing.catalog import (
-    Catalog,
-    Message,
-    Writer,
-    compile_template,
-    load_catalog_file,
-    read_placeholder,
-    shipped_catalog,
-)
+from advisor.parsing.catalog import Catalog, Message, Writer, load_catalog_file, shipped_catalog
 from advisor.parsing.lines import lines_from_texts
-from advisor.parsing.sequence import parse, segment
+from advisor.parsing.parsed import parse
+from advisor.parsing.sequence import segment
+from advisor.parsing.templates import compile_template, read_placeholder
 
 OOM_LABELS = frozenset(
     {"sampler_warmup_oom", "kv_cache_oom", "weights_load_oom", "cuda_graph_oom", "runtime_oom"}

@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
-from advisor.parsing.facts import convert, gib, read_facts
+from advisor.parsing.facts import read_facts
 from advisor.parsing.lines import clean_text, lines_from_texts, split_line
-from advisor.parsing.sequence import parse, segment
+from advisor.parsing.parsed import parse
+from advisor.parsing.sequence import segment
+from advisor.parsing.values import convert, gib
 
 ESC = "\x1b"
 

@@ -21,22 +21,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.cli.main import cli
-from advisor.core.events import GpuSampled, NewEvent
+from advisor.core.events import NewEvent
+from advisor.core.payloads import GpuSampled
 from advisor.diagnosis.live import Diagnoser
 from advisor.fleet.ship import ship
 from advisor.parsing import facts as facts_module
 from advisor.parsing.catalog import shipped_catalog
-from advisor.parsing.facts import (
-    _ALIAS,
-    _FLAG_ALIAS,
-    _NUMBERS,
-    FACT_TYPES,
-    NUMBER_DOMAINS,
-    in_domain,
-    read_facts,
-)
+from advisor.parsing.facts import read_facts
 from advisor.parsing.lines import lines_from_texts
-from advisor.parsing.sequence import parse, segment
+from advisor.parsing.parsed import parse
+from advisor.parsing.patterns import _ALIAS, _FLAG_ALIAS, _NUMBERS
+from advisor.parsing.sequence import segment
+from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from advisor.views.fold.projector import Projector

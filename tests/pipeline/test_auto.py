@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
 from advisor.execution.backends import DryRunBackend
-from advisor.execution.run import plan_rows, reject
+from advisor.execution.decisions import plan_rows, reject
 from advisor.pipeline.auto import auto_once
 from advisor.planning.policy import History, Policy, decide, load_policy
 from advisor.store import EventFilter, EventStore, open_store

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
-from advisor.execution.backends import DryRunBackend, Expected, FileChange, Outcome, Subject
+from advisor.execution.backends import DryRunBackend
 from advisor.execution.decisions import approve
 from advisor.execution.notices import Notices
-from advisor.execution.primitives import BackendError
+from advisor.execution.primitives import BackendError, Expected, FileChange, Outcome, Subject
 from advisor.execution.run import execute
 from advisor.execution.state import UnitSnapshot
 from advisor.pipeline.processing import Processor

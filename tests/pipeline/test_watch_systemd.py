@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from advisor.core.events import LogRecorded
+from advisor.core.payloads import LogRecorded
 from advisor.execution.bus import SystemdBus
 from advisor.execution.discover import (
     Found,

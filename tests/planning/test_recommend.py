@@ -11,9 +11,11 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from advisor.cli.main import cli
-from advisor.core.events import ActionStep
-from advisor.parsing.facts import FACT_KEYS
-from advisor.planning.recommend import Holder, PlanContext, is_unit_name, plan
+from advisor.core.actions import ActionStep
+from advisor.core.units import is_unit_name
+from advisor.parsing.values import FACT_KEYS
+from advisor.planning.context import Holder, PlanContext
+from advisor.planning.recommend import plan
 
 GIB = 1024**3
 

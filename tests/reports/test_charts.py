@@ -18,17 +18,10 @@ from advisor.core.statuses import ActionStatus
 from advisor.core.timefmt import parse_iso_us
 from advisor.reports import timeline
 from advisor.reports.chart_base import ACTION, COLOURS, FAILURE, HEALTHY, count_range, label
-from advisor.reports.charts import (
-    incident_figures,
-    plotly_js,
-    plotly_js_version,
-    script_tag,
-    stats_figures,
-    to_html_fragment,
-)
+from advisor.reports.charts import plotly_js, plotly_js_version, script_tag, to_html_fragment
 from advisor.reports.html import render
-from advisor.reports.incident_charts import Phase, drawn, events_of, phases_of
-from advisor.reports.stats_charts import weekly_counts
+from advisor.reports.incident_charts import Phase, drawn, events_of, incident_figures, phases_of
+from advisor.reports.stats_charts import stats_figures, weekly_counts
 from advisor.reports.timeline import TimelineEntry
 
 STATIC = Path(advisor.reports.__file__).parent / "static"

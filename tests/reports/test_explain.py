@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.execution.backends import DryRunBackend
-from advisor.execution.run import approve, execute
+from advisor.execution.decisions import approve
+from advisor.execution.run import execute
 from advisor.reports.postmortem import sparkline
 from advisor.store import open_store
 from tests.reports.seeded import FIRST, UNIT, seeded

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, make_url, text
 
 from advisor.cli.main import cli
-from advisor.reports.analytics import SCANNER_FUNCTIONS, _extension, sql_literal
+from advisor.reports.analytics import _extension
+from advisor.reports.sandbox import SCANNER_FUNCTIONS, sql_literal
 from tests.conftest import run_advisor
 
 

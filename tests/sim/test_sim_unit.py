@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from advisor.core.errors import GpuUnavailableError
-from advisor.core.events import GpuSampled
+from advisor.core.payloads import GpuSampled
 from advisor.sim.box import SystemdBox
 from advisor.sim.boxunits import GPUD_UNIT, gpud_unit, vllm_unit
 from advisor.sim.claims import read_claims, write_claim
@@ -25,7 +25,7 @@ from advisor.sim.gpud import Daemon, alive, write_view
 from advisor.sim.gpus import Driver
 from advisor.sim.models import GIB
 from advisor.sim.nvml_twin import TwinSampler
-from advisor.sim.server import make_config
+from advisor.sim.server_config import make_config
 from advisor.sim.vllm_cli import parse_serve, sim_settings, write_vllm_script
 from tests.waiting import wait
 

@@ -27,6 +27,7 @@ from advisor.core.events import validate_batch
 from advisor.sim.box import SystemdBox
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store import migrate as store_migrate
+from advisor.store.chain import GENESIS_HASH
 from advisor.store.engine import make_engine
 from advisor.store.integrity.audit import status, verify
 from advisor.store.integrity.headlog import (
@@ -41,7 +42,6 @@ from advisor.store.integrity.headlog import (
     store_label,
 )
 from advisor.store.integrity.heads import HostKey, SignedHead
-from advisor.store.store import GENESIS_HASH
 from advisor.store.types import AppendResult
 from advisor.views.fold.projector import CHECKPOINT, Projector
 from tests.boxproc import advisor_in

@@ -12,7 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from advisor.core.errors import InvalidEventError, StoreError
-from advisor.core.events import UPCASTERS, LogRecorded, StoredEvent, validate_batch
+from advisor.core.events import UPCASTERS, StoredEvent, validate_batch
+from advisor.core.payloads import LogRecorded
 from advisor.store import Checkpoint, EventFilter, EventStore
 from advisor.store.integrity.audit import status, verify
 

@@ -8,12 +8,14 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
-from advisor.core.events import GpuProcess, GpuSampled, NewEvent
+from advisor.core.events import NewEvent
 from advisor.core.ids import short_id
+from advisor.core.payloads import GpuProcess, GpuSampled
+from advisor.core.quantiles import p95
 from advisor.core.timefmt import parse_iso_us
 from advisor.store import open_store
 from advisor.views.fold.projector import Projector
-from advisor.views.read.history import p95, release_times
+from advisor.views.read.history import release_times
 
 
 def test_release_time_after_the_seed_kill_and_the_plan_uses_it(

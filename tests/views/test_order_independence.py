@@ -18,9 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import advisor.views.fold.projector as projections
-from advisor.core.events import LogRecorded, NewEvent, validate_batch
+from advisor.core.events import NewEvent, validate_batch
+from advisor.core.payloads import LogRecorded
 from advisor.execution.backends import DryRunBackend
-from advisor.execution.run import Executor, plan_rows
+from advisor.execution.decisions import plan_rows
+from advisor.execution.run import Executor
 from advisor.pipeline.auto import auto_once
 from advisor.pipeline.processing import Processor
 from advisor.planning.policy import Policy

@@ -29,7 +29,6 @@ __all__ = [
     "engine_of_flag",
     "flag_named",
     "is_ready",
-    "llamacpp",
     "model",
     "sglang",
     "tgi",

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import (
     BackendError,
@@ -134,18 +134,8 @@ __all__ = [
     "HANDLERS",
     "Handler",
     "base",
-    "config",
     "describe",
     "handler_for",
-    "hold",
-    "kill",
-    "notify",
     "perform_step",
     "prepare_step",
-    "reset_failed",
-    "restart",
-    "set_flag",
-    "set_option",
-    "stop",
-    "wait_gpu",
 ]

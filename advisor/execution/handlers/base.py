@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import KINDS, ActionKind
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

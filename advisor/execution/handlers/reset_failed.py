@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import RESET_FAILED
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import FileChange, Outcome, Primitives

@@ -4,7 +4,7 @@ received the values the plan set (the executor hands them to the backend's resta
 
 from __future__ import annotations
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import RESTART
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import FileChange, Outcome, Primitives

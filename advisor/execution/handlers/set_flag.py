@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import SET_FLAG
 from advisor.execution.dropins import (
     ADVISOR_DROPIN,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import SET_UNIT_OPTION
 from advisor.execution.dropins import ADVISOR_DROPIN, advisor_dropin
 from advisor.execution.handlers.base import RUN, Context, Verdict

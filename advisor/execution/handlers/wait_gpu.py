@@ -3,7 +3,7 @@ within the step's bound. Skipped when the unit runs again: no memory to wait for
 
 from __future__ import annotations
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.core.kinds import WAIT_GPU_FREE
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict, moved
 from advisor.execution.primitives import FileChange, Outcome, Primitives

@@ -12,33 +12,22 @@ from sqlalchemy import func, select
 
 from advisor.core.timefmt import format_us
 from advisor.store import migrate
+from advisor.store.chain import GENESIS_HASH
+from advisor.store.checkpointing import latest_checkpoints
 from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
-from advisor.store.integrity.hostchain import (
-    HostChainReport,
-    central_head_findings,
-    shipped_sources,
-    verify_host,
-)
-from advisor.store.integrity.retained import anchors, last_seq, retentions
+from advisor.store.integrity.retained import anchors, last_seq
 from advisor.store.schema import events
-from advisor.store.store import GENESIS_HASH, EventStore, latest_checkpoints
+from advisor.store.store import EventStore
 
 # A central store's hosts' chains live in `hostchain`, the retention anchors in `retained`;
 # importers of this module find them here too.
 __all__ = [
     "HeadsReport",
-    "HostChainReport",
     "StoreStatus",
     "VerifyReport",
-    "anchors",
-    "central_head_findings",
     "check_heads",
-    "last_seq",
-    "retentions",
-    "shipped_sources",
     "status",
     "verify",
-    "verify_host",
 ]
 
 

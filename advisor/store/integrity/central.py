@@ -21,11 +21,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from advisor.core.errors import IntegrityError, StoreError
 from advisor.core.events import Prepared
+from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.engine import first_line
-from advisor.store.integrity.audit import anchors
 from advisor.store.integrity.heads import SignedHead
+from advisor.store.integrity.retained import anchors
 from advisor.store.schema import PROJECTION_TABLES, events, sources
-from advisor.store.store import GENESIS_HASH, SHIP_PREFIX, EventStore, RawEvent
+from advisor.store.store import SHIP_PREFIX, EventStore
 
 T = TypeVar("T")
 _IN_CHUNK = 500

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 import orjson
 from sqlalchemy import func, select, text
 
-from advisor.core.events import ChainAnchor
+from advisor.core.payloads import ChainAnchor
+from advisor.store.chain import GENESIS_HASH, RawEvent, event_hash
 from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import events, sources
-from advisor.store.store import GENESIS_HASH, SHIP_PREFIX, EventStore, RawEvent, event_hash
+from advisor.store.store import SHIP_PREFIX, EventStore
 
 __all__ = ["HostChainReport", "central_head_findings", "shipped_sources", "verify_host"]
 

@@ -10,7 +10,7 @@ import orjson
 from sqlalchemy import text
 
 from advisor.core.errors import StoreError
-from advisor.core.events import ChainAnchor
+from advisor.core.payloads import ChainAnchor
 from advisor.store.store import SHIP_PREFIX, EventStore
 
 _BOUND = re.compile(r"FROM \((?P<lo>[^)]*)\) TO \((?P<hi>[^)]*)\)")

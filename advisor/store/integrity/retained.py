@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import func, select
 
-from advisor.core.events import ChainAnchor, StoreRetained
+from advisor.core.payloads import ChainAnchor, StoreRetained
 from advisor.store.schema import events
 from advisor.store.store import EventStore
 from advisor.store.types import EventFilter

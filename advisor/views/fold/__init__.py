@@ -4,16 +4,9 @@ arrived in (`projector`, over `chunk`'s parts), and the keys, log pages and skip
 records the fold is made of. Nothing here imports `advisor.views.read`."""
 
 __all__ = [
-    "actions",
-    "chunk",
-    "cutting",
-    "foldbase",
-    "gpu",
     "incidents",
     "keys",
-    "labels",
     "logpages",
     "projector",
-    "runrow",
     "skipped",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from advisor.core.events import (
+from advisor.core.actions import (
     ActionApproved,
     ActionFailed,
     ActionProposed,
@@ -15,8 +15,8 @@ from advisor.core.events import (
     ActionSkipped,
     ActionStarted,
     ActionSucceeded,
-    StoredEvent,
 )
+from advisor.core.events import StoredEvent
 from advisor.core.statuses import ActionStatus
 from advisor.store.schema import actions
 from advisor.views.fold.foldbase import FoldBase

@@ -7,13 +7,8 @@ from collections.abc import Iterable
 
 from sqlalchemy import delete
 
-from advisor.core.events import (
-    GpuSampled,
-    IncidentClassified,
-    LogRecorded,
-    RunClassified,
-    StoredEvent,
-)
+from advisor.core.events import StoredEvent
+from advisor.core.payloads import GpuSampled, IncidentClassified, LogRecorded, RunClassified
 from advisor.store.schema import actions, fold_pending, incidents, runs
 from advisor.views.fold.actions import ActionRows
 from advisor.views.fold.cutting import RunCutting

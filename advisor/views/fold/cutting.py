@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from advisor.core.events import LogRecorded, StoredEvent, load_payload
+from advisor.core.events import StoredEvent, load_payload
+from advisor.core.payloads import LogRecorded
 from advisor.parsing.runfold import starts_new_run
 from advisor.store.schema import events, fold_pending, runs
 from advisor.views.fold.foldbase import IN, PAGE, FoldBase, Line, parsed_line

@@ -7,7 +7,8 @@ from typing import Any, Final, NamedTuple
 
 from sqlalchemy import Column, Connection, select
 
-from advisor.core.events import IncidentClassified, LogRecorded, StoredEvent
+from advisor.core.events import StoredEvent
+from advisor.core.payloads import IncidentClassified, LogRecorded
 from advisor.core.taxonomy import NOT_FAILURES
 from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse

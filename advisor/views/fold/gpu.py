@@ -8,7 +8,8 @@ from typing import Any, Final
 
 from sqlalchemy import func, or_, select
 
-from advisor.core.events import GpuSampled, StoredEvent
+from advisor.core.events import StoredEvent
+from advisor.core.payloads import GpuSampled
 from advisor.store.schema import gpu_samples, runs
 from advisor.views.fold.foldbase import FoldBase
 from advisor.views.fold.runrow import RunRow

@@ -11,7 +11,8 @@ from typing import Any, Final
 
 import orjson
 
-from advisor.core.events import LogRecorded, canonical_payload
+from advisor.core.events import canonical_payload
+from advisor.core.payloads import LogRecorded
 from advisor.core.statuses import IncidentStatus
 from advisor.core.timefmt import format_iso_us, parse_iso_us
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Select, select
 
-from advisor.core.events import LogRecorded, StoredEvent, stored_event
+from advisor.core.events import StoredEvent, stored_event
+from advisor.core.payloads import LogRecorded
 from advisor.store.schema import events, sources
 from advisor.views.fold.foldbase import PAGE
 

@@ -68,9 +68,9 @@ from sqlalchemy import Connection, delete, select, text
 from advisor.core.events import StoredEvent
 from advisor.core.gcpause import fewer_collections
 from advisor.store import EventFilter, EventStore
+from advisor.store.checkpointing import latest_checkpoint, save_checkpoint
 from advisor.store.engine import retry_busy
 from advisor.store.schema import PROJECTION_TABLES, fold_pending
-from advisor.store.store import latest_checkpoint, save_checkpoint
 from advisor.views.fold.chunk import Fold
 from advisor.views.fold.skipped import fold_skips, record
 

@@ -25,16 +25,15 @@ import orjson
 from sqlalchemy import BigInteger, Connection, Float, Integer, Table, select
 from sqlalchemy.exc import DataError, SQLAlchemyError
 
+from advisor.core.actions import ActionProposed
 from advisor.core.errors import InvalidEventError, StoreError
-from advisor.core.events import (
+from advisor.core.events import NewEvent, StoredEvent
+from advisor.core.payloads import (
     MAX_KEY,
-    ActionProposed,
     GpuSampled,
     IncidentRecurred,
     LogRecorded,
-    NewEvent,
     PipelineSkipped,
-    StoredEvent,
 )
 from advisor.core.records import stable_key
 from advisor.store.schema import events, sources

@@ -8,7 +8,8 @@ from typing import Any, Final
 
 from sqlalchemy import select
 
-from advisor.core.events import LogRecorded, StoredEvent
+from advisor.core.events import StoredEvent
+from advisor.core.payloads import LogRecorded
 from advisor.parsing.lines import LogLine, line_from_payload
 from advisor.store import EventFilter, EventStore
 from advisor.store.schema import (
