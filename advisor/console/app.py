@@ -31,7 +31,6 @@ from advisor.console.charts import plotly_script
 from advisor.console.load import Gate, Pages, Recent, gated, shared
 from advisor.console.shape import duration, when
 from advisor.reports.render import safe_text
-from advisor.store.integrity.retained import last_seq
 
 if TYPE_CHECKING:
     from advisor.execution.backends import Backend
@@ -194,7 +193,7 @@ def build_app(console: Console) -> Any:
     app.state.console = console
     app.state.gate = Gate()
     app.state.pages = Pages()
-    app.state.newest = Recent(lambda: last_seq(console.store))
+    app.state.newest = Recent(lambda: console.front().position())
     app.state.metrics = Recent(_metrics_text(console.db_url))
     protected = {r.path for r in routes() if isinstance(r, Route) and "POST" in (r.methods or ())}
     return _with_policy(

@@ -14,11 +14,6 @@ from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.payloads import MAX_KEY
 from advisor.reports.render import event_json
-from advisor.store import EventFilter
-from advisor.store.integrity.retained import last_seq
-from advisor.views.read.actions import plan_actions
-from advisor.views.read.console import choices, incident_by_id, incident_list, resolve_incident
-from advisor.views.read.rows import fresh
 
 LIST_LIMIT = 200
 
@@ -50,7 +45,7 @@ def render(
         seq = request.state.position
     base = {
         "request": request,
-        "seq": last_seq(console.store) if seq is None else seq,
+        "seq": console.front().position() if seq is None else seq,
         "csrftoken": marker or (csrf() if csrf is not None else ""),
         "can_act": authorised(request),
         "store_url": console.store.display_url,
@@ -68,15 +63,15 @@ async def changes(request: Request) -> Response:
 
 
 def incidents_page(request: Request) -> Response:
-    store = request.app.state.console.store
-    seq = last_seq(store)
+    front = request.app.state.console.front()
+    seq = front.position()
     flt, problems = incident_filter(request.query_params)
-    lines, total = incident_list(store, flt, limit=LIST_LIMIT)
+    lines, total = front.incident_list(flt, limit=LIST_LIMIT)
     context = {
         "lines": lines,
         "total": total,
         "pending": sum(1 for line in lines if line.pending),
-        "choices": choices(store),
+        "choices": front.incident_choices(),
         "query": request.query_params,
         "problems": problems,
     }
@@ -85,24 +80,24 @@ def incidents_page(request: Request) -> Response:
 
 def incident_page(request: Request) -> Response:
     console = request.app.state.console
-    store = console.store
-    seq = last_seq(store)
+    front = console.front()
+    seq = front.position()
     given = request.path_params["incident_id"]
     try:
-        incident_id = resolve_incident(store, given)
+        incident_id = front.resolve_incident(given)
     except InputError as e:  # no incident, or a prefix that fits several
         return render(request, "missing.html", {"what": str(e)}, 404)
-    incident = incident_by_id(store, incident_id)
+    incident = front.incident(incident_id)
     if incident is None:
         return render(request, "missing.html", {"what": f"incident {given}"}, 404)
     service = f"{incident.host}/{incident.unit}"
     problem = None
     samples: dict[str, list[tuple[int, float]]] = {}  # the GPU series `explain` draws too
     try:
-        report = console.front().postmortem(service, incident_id, samples)
+        report = front.postmortem(service, incident_id, samples)
     except AdvisorError as e:  # shown from its own row: the page must not hide an incident
         problem = f"the post-mortem cannot be built: {e}"
-        report = bare_report(incident, plan_actions(store, incident_id))
+        report = bare_report(incident, front.incident_plan(incident_id))
     context = {
         "problem": problem,
         "incident": incident,
@@ -116,13 +111,10 @@ def incident_page(request: Request) -> Response:
 
 
 def event_page(request: Request) -> Response:
-    store = request.app.state.console.store
     given = request.path_params["seq"]
     seq = position(given)
-    event = None
-    if seq is not None:
-        event = next(iter(store.read(EventFilter(after_seq=seq - 1), chunk=1)), None)
-    if event is None or event.seq != seq:
+    event = request.app.state.console.front().event(seq) if seq is not None else None
+    if event is None:
         return render(request, "missing.html", {"what": f"event {given[:40]}"}, 404)
     return render(request, "event.html", {"event": event_json(event)})
 
@@ -137,8 +129,9 @@ def fleet_page(request: Request) -> Response:
     from advisor.console.fleet import figures, stats_report
 
     console = request.app.state.console
-    seq = last_seq(console.store)
-    fresh(console.store)  # the figures are read from the projections
+    front = console.front()
+    seq = front.position()
+    front.refresh()  # the figures are read from the projections
     try:
         report = stats_report(console.db_url)
     except AdvisorError as e:

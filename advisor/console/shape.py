@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.timefmt import format_us, parse_time_us
 from advisor.execution.subject import headline_step
 from advisor.views.read.console import IncidentFilter
-from advisor.views.read.rows import ActionRow, IncidentView
+
+if TYPE_CHECKING:
+    from advisor.views.read.rows import ActionRow, IncidentView
 
 STEP_KEYS: Final = ("flag", "value", "option", "seconds", "why", "arithmetic")
 

@@ -4,6 +4,7 @@ method for each operation people use (docs/api.md). Its parts are the sibling mo
 - `acting`: plan, replan, decide (approve, reject, roll back), run, auto;
 - `diagnosing`: classify a log, the rules, the learned model;
 - `reading`: events, status, projections, explain (post-mortems), stats, query, export;
+- `browsing`: what the console's pages read (the incident list, one incident, one event);
 - `integrity`: signed heads and verify;
 - `fleet`: ship, retention, watch (the daemon), the demo;
 - `ingesting`: bringing observations in.
@@ -13,6 +14,7 @@ Each method delegates to the library function that does the work; none of it is 
 from __future__ import annotations
 
 from advisor.front.acting import Acting
+from advisor.front.browsing import Browsing
 from advisor.front.diagnosing import Diagnosing
 from advisor.front.fleet import Fleet
 from advisor.front.ingesting import Ingesting
@@ -20,7 +22,7 @@ from advisor.front.integrity import Integrity
 from advisor.front.reading import Reading
 
 
-class Advisor(Acting, Diagnosing, Reading, Integrity, Fleet, Ingesting):
+class Advisor(Acting, Diagnosing, Reading, Browsing, Integrity, Fleet, Ingesting):
     """`Advisor(store, settings)`: the operations on `store` (an EventStore, a function that
     opens one when first needed, or None for those that need none) with `settings` (None
     where every backend is given by the caller).

@@ -209,3 +209,24 @@ def test_watch_builds_the_daemon_from_the_settings(
     ((config, given, said),) = seen
     assert config.units == ("vllm*",) and config.no_gpu and config.host == HOST
     assert config.auto is None and given is opener and said is print
+
+
+def test_browsing_what_the_console_reads(adv: Advisor) -> None:
+    from advisor.views.read.console import IncidentFilter
+
+    assert adv.position() == adv.last_seq() == adv.status()[0].events
+    lines, total = adv.incident_list(IncidentFilter(unit=UNIT))
+    assert total == len(lines) == 2
+    assert adv.incident_list(IncidentFilter(unit="other.service")) == ([], 0)
+    assert adv.incident_choices()["unit"] == [UNIT]
+    incident_id = str(adv.incidents()[0]["incident_id"])
+    assert adv.resolve_incident(short_id(incident_id)[:8]) == incident_id
+    with pytest.raises(InputError):
+        adv.resolve_incident("no-such-incident")
+    view = adv.incident(incident_id)
+    assert view is not None and view.unit == UNIT and adv.incident("nothing") is None
+    plan = adv.incident_plan(incident_id)
+    assert plan and all(r.incident_id == incident_id for r in plan)
+    first = adv.event(1)
+    assert first is not None and first.seq == 1
+    assert adv.event(adv.position() + 1) is None
