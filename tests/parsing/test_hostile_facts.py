@@ -30,7 +30,9 @@ from advisor.parsing.catalog import shipped_catalog
 from advisor.parsing.facts import read_facts
 from advisor.parsing.lines import lines_from_texts
 from advisor.parsing.parsed import parse
-from advisor.parsing.patterns import _ALIAS, _FLAG_ALIAS, _NUMBERS
+from advisor.parsing.patterns import ALIAS as _ALIAS
+from advisor.parsing.patterns import FLAG_ALIAS as _FLAG_ALIAS
+from advisor.parsing.patterns import NUMBERS as _NUMBERS
 from advisor.parsing.sequence import segment
 from advisor.parsing.values import FACT_TYPES, NUMBER_DOMAINS, in_domain
 from advisor.pipeline.processing import Processor
