@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import advisor.execution.recovery
+import advisor.execution.rollback
 import advisor.execution.run
 from advisor.cli.main import cli
 from advisor.core.ids import short_id
@@ -80,7 +81,7 @@ def test_rollback_json(seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
         seen.append(action_id)
         return "restored the drop-in"
 
-    monkeypatch.setattr(advisor.execution.run, "rollback", restored)
+    monkeypatch.setattr(advisor.execution.rollback, "rollback", restored)
     root = ["--systemd-root", str(tmp_path)]
     obj = one_object(
         run("rollback", f"{short_id(SAMPLER_PLAN)[:8]}#1", *root, "--json", "--db", seeded)

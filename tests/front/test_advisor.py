@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 import advisor.execution.recovery
+import advisor.execution.rollback
 import advisor.execution.run
 import advisor.pipeline.daemon
 from advisor.core.errors import InputError
@@ -138,7 +139,7 @@ def test_rollback_and_replan_delegate(
         seen.append((host, unit))
         return Replanned("incident", "old", "new", [])
 
-    monkeypatch.setattr(advisor.execution.run, "rollback", restored)
+    monkeypatch.setattr(advisor.execution.rollback, "rollback", restored)
     monkeypatch.setattr(advisor.execution.recovery, "replan", replanned)
     backend = DryRunBackend()
     assert adv.rollback(f"{SAMPLER_PLAN}#1", backend, tmp_path) == "restored"
