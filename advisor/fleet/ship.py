@@ -93,11 +93,13 @@ def ship(
     sleep: Callable[[float], None] = time.sleep,
     key: HostKey | None = None,
     store_label: str = "",
+    key_path: str = "",
 ) -> ShipReport:
     """Ship every local event the central store does not hold yet; IntegrityError when the
     central store holds something else for this host, StoreError when it stays unreachable
-    for `give_up_after_s` (None: keep trying). With `key`, sign the host's chain head after
-    each batch and store it centrally (`store_label` names the local store in the head)."""
+    for `give_up_after_s` (None: keep trying). With `key` (the key at `key_path`), sign the
+    host's chain head after each batch and store it centrally (`store_label` names the
+    local store in the head)."""
     report = ShipReport()
     writer = writer_for(central)
 
@@ -314,6 +316,7 @@ def ship_forever(
     on_shipped: Callable[[ShipReport], None] | None = None,
     key: HostKey | None = None,
     store_label: str = "",
+    key_path: str = "",
 ) -> None:
     """`watch --ship-to`: ship every `interval_s` until `stop` is set. Whatever fails — the
     central store unreachable, a refusal, an integrity error, a bug — is reported through
@@ -333,6 +336,7 @@ def ship_forever(
                 sleep=_waiter(stop),
                 key=key,
                 store_label=store_label,
+                key_path=key_path,
             )
             if on_shipped is not None:
                 on_shipped(report)
