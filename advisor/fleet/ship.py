@@ -46,6 +46,7 @@ from advisor.core.errors import AdvisorError, IntegrityError, StoreError
 from advisor.store import Checkpoint, EventStore
 from advisor.store.engine import first_line, redact
 from advisor.store.integrity.audit import anchors, last_seq
+from advisor.store.integrity.binding import check_binding
 from advisor.store.integrity.central import (
     Position,
     Unreachable,
@@ -99,12 +100,16 @@ def ship(
     central store holds something else for this host, StoreError when it stays unreachable
     for `give_up_after_s` (None: keep trying). With `key` (the key at `key_path`), sign the
     host's chain head after each batch and store it centrally (`store_label` names the
-    local store in the head)."""
+    local store in the head) — and first make sure the central store takes heads signed with
+    it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them."""
     report = ShipReport()
     writer = writer_for(central)
 
     def retrying(attempt: Callable[[], T]) -> T:
         return _retrying(attempt, report, give_up_after_s, sleep, central.display_url)
+
+    if key is not None and writer.keeps_heads:
+        retrying(lambda: check_binding(central, host, key.public_key, key_path))
 
     name = checkpoint_name(central.url)
     saved = local.checkpoint(name)
