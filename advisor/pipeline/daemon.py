@@ -260,8 +260,7 @@ def start_shipper(
     from advisor.store.integrity.headlog import load_key, store_label
     from advisor.store.integrity.keyplace import place_for
 
-    where = redact(ship_to)
-    failing = [False]
+    where, failing = redact(ship_to), [False]
 
     def on_error(message: str) -> None:
         failing[0] = True
