@@ -7,14 +7,21 @@ its heads appended to one heads file; there was no `key` setting and no `watch -
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from advisor.store.integrity.headlog import heads_file_for, load_key, store_label
+from advisor.store.integrity.heads import SignedHead
 from advisor.store.integrity.keyplace import KEYS_FOLDER, place_for, store_key_path
-from tests.store.test_heads import _ingest, _invoke, _verify
+from tests.conftest import advisor_argv
+from tests.journal_fixtures import make_journal
+from tests.pipeline.test_watch_daemon import _fields, _wait, needs_journal
+from tests.store.test_heads import _ingest, _verify
 
 
 @pytest.fixture
@@ -89,5 +96,29 @@ def test_the_key_setting_and_watch_key_choose_it(
     assert not (config_home / KEYS_FOLDER).exists()
     code, report = _verify(db, "--heads")
     assert code == 0 and report["heads"]["key"] == str(chosen)
-    code, _out, err = _invoke("watch", "--help")
-    assert code == 0 and "--key PATH" in _out, err
+
+
+@needs_journal
+def test_watch_key_signs_the_heads_with_that_key(
+    tmp_path: Path, sqlite_url: str, seed_journal: Path
+) -> None:
+    entries = [_fields(json.loads(line)) for line in seed_journal.read_text().splitlines()]
+    journal = make_journal(tmp_path / "live.journal", entries)
+    chosen = tmp_path / "watch-key"
+    argv = ["watch", "--journal-file", str(journal), "--no-gpu", "--key", str(chosen)]
+    proc = subprocess.Popen(
+        advisor_argv(*argv, "--db", sqlite_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        _wait(heads_file_for(chosen).exists, proc, "no head signed with --key")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    key = load_key(chosen)
+    assert key is not None
+    heads = [
+        SignedHead.from_json(json.loads(x)) for x in heads_file_for(chosen).read_text().split()
+    ]
+    assert heads and all(h.valid(key.public_key) for h in heads)
+    assert not Path(os.environ["ADVISOR_KEY"]).exists(), "--key, not the key setting"
