@@ -233,7 +233,8 @@ def stats(
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="PATH",
     help="The host key that signs the chain head stored centrally after each batch "
-    "(default: $ADVISOR_KEY or the host key of `verify --heads`, if it exists).",
+    "(default: the `key` setting ($ADVISOR_KEY), else the key that signs this store's "
+    "heads, if it exists).",
 )
 @json_option
 @db_option

@@ -1,6 +1,8 @@
 """The click group every `advisor` group is made of: it turns the library's errors into one
-`Error: ...` line and the error's exit code, for each command under it. `LazyGroup`, the root,
-also imports a command's module only when that command is run (or asked for its help)."""
+`Error: ...` line (ids in it written short, as everywhere a person reads; any command that
+takes an id takes the short one) and the error's exit code, for each command under it.
+`LazyGroup`, the root, also imports a command's module only when that command is run (or
+asked for its help)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, NamedTuple, NoReturn
 import click
 
 from advisor.core.errors import AdvisorError, StoreError
+from advisor.core.ids import shorten_ids
 from advisor.reports.render import safe_text
 
 INTERRUPTED_EXIT = 130
@@ -33,7 +36,7 @@ class AdvisorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except AdvisorError as e:
-            _fail(f"Error: {safe_text(str(e))}", e.exit_code)
+            _fail(f"Error: {safe_text(shorten_ids(str(e)))}", e.exit_code)
         except click.exceptions.Abort:
             # click turns Ctrl-C (and end of input) at a prompt into Abort ("Aborted!", exit 1)
             _fail("Interrupted.", INTERRUPTED_EXIT)
@@ -45,7 +48,10 @@ class AdvisorGroup(click.Group):
                 raise
             from advisor.front import store_failure
 
-            _fail(f"Error: event store: {safe_text(store_failure(e))}", StoreError.exit_code)
+            _fail(
+                f"Error: event store: {safe_text(shorten_ids(store_failure(e)))}",
+                StoreError.exit_code,
+            )
         except KeyboardInterrupt:
             _fail("Interrupted.", INTERRUPTED_EXIT)
 

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     "key_path",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="The host key the heads must be signed with (implies --heads). Default: "
-    "$ADVISOR_KEY, else /etc/advisor/host-key for root, "
-    "$XDG_CONFIG_HOME/advisor/host-key for others. Never created here.",
+    help="The host key the heads must be signed with (implies --heads). Default: the "
+    "`key` setting ($ADVISOR_KEY), else the store's own key (docs/integrity.md, \"The host "
+    'key"). Never created here.',
 )
 @click.option(
     "--heads-file",

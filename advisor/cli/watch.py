@@ -68,6 +68,14 @@ if TYPE_CHECKING:
     help="Serve Prometheus metrics on http://HOST:PORT/metrics (e.g. 127.0.0.1:9750). "
     "Default: the settings' [metrics] listen, else none.",
 )
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH",
+    help="The key that signs the store's chain heads (created on first use). Default: the "
+    "`key` setting ($ADVISOR_KEY), else the store's own key (docs/integrity.md).",
+)
 @backend_option
 @root_option
 @gpus_option
@@ -81,6 +89,7 @@ def watch(
     ship_to: str | None,
     policy_path: Path | None,
     metrics: str | None,
+    key_path: Path | None,
     backend: str,
     systemd_root: Path,
     gpus_from: Path | None,
@@ -96,7 +105,7 @@ def watch(
     """
     from advisor.front import Watch
 
-    adv = advisor_for(db_url, gpu_twin=gpus_from, policy=policy_path)
+    adv = advisor_for(db_url, gpu_twin=gpus_from, policy=policy_path, key=key_path)
     if auto_ and adv.settings.policy is None:
         raise click.UsageError("--auto needs a policy: --policy FILE, or `policy` in the settings")
     what = Watch(
@@ -104,7 +113,7 @@ def watch(
     )
 
     def open_store() -> EventStore:
-        opened = advisor_for(db_url)
+        opened = advisor_for(db_url, key=key_path)
         sign_heads(opened)  # tamper evidence: docs/integrity.md
         return opened.store
 

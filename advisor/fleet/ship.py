@@ -46,6 +46,7 @@ from advisor.core.errors import AdvisorError, IntegrityError, StoreError
 from advisor.store import Checkpoint, EventStore
 from advisor.store.chain import RawEvent
 from advisor.store.engine import first_line, redact
+from advisor.store.integrity.binding import check_binding
 from advisor.store.integrity.central import (
     Position,
     Unreachable,
@@ -94,16 +95,22 @@ def ship(
     sleep: Callable[[float], None] = time.sleep,
     key: HostKey | None = None,
     store_label: str = "",
+    key_path: str = "",
 ) -> ShipReport:
     """Ship every local event the central store does not hold yet; IntegrityError when the
     central store holds something else for this host, StoreError when it stays unreachable
-    for `give_up_after_s` (None: keep trying). With `key`, sign the host's chain head after
-    each batch and store it centrally (`store_label` names the local store in the head)."""
+    for `give_up_after_s` (None: keep trying). With `key` (the key at `key_path`), sign the
+    host's chain head after each batch and store it centrally (`store_label` names the
+    local store in the head) — and first make sure the central store takes heads signed with
+    it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them."""
     report = ShipReport()
     writer = writer_for(central)
 
     def retrying(attempt: Callable[[], T]) -> T:
         return _retrying(attempt, report, give_up_after_s, sleep, central.display_url)
+
+    if key is not None and writer.keeps_heads:
+        retrying(lambda: check_binding(central, host, key.public_key, key_path))
 
     name = checkpoint_name(central.url)
     saved = local.checkpoint(name)
@@ -315,6 +322,7 @@ def ship_forever(
     on_shipped: Callable[[ShipReport], None] | None = None,
     key: HostKey | None = None,
     store_label: str = "",
+    key_path: str = "",
 ) -> None:
     """`watch --ship-to`: ship every `interval_s` until `stop` is set. Whatever fails — the
     central store unreachable, a refusal, an integrity error, a bug — is reported through
@@ -334,6 +342,7 @@ def ship_forever(
                 sleep=_waiter(stop),
                 key=key,
                 store_label=store_label,
+                key_path=key_path,
             )
             if on_shipped is not None:
                 on_shipped(report)

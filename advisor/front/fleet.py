@@ -54,14 +54,17 @@ class Fleet(Front):
     ) -> tuple[ShipReport, str]:
         """Copy this host's events (the settings' host) to the central store at
         `central_url`; what was shipped, and that store's URL as shown. The chain heads are
-        signed with the host key at `key_path` (default: $ADVISOR_KEY or the host key, if
-        it exists)."""
+        signed with the key at `key_path`, else the `key` setting, else the key that signs
+        this store's heads (advisor.store.integrity.keyplace), if it exists. Refused before
+        anything is shipped when the central store would refuse those heads."""
         from advisor.core.errors import InputError
         from advisor.fleet.ship import open_central, ship
-        from advisor.store.integrity.headlog import default_key_path, load_key, store_label
+        from advisor.store.integrity.headlog import load_key, store_label
+        from advisor.store.integrity.keyplace import place_for
 
         local = self.store
-        key = load_key(key_path or default_key_path())
+        place = place_for(store_label(local.url), key_path or self.settings.key)
+        key = load_key(place.key)
         if key_path is not None and key is None:
             raise InputError(f"--key {key_path}: no such file")
         central = open_central(central_url, give_up_after_s=give_up_after_s)
@@ -73,6 +76,7 @@ class Fleet(Front):
                 give_up_after_s=give_up_after_s,
                 key=key,
                 store_label=store_label(local.url) or "",
+                key_path=str(place.key),
             )
         finally:
             central.close()
@@ -117,6 +121,7 @@ class Fleet(Front):
             setup,
             notices=self.notices(),
             metrics=what.metrics or conf.metrics.listen,
+            key=conf.key,
         )
         watch(config, open_store, say)
 

@@ -17,29 +17,28 @@ if TYPE_CHECKING:
 
 
 class Integrity(Front):
-    def sign_heads(self, on_error: Callable[[str], None]) -> Callable[[], None] | None:
-        """Sign the store's head after the batches committed from now on; the host key is
-        created on first use. What to call when the command ends (it signs the last head),
-        or None for an in-memory store (nothing to sign)."""
-        from advisor.store.integrity.headlog import (
-            HeadWriter,
-            default_key_path,
-            heads_file_for,
-            load_or_create_key,
-            store_label,
-        )
+    def sign_heads(
+        self, on_error: Callable[[str], None], key_path: Path | None = None
+    ) -> Callable[[], None] | None:
+        """Sign the store's head after the batches committed from now on, with the key at
+        `key_path`, else the `key` setting, else the store's own key (created on first use;
+        advisor.store.integrity.keyplace). What to call when the command ends (it signs the
+        last head), or None for an in-memory store (nothing to sign)."""
+        from advisor.store.integrity.headlog import HeadWriter, load_or_create_key, store_label
+        from advisor.store.integrity.keyplace import place_for, settle
 
         label = store_label(self.store.url)
         if label is None:
             return None
-        path = default_key_path()
-        key = load_or_create_key(path)
+        place = place_for(label, key_path or self.settings.key)
+        key = load_or_create_key(place.key)
+        settle(place)
         writer = HeadWriter(
             self.store,
             key,
             host=self.settings.host,
             label=label,
-            heads_file=heads_file_for(path),
+            heads_file=place.heads,
             on_error=on_error,
         )
         return writer.close
@@ -51,15 +50,18 @@ class Integrity(Front):
         journal_files: tuple[Path, ...],
     ) -> Collected | None:
         """The heads signed for the settings' store (the heads file, the journal), without
-        opening it; None for an in-memory store, which has none. Creates nothing."""
+        opening it, checked against its key (`key_path`, else as `sign_heads` chooses it);
+        None for an in-memory store, which has none. Creates nothing."""
         from advisor.pipeline.verify import collect
         from advisor.store.integrity.headlog import store_label
+        from advisor.store.integrity.keyplace import place_for
 
         url = self.settings.db_url
         label = store_label(url)
         if label is None:
             return None
-        return collect(url, label, key_path, heads_file, journal_files)
+        place = place_for(label, key_path or self.settings.key)
+        return collect(url, label, place.key, heads_file or place.heads, journal_files)
 
     @staticmethod
     def missing_store_heads(collected: Collected) -> HeadsReport:

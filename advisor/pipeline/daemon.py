@@ -51,6 +51,7 @@ class WatchConfig:
     auto: AutoSetup | None
     notices: Notices | None = None  # whom to tell (the settings' [notify])
     metrics: str | None = None  # HOST:PORT to serve /metrics on
+    key: Path | None = None  # signs the heads (`--key`, the `key` setting); None: the store's
 
 
 @dataclass
@@ -88,7 +89,7 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
             store, config.host, config.gpu_interval_s, stop, config.gpu_twin, say
         )
     if config.ship_to is not None:
-        threads.start_shipping(store, config.ship_to, config.host, notifier, say)
+        threads.start_shipping(store, config.ship_to, config.host, notifier, say, config.key)
     stopped = False
     follow_stop = threading.Event()
     try:
@@ -215,14 +216,20 @@ class _Threads:
         self.shipper_died: list[str] = []
 
     def start_shipping(
-        self, store: EventStore, ship_to: str, host: str, notifier: Notifier, say: Say
+        self,
+        store: EventStore,
+        ship_to: str,
+        host: str,
+        notifier: Notifier,
+        say: Say,
+        key: Path | None = None,
     ) -> None:
         from advisor.store import open_store
 
         # Its own connection: the shipper reads the store from its own thread.
         self.local = open_store(store.url)
         self.shipper = start_shipper(
-            self.local, ship_to, self.stop, notifier, self.shipper_died, host=host, say=say
+            self.local, ship_to, self.stop, notifier, self.shipper_died, host=host, say=say, key=key
         )
 
     def stop_all(self) -> None:
@@ -243,16 +250,17 @@ def start_shipper(
     *,
     host: str,
     say: Say,
+    key: Path | None = None,
 ) -> threading.Thread:
     """`--ship-to`: ship in a thread that reports every failure (`say`, the unit's status
     line) and goes on; should the thread itself end before `stop`, that is reported too, in
     `died`, and `watch` fails when it stops."""
     from advisor.fleet.ship import ShipReport
     from advisor.store.engine import redact
-    from advisor.store.integrity.headlog import default_key_path, load_key, store_label
+    from advisor.store.integrity.headlog import load_key, store_label
+    from advisor.store.integrity.keyplace import place_for
 
-    where = redact(ship_to)
-    failing = [False]
+    where, failing = redact(ship_to), [False]
 
     def on_error(message: str) -> None:
         failing[0] = True
@@ -269,7 +277,7 @@ def start_shipper(
         from advisor.fleet.ship import ship_forever
 
         try:
-            key = load_key(default_key_path())  # the key the heads of `sign_heads` use
+            place = place_for(store_label(local.url), key)  # the key `sign_heads` uses
             ship_forever(
                 local,
                 ship_to,
@@ -277,8 +285,9 @@ def start_shipper(
                 stop,
                 on_error=on_error,
                 on_shipped=on_shipped,
-                key=key,
+                key=load_key(place.key),
                 store_label=store_label(local.url) or "",
+                key_path=str(place.key),
             )
         except BaseException as e:
             message = f"{type(e).__name__}: {e}"

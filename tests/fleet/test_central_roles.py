@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from advisor.cli.main import cli
-from advisor.core.errors import StoreError
+from advisor.core.errors import PrerequisiteError, StoreError
 from advisor.fleet.ship import ship
 from advisor.store import EventStore, open_store
 from advisor.store.chain import GENESIS_HASH, event_hash
@@ -372,8 +372,10 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
                     for e in list(host.read_raw())[:5]
                 ]
             )
-            with pytest.raises(StoreError, match="signed with another key"):
-                ship(host, as_role, "gpu-node-07", key=other)
+            before = _count(central, "SELECT count(*) FROM events")
+            with pytest.raises(PrerequisiteError, match="has another key registered for host"):
+                ship(host, as_role, "gpu-node-07", key=other)  # refused before shipping
+            assert _count(central, "SELECT count(*) FROM events") == before
         finally:
             as_role.close()
     # The central copy rewritten at a head's seq (the owner, triggers off): the head says so.
@@ -392,21 +394,66 @@ def test_signed_heads_are_stored_with_the_registered_key_and_checked(
     host.close()
 
 
-def test_a_role_without_a_registered_key_has_its_heads_refused(
+def test_a_role_without_a_registered_key_is_refused_before_shipping(
     tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
 ) -> None:
+    """A NULL key in the binding: ship asks first, ships nothing, and names the statement to
+    run — which, run as the owner, lets the next ship through with its heads. (Before, the
+    events went and then the first head was refused: `no public key is registered`, exit 1.)"""
     central = opener(pg_url)
     host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
+    key = HostKey.generate()
     with shipper_role(central, pg_url, "gpu-node-07") as url:
         as_role = open_store(url)
         try:
-            with pytest.raises(StoreError, match="no public key is registered for host"):
-                ship(host, as_role, "gpu-node-07", key=HostKey.generate())
-            assert ship(host, as_role, "gpu-node-07").shipped == 0  # the events went
+            with pytest.raises(PrerequisiteError) as refused:
+                ship(host, as_role, "gpu-node-07", key=key, key_path="/k/store.key")
+            message = str(refused.value)
+            assert "no public key registered for host gpu-node-07" in message
+            assert "this store's key /k/store.key" in message and "nothing shipped" in message
+            assert _count(central, "SELECT count(*) FROM events") == 0
+            assert ship(host, as_role, "gpu-node-07").shipped == 86  # no key: no heads, no check
+            statement = message.split("As the central store's owner run: ")[1].split(" (or")[0]
+            assert statement == (
+                f"UPDATE advisor_shippers SET public_key = decode('{key.public_key.hex()}', "
+                "'hex') WHERE host = 'gpu-node-07';"
+            )
+            with central.begin() as conn:
+                conn.execute(text(statement))
+            host.append_prepared(
+                [
+                    (e.stream, e.type, e.version, e.time_us, "again", e.seq, e.payload.encode())
+                    for e in list(host.read_raw())[:5]
+                ]
+            )
+            report = ship(host, as_role, "gpu-node-07", key=key)
+            assert (report.shipped, report.heads) == (5, 1)
         finally:
             as_role.close()
-    assert verify_host(central, "ship:gpu-node-07").checked == 86
+    assert verify_host(central, "ship:gpu-node-07").checked == 91
     host.close()
+
+
+def test_ship_refuses_up_front_from_the_command_line(
+    tmp_path: Path, pg_url: str, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> None:
+    """`advisor ship` from a SQLite host store whose key the central binding does not have:
+    one line saying what to run, exit 2, nothing shipped."""
+    central = opener(pg_url)
+    host = seed_on_host(tmp_path, seed_journal, "gpu-node-07")
+    host.close()
+    key, registered = HostKey.generate(), HostKey.generate()
+    (tmp_path / "store-key").write_bytes(key.to_pem())
+    with shipper_role(central, pg_url, "gpu-node-07", public_key=registered.public_key) as url:
+        args = ["ship", "--to", url, "--host", "gpu-node-07", "--db", host.url]
+        args += ["--key", str(tmp_path / "store-key")]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, result.output
+        assert result.stdout == ""
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("Error: the central store ") and "has another key" in line
+        assert f"decode('{key.public_key.hex()}', 'hex') WHERE host = 'gpu-node-07';" in line
+        assert _count(central, "SELECT count(*) FROM events") == 0
 
 
 def test_ship_key_signs_heads_into_the_central_store(

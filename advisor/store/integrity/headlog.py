@@ -11,8 +11,9 @@ host key and writes it twice:
 * to the heads file beside the key (one JSON object a line, appended), so that heads exist
   without journald as well.
 
-The key lives outside the store: `$ADVISOR_KEY`, else `/etc/advisor/host-key` for root and
-`$XDG_CONFIG_HOME/advisor/host-key` (`~/.config/advisor/host-key`) for anyone else; a writing
+The key lives outside the store, one per store (`advisor.store.integrity.keyplace`: the key
+given, else the store's own under /etc/advisor/keys or `$XDG_CONFIG_HOME/advisor/keys`, else,
+for a store signed before keys were per store, the machine's shared `host-key`); a writing
 command creates it (mode 0600) on first use, a reading command never does. Heads are coalesced:
 one at most every `HEAD_INTERVAL_S`, the latest batch's always written within that time and
 when the command ends, so a head covers every committed batch without one journal entry per
@@ -55,6 +56,8 @@ MAX_HEAD_LINE: Final = 4096  # a heads-file line longer than this is not a head
 
 
 def default_key_path(environ: Mapping[str, str] | None = None) -> Path:
+    """$ADVISOR_KEY, else the machine's shared key (the one every store was signed with
+    before keys were per store: `keyplace`)."""
     env = os.environ if environ is None else environ
     if env.get(KEY_ENV):
         return Path(env[KEY_ENV]).expanduser()
