@@ -30,6 +30,7 @@ from advisor.core.actions import (
     UnitStateValue,
 )
 from advisor.core.errors import InvalidEventError
+from advisor.core.heartbeat import AgentHeartbeat, HeartbeatGpu
 from advisor.core.payloads import (
     MAX_KEY,
     CandidateLabel,
@@ -66,12 +67,14 @@ __all__ = [
     "ActionStatus",
     "ActionStep",
     "ActionSucceeded",
+    "AgentHeartbeat",
     "AnyPayload",
     "CandidateLabel",
     "ChainAnchor",
     "EvidenceLine",
     "GpuProcess",
     "GpuSampled",
+    "HeartbeatGpu",
     "IncidentClassified",
     "IncidentOpened",
     "IncidentRecurred",
@@ -112,7 +115,9 @@ AnyPayload = Annotated[
     | ActionSkipped
     | ActionRolledBack
     | StoreRetained
-    | PipelineSkipped,
+    | PipelineSkipped
+    # agent liveness (advisor.core.heartbeat)
+    | AgentHeartbeat,
     Field(discriminator="type"),
 ]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
@@ -133,6 +138,8 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rolled_back": ActionRolledBack,
     "store.retained": StoreRetained,
     "pipeline.skipped": PipelineSkipped,
+    # agent liveness (advisor.core.heartbeat)
+    "agent.heartbeat": AgentHeartbeat,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 

@@ -117,6 +117,7 @@ class Fleet(Front):
             setup,
             notices=self.notices(),
             metrics=what.metrics or conf.metrics.listen,
+            heartbeat_s=conf.heartbeat_s,
         )
         watch(config, open_store, say)
 

@@ -7,6 +7,7 @@ __all__ = [
     "auto",
     "backend_setup",
     "daemon",
+    "heartbeat",
     "inputs",
     "metrics",
     "processing",
