@@ -52,7 +52,7 @@ def _gpu(host: str, index: int, name: str, total: int) -> GpuSampled:
     )
 
 
-def _beat(
+def beat(
     store: EventStore,
     host: str,
     gpus: list[GpuSampled],
@@ -67,7 +67,7 @@ def _beat(
     return heart.beat()
 
 
-def _central_with_a_shipped_host(central: EventStore, tmp_path: Path) -> EventStore:
+def central_with_a_shipped_host(central: EventStore, tmp_path: Path) -> EventStore:
     """The xid79 journal (a GPU that fell off the bus: an open gpu_hardware_fault incident)
     on its host's own store, with two heartbeats, shipped to `central`; the central store's
     own host beats once."""
@@ -75,11 +75,11 @@ def _central_with_a_shipped_host(central: EventStore, tmp_path: Path) -> EventSt
     ingest_json_file(local, GOLDEN)
     Processor(local).run(final=True)
     gpus = [_gpu(SHIPPED, i, "NVIDIA H100 80GB HBM3", H100) for i in (0, 1)]
-    _beat(local, SHIPPED, gpus, at_s=time.time() - 60)
-    _beat(local, SHIPPED, gpus)
+    beat(local, SHIPPED, gpus, at_s=time.time() - 60)
+    beat(local, SHIPPED, gpus)
     report = ship(local, central, SHIPPED)
     assert report.shipped > 200 and report.folded
-    _beat(central, CENTRAL, [_gpu(CENTRAL, 0, "NVIDIA L40S", 48 * 2**30)])
+    beat(central, CENTRAL, [_gpu(CENTRAL, 0, "NVIDIA L40S", 48 * 2**30)])
     return local
 
 
@@ -87,7 +87,7 @@ def test_the_central_store_lists_both_hosts_with_their_gpus(
     store_url: str, tmp_path: Path, opener: Callable[[str], EventStore]
 ) -> None:
     central = opener(store_url)
-    local = _central_with_a_shipped_host(central, tmp_path)
+    local = central_with_a_shipped_host(central, tmp_path)
     local.close()
     before = time.time()
     hosts = {h.host: h for h in Advisor(central).hosts()}
@@ -125,7 +125,7 @@ def test_advisor_hosts_json_text_and_check(
     pg_url: str, tmp_path: Path, opener: Callable[[str], EventStore]
 ) -> None:
     central = opener(pg_url)
-    _central_with_a_shipped_host(central, tmp_path).close()
+    central_with_a_shipped_host(central, tmp_path).close()
     done = run_advisor("hosts", "--json", "--check", "--db", pg_url)
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
@@ -134,7 +134,7 @@ def test_advisor_hosts_json_text_and_check(
         (SHIPPED, 2, False),
     ]
     # A host whose last heartbeat is ten minutes old, at a 60 s interval: silent.
-    _beat(central, "gpu-node-99", [], at_s=time.time() - 600)
+    beat(central, "gpu-node-99", [], at_s=time.time() - 600)
     text = run_advisor("hosts", "--check", "--db", pg_url)
     assert text.returncode == 1, text.stderr
     lines = text.stdout.decode().splitlines()
@@ -149,8 +149,8 @@ def test_a_heartbeat_names_bounded_values() -> None:
         AgentHeartbeat(host="h", agent_version="1", interval_s=0)
     with pytest.raises(ValidationError):
         AgentHeartbeat(host="", agent_version="1", interval_s=60)
-    beat = AgentHeartbeat(host="h", agent_version="1", interval_s=60)
-    assert beat.gpus == ()
+    heartbeat = AgentHeartbeat(host="h", agent_version="1", interval_s=60)
+    assert heartbeat.gpus == ()
 
 
 def test_a_host_without_gpus_beats_with_an_empty_list(sqlite_url: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -567,6 +568,8 @@ def test_real_pynvml_with_gpu() -> None:
     with NvmlSampler() as sampler:
         time_us, samples = sampler.sample()
         cost = measure_sample_cost(sampler, 20)
+        driver = sampler.driver_version()
+    assert driver is not None and re.fullmatch(r"\d+(\.\d+)+", driver), driver
     assert samples and time_us > 0
     for s in samples:
         assert s.memory_total_bytes > 0
