@@ -42,11 +42,11 @@ class AgentHeartbeat(Payload):
 
 
 def agent_version() -> str:
-    """The version of the advisor package installed ("unknown" when it is not installed)."""
+    """The version of the advisor package installed ("uninstalled" when it is not)."""
     try:
         return version("advisor")
     except PackageNotFoundError:
-        return "unknown"
+        return "uninstalled"
 
 
 def agent_stream(host: str) -> str:
