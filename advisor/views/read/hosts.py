@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 from sqlalchemy import func, select
 
+from advisor.core.events import load_payload
 from advisor.core.heartbeat import DEFAULT_INTERVAL_S, HEARTBEAT, AgentHeartbeat, agent_stream
 from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
 from advisor.store.schema import events, incidents, sources
 from advisor.store.store import SHIP_PREFIX
-from advisor.store.types import EventFilter
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -96,35 +96,41 @@ class HostHealth:
 
 
 def host_health(store: EventStore, now_s: float | None = None) -> list[HostHealth]:
-    """Every host of the store, by name."""
+    """Every host of the store, by name; read on one connection."""
     now = time.time() if now_s is None else now_s
     with store.connect() as conn:
         newest = _newest_by_host(conn)
         counts = _incident_counts(conn)
-        lags = {h: _ship_lag(conn, h, now) for h in set(newest) | set(counts)}
-    out = []
-    for host in sorted(set(newest) | set(counts)):
-        beat, beat_us = _heartbeat(store, host)
-        interval = beat.interval_s if beat is not None else DEFAULT_INTERVAL_S
-        last = newest.get(host)
-        seen = beat_us if beat_us is not None else last
-        open_n, faults = counts.get(host, (0, 0))
-        out.append(
-            HostHealth(
-                host=host,
-                last_event_us=last,
-                last_heartbeat_us=beat_us,
-                agent_version=beat.agent_version if beat is not None else None,
-                interval_s=interval,
-                shipped=lags[host] is not None,
-                ship_lag_s=lags[host],
-                gpus=tuple(g.model_dump() for g in beat.gpus) if beat is not None else (),
-                open_incidents=open_n,
-                gpu_faults=faults,
-                silent=seen is None or now - seen / 1e6 > SILENT_AFTER * interval,
-            )
-        )
-    return out
+        names = sorted(set(newest) | set(counts))
+        lags = {h: _ship_lag(conn, h, now) for h in names}
+        beats = {h: _heartbeat(conn, h) for h in names}
+    return [_health(h, newest.get(h), beats[h], lags[h], counts.get(h, (0, 0)), now) for h in names]
+
+
+def _health(
+    host: str,
+    last: int | None,
+    heartbeat: tuple[AgentHeartbeat | None, int | None],
+    lag: float | None,
+    counts: tuple[int, int],
+    now: float,
+) -> HostHealth:
+    beat, beat_us = heartbeat
+    interval = beat.interval_s if beat is not None else DEFAULT_INTERVAL_S
+    seen = beat_us if beat_us is not None else last
+    return HostHealth(
+        host=host,
+        last_event_us=last,
+        last_heartbeat_us=beat_us,
+        agent_version=beat.agent_version if beat is not None else None,
+        interval_s=interval,
+        shipped=lag is not None,
+        ship_lag_s=lag,
+        gpus=tuple(g.model_dump() for g in beat.gpus) if beat is not None else (),
+        open_incidents=counts[0],
+        gpu_faults=counts[1],
+        silent=seen is None or now - seen / 1e6 > SILENT_AFTER * interval,
+    )
 
 
 def _newest_by_host(conn: Connection) -> dict[str, int]:
@@ -185,10 +191,15 @@ def _ship_lag(conn: Connection, host: str, now: float) -> float | None:
     return round(max(0.0, now - recorded / 1e6), 3)
 
 
-def _heartbeat(store: EventStore, host: str) -> tuple[AgentHeartbeat | None, int | None]:
-    """The host's newest heartbeat and its time."""
-    flt = EventFilter(stream=agent_stream(host), type=HEARTBEAT, limit=1)
-    for e in store.read(flt):
-        if isinstance(e.payload, AgentHeartbeat):
-            return e.payload, e.time_us
-    return None, None
+def _heartbeat(conn: Connection, host: str) -> tuple[AgentHeartbeat | None, int | None]:
+    """The host's newest heartbeat and its time (one look-up on (stream, seq))."""
+    row = conn.execute(
+        select(events.c.schema_version, events.c.event_time_us, events.c.payload)
+        .where(events.c.stream == agent_stream(host), events.c.type == HEARTBEAT)
+        .order_by(events.c.seq.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None, None
+    beat = load_payload(HEARTBEAT, int(row[0]), row[2])
+    return (beat, int(row[1])) if isinstance(beat, AgentHeartbeat) else (None, None)
