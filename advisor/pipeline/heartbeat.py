@@ -71,8 +71,11 @@ class Heartbeat:
     def run(self, stop: threading.Event, say: Callable[[str], None], gpus: bool) -> None:
         """Beat until `stop`: at once (after the first GPU tick, with `gpus`), then every
         `interval_s`. A store error is said and the next beat tried."""
-        if gpus:
-            self.ticked.wait(min(FIRST_TICK_WAIT_S, self.interval_s))
+        if gpus:  # the first tick, or the bound, or a stop meanwhile
+            deadline = time.monotonic() + min(FIRST_TICK_WAIT_S, self.interval_s)
+            while not self.ticked.wait(0.2) and not stop.is_set():
+                if time.monotonic() > deadline:
+                    break
         while not stop.is_set():
             try:
                 self.beat()

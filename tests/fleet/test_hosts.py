@@ -21,7 +21,7 @@ from advisor.core.events import GpuSampled
 from advisor.core.heartbeat import AgentHeartbeat, agent_version
 from advisor.fleet.ship import ship
 from advisor.front import Advisor
-from advisor.pipeline.heartbeat import Heartbeat
+from advisor.pipeline.heartbeat import Heartbeat, start_heartbeat
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
 from ingest.gpu_recording import recording_line
@@ -224,3 +224,32 @@ def test_watch_beats_with_its_gpus_and_ships_the_beats(
         (0, "NVIDIA H200"),
         (1, "NVIDIA H200"),
     ]
+
+
+def test_the_first_heartbeat_waits_for_the_gpus_and_a_stop_ends_the_beats(
+    sqlite_url: str, opener: Callable[[str], EventStore]
+) -> None:
+    store = opener(sqlite_url)
+    heart = Heartbeat(store, HOST, 5.0)
+    stop = threading.Event()
+    said: list[str] = []
+    thread = start_heartbeat(heart, stop, said.append, gpus=True)
+    heart.saw(0, [_gpu(HOST, 0, "NVIDIA H200", 141 * 2**30)])
+
+    def beats() -> list[AgentHeartbeat]:
+        found = Advisor(store).events(type_="agent.heartbeat")
+        return [e.payload for e in found if isinstance(e.payload, AgentHeartbeat)]
+
+    wait("the first heartbeat", beats)
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and said == []
+    first = beats()[0]
+    assert [g.name for g in first.gpus] == ["NVIDIA H200"]
+    # without a tick, a stop during the first wait ends it at once
+    idle = Heartbeat(store, "idle", 60.0)
+    stopped = threading.Event()
+    stopped.set()
+    started = time.monotonic()
+    idle.run(stopped, said.append, gpus=True)
+    assert time.monotonic() - started < 5 and {b.host for b in beats()} == {HOST}
