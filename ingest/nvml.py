@@ -134,6 +134,7 @@ class NvmlSampler:
         self._devices: list[_Device] = []
         self._open = False
         self._ticks = 0
+        self._driver: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -237,6 +238,17 @@ class NvmlSampler:
             if _is_error(nvml, e, *_FATAL_ERRORS):
                 raise GpuUnavailableError(f"{label}: {_error_text(e)}") from e
             return None
+
+    def driver_version(self) -> str | None:
+        """The NVIDIA driver's version (for the agent's heartbeat), None where NVML has none;
+        asked once and kept (the driver does not change under a running NVML)."""
+        if not self._open:
+            return None
+        if self._driver is None:
+            ask = getattr(self._nvml, "nvmlSystemGetDriverVersion", None)
+            got = self._optional("the driver", ask) if ask is not None else None
+            self._driver = _as_text(got) or ""
+        return self._driver or None
 
     def sample(self, time_us: int | None = None) -> tuple[int, list[GpuSampled]]:
         """One ``GpuSampled`` per GPU, with the time of the sample (µs since the epoch)."""

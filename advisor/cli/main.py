@@ -57,6 +57,12 @@ COMMANDS: dict[str, Lazy] = {
         "Bring the projections up to date without diagnosing: the central store's fold (its "
         "shippers may not write the projections, and the hosts diagnosed what they shipped).",
     ),
+    "hosts": Lazy(
+        "advisor.cli.central:hosts",
+        "Every host of the store: newest event and heartbeat, agent version, ship lag, GPUs, "
+        "open incidents and GPU faults; a host silent for over twice its heartbeat interval is "
+        "flagged SILENT.",
+    ),
     "incidents": Lazy(
         "advisor.cli.projections:incidents",
         "Incidents: a failed run, or a run of failed restarts counted once.",

@@ -97,6 +97,7 @@ def routes() -> list[Any]:
         Route("/incident/{incident_id:path}", shared(pages.incident_page)),
         Route("/event/{seq}", shared(pages.event_page)),
         Route("/fleet", shared(pages.fleet_page)),
+        Route("/hosts", gated(pages.hosts_page)),  # silence depends on the time too
         Route("/api/changes", pages.changes),
         Route(PLOTLY_PATH, plotly_script),
         Route("/login", gated(pages.login_page)),

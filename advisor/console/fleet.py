@@ -1,12 +1,18 @@
 """The fleet page's figures: `advisor stats` (advisor.reports.analytics, DuckDB over the store,
 SQLite or the central PostgreSQL alike), each section titled and its columns named and shown
-as `advisor stats` shows them (advisor.reports.stats_columns)."""
+as `advisor stats` shows them (advisor.reports.stats_columns); and the hosts page's rows
+(`advisor hosts`, advisor.views.read.hosts)."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
+from advisor.core.timefmt import format_us
 from advisor.reports.stats_columns import cell, header, heading, shown_rows
+
+if TYPE_CHECKING:
+    from advisor.views.read.hosts import HostHealth
 
 # The sections in the page's order: the trend first, the breakdowns last.
 ORDER: Final = (
@@ -44,3 +50,18 @@ def figures(report: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def host_rows(hosts: Sequence[HostHealth]) -> list[dict[str, Any]]:
+    """Each host as the page shows it: its fields, times and sizes in words."""
+    rows = []
+    for h in hosts:
+        row = h.as_dict()
+        row["heartbeat"] = format_us(h.last_heartbeat_us) if h.last_heartbeat_us else "none"
+        row["event"] = format_us(h.last_event_us) if h.last_event_us else "none"
+        row["lag"] = f"{h.ship_lag_s:.0f} s" if h.ship_lag_s is not None else "-"
+        for g in row["gpus"]:
+            total = g["memory_total_bytes"]
+            g["memory"] = f"{total / 2**30:.1f} GiB" if total is not None else "-"
+        rows.append(row)
+    return rows

@@ -1,5 +1,5 @@
-"""The console's pages (GET): incidents, one incident, one raw event, the fleet; and the small
-endpoint the pages poll to refresh when events arrive."""
+"""The console's pages (GET): incidents, one incident, one raw event, the fleet, the hosts;
+and the small endpoint the pages poll to refresh when events arrive."""
 
 from __future__ import annotations
 
@@ -138,3 +138,17 @@ def fleet_page(request: Request) -> Response:
         return render(request, "missing.html", {"what": f"the fleet's figures: {e}"}, 503)
     context = {"figures": figures(report), "charts": fleet_charts(report)}
     return render(request, "fleet.html", context, seq=seq)
+
+
+def hosts_page(request: Request) -> Response:
+    """Every host of the store with its heartbeat, GPUs and whether it is silent (as
+    `advisor hosts`); rendered for each request, since a host falls silent with time alone."""
+    from advisor.console.fleet import host_rows
+
+    console = request.app.state.console
+    front = console.front()
+    seq = front.position()
+    front.refresh()  # open incidents and GPU faults are read from the projections
+    rows = host_rows(front.hosts())
+    silent = sum(1 for r in rows if r["silent"])
+    return render(request, "hosts.html", {"hosts": rows, "silent": silent}, seq=seq)

@@ -12,6 +12,7 @@ __all__ = [
     "errors",
     "events",
     "gcpause",
+    "heartbeat",
     "host",
     "ids",
     "journal_export",

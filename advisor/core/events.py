@@ -27,6 +27,7 @@ from advisor.core.actions import (
     ActionSucceeded,
 )
 from advisor.core.errors import InvalidEventError
+from advisor.core.heartbeat import AgentHeartbeat
 from advisor.core.payloads import (
     MAX_KEY,
     GpuSampled,
@@ -76,7 +77,9 @@ AnyPayload = Annotated[
     | ActionSkipped
     | ActionRolledBack
     | StoreRetained
-    | PipelineSkipped,
+    | PipelineSkipped
+    # agent liveness (advisor.core.heartbeat)
+    | AgentHeartbeat,
     Field(discriminator="type"),
 ]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
@@ -97,6 +100,8 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rolled_back": ActionRolledBack,
     "store.retained": StoreRetained,
     "pipeline.skipped": PipelineSkipped,
+    # agent liveness (advisor.core.heartbeat)
+    "agent.heartbeat": AgentHeartbeat,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 

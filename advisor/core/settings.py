@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from advisor.core.errors import InputError
+from advisor.core.heartbeat import DEFAULT_INTERVAL_S, MAX_INTERVAL_S
 from advisor.core.host import this_host
 
 CONFIG_ENV: Final = "ADVISOR_CONFIG"
@@ -120,6 +121,8 @@ class Settings(BaseSettings):
     gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
     policy: Path | None = None  # the auto-remediation policy (`auto`, `watch --auto`)
     key: Path | None = None  # the key that signs the store's heads; None: the store's own
+    # `advisor watch` records an `agent.heartbeat` this often (advisor.core.heartbeat)
+    heartbeat_s: float = Field(default=DEFAULT_INTERVAL_S, gt=0, le=MAX_INTERVAL_S)
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
     console: ConsoleSettings = ConsoleSettings()  # `advisor serve`

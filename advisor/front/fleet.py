@@ -122,6 +122,7 @@ class Fleet(Front):
             notices=self.notices(),
             metrics=what.metrics or conf.metrics.listen,
             key=conf.key,
+            heartbeat_s=conf.heartbeat_s,
         )
         watch(config, open_store, say)
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from advisor.pipeline.processing import ProcessReport
     from advisor.reports.analytics import Answer
     from advisor.store.integrity.audit import StoreStatus
+    from advisor.views.read.hosts import HostHealth
 
 EXPLAIN_FORMATS = ("text", "markdown", "json", "html")
 
@@ -71,6 +72,13 @@ class Reading(Front):
 
         rows = read_rows(self.store, "incidents", unit=unit, host=host)
         return [r for r in rows if r["status"] == IncidentStatus.OPEN] if only_open else rows
+
+    def hosts(self, *, now_s: float | None = None) -> list[HostHealth]:
+        """Every host of the store: newest event and heartbeat, agent version, ship lag (a
+        host shipping here), GPUs, open incidents, GPU faults, and whether it is silent."""
+        from advisor.views.read.hosts import host_health
+
+        return host_health(self.store, now_s)
 
     def diagnose(self) -> ProcessReport:
         """Bring the projections up to date and diagnose the runs not diagnosed yet."""

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.core.errors import InputError, StoreError
+from advisor.core.heartbeat import DEFAULT_INTERVAL_S
 from advisor.pipeline.signals import signals_set
 from advisor.reports.render import safe_text
 
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers
     from advisor.execution.notices import Notices
+    from advisor.pipeline.heartbeat import Heartbeat
     from advisor.pipeline.sdnotify import Notifier
     from advisor.planning.policy import Policy
     from advisor.store import EventStore
@@ -52,6 +54,7 @@ class WatchConfig:
     notices: Notices | None = None  # whom to tell (the settings' [notify])
     metrics: str | None = None  # HOST:PORT to serve /metrics on
     key: Path | None = None  # signs the heads (`--key`, the `key` setting); None: the store's
+    heartbeat_s: float = DEFAULT_INTERVAL_S  # an `agent.heartbeat` this often
 
 
 @dataclass
@@ -68,6 +71,7 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     (journalctl, a journal file) has been refused; `say` prints a line for the operator.
     StoreError after stopping if the shipper stopped while watching."""
     from advisor.core.journalctl import journalctl_path
+    from advisor.pipeline.heartbeat import Heartbeat, start_heartbeat
     from advisor.pipeline.metrics import parse_listen
     from advisor.pipeline.sdnotify import Notifier
 
@@ -84,10 +88,12 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
     finish = _start_processing(store, config, say)
     stop = threading.Event()
     threads = _Threads(stop)
+    heart = Heartbeat(store, config.host, config.heartbeat_s)
     if not config.no_gpu:
         threads.gpu = start_gpu(
-            store, config.host, config.gpu_interval_s, stop, config.gpu_twin, say
+            store, config.host, config.gpu_interval_s, stop, config.gpu_twin, say, heart
         )
+    threads.heartbeat = start_heartbeat(heart, stop, say, gpus=threads.gpu is not None)
     if config.ship_to is not None:
         threads.start_shipping(store, config.ship_to, config.host, notifier, say, config.key)
     stopped = False
@@ -211,6 +217,7 @@ class _Threads:
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
         self.gpu: threading.Thread | None = None
+        self.heartbeat: threading.Thread | None = None
         self.shipper: threading.Thread | None = None
         self.local: EventStore | None = None
         self.shipper_died: list[str] = []
@@ -234,8 +241,9 @@ class _Threads:
 
     def stop_all(self) -> None:
         self.stop.set()
-        if self.gpu is not None:
-            self.gpu.join(timeout=10)
+        for thread in (self.gpu, self.heartbeat):
+            if thread is not None:
+                thread.join(timeout=10)
         if self.shipper is not None and self.local is not None:
             self.shipper.join(timeout=30)
             self.local.close()
@@ -335,9 +343,10 @@ def start_gpu(
     stop: threading.Event,
     gpu_twin: Path | None,
     say: Say,
+    heart: Heartbeat | None = None,
 ) -> threading.Thread | None:
     """Sample the GPUs in a thread (NVML, or a simulated node's twin); without a driver or
-    GPU, say so and go on without."""
+    GPU, say so and go on without. Each tick tells `heart` which GPUs there are."""
     from advisor.pipeline.backend_setup import gpu_sampler
     from ingest.gpu import sample_live
 
@@ -346,9 +355,20 @@ def start_gpu(
         say(f"no GPU sampling: {safe_text(why)}")
         return None
 
+    on_tick = None
+    if heart is not None:
+        heart.driver = getattr(sampler, "driver_version", heart.driver)
+        on_tick = heart.saw
+
     def run() -> None:
         try:
-            sample_live(store, sampler, interval_s=interval_s, stop=stop)  # type: ignore[arg-type]
+            sample_live(
+                store,
+                sampler,  # type: ignore[arg-type]
+                interval_s=interval_s,
+                stop=stop,
+                on_tick=on_tick,
+            )
         finally:
             close = getattr(sampler, "close", None)
             if close is not None:

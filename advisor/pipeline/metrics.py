@@ -20,12 +20,14 @@ from prometheus_client.registry import Collector
 
 from advisor.core.address import host_port
 from advisor.core.errors import InputError
+from advisor.core.heartbeat import agent_version
 from advisor.core.payloads import GpuSampled
 from advisor.fleet.ship import checkpoint_name
 from advisor.store import EventFilter
 from advisor.store.engine import redact
 from advisor.store.integrity.retained import last_seq
 from advisor.views.read import tallies
+from advisor.views.read.hosts import host_health
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
@@ -46,6 +48,11 @@ METRICS: Final = {
     "advisor_gpu_memory_total_bytes": "GPU memory, per GPU.",
     "advisor_gpu_unit_memory_used_bytes": "GPU memory used by a unit's processes, per GPU.",
     "advisor_gpu_sample_timestamp_seconds": "When each GPU was last sampled.",
+    "advisor_build_info": "The advisor serving these metrics: its version (always 1).",
+    "advisor_host_last_event_timestamp_seconds": "Each host's newest event (its time).",
+    "advisor_host_last_heartbeat_timestamp_seconds": "Each host's newest agent heartbeat.",
+    "advisor_host_heartbeat_interval_seconds": "Each host's heartbeat interval.",
+    "advisor_host_ship_lag_seconds": "Per shipping host: now minus its newest event here.",
 }
 
 
@@ -71,6 +78,7 @@ class StoreCollector(Collector):
             yield from _journal_metrics(store)
             yield from _ship_metrics(store, self.ship_to)
             yield from _gpu_metrics(store)
+            yield from _host_metrics(store)
         finally:
             store.close()
 
@@ -152,6 +160,27 @@ def _gpu_metrics(store: EventStore) -> Iterator[Metric]:
         for unit, n in sorted(units.items()):
             per_unit.add_metric([*labels, unit], n)
     yield from (used, total, when, per_unit)
+
+
+def _host_metrics(store: EventStore) -> Iterator[Metric]:
+    """The build, and each host's newest event and heartbeat (advisor.views.read.hosts): on
+    a central store, one series per host that ships to it, with its ship lag."""
+    build = _gauge("advisor_build_info", ["version"])
+    build.add_metric([agent_version()], 1)
+    yield build
+    last = _gauge("advisor_host_last_event_timestamp_seconds", ["host"])
+    beat = _gauge("advisor_host_last_heartbeat_timestamp_seconds", ["host"])
+    interval = _gauge("advisor_host_heartbeat_interval_seconds", ["host"])
+    lag = _gauge("advisor_host_ship_lag_seconds", ["host"])
+    for h in host_health(store):
+        if h.last_event_us is not None:
+            last.add_metric([h.host], h.last_event_us / 1e6)
+        if h.last_heartbeat_us is not None:
+            beat.add_metric([h.host], h.last_heartbeat_us / 1e6)
+            interval.add_metric([h.host], h.interval_s)
+        if h.ship_lag_s is not None:
+            lag.add_metric([h.host], h.ship_lag_s)
+    yield from (last, beat, interval, lag)
 
 
 def registry_for(open_store: Callable[[], EventStore], ship_to: str | None = None) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from advisor.store import EventStore
 from tests.conftest import run_advisor
 from tests.console.serving import served
+from tests.fleet.test_hosts import CENTRAL, SHIPPED, beat, central_with_a_shipped_host
 
 TOKEN = "s3cret-console-token"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -234,3 +237,36 @@ def test_approve_a_step_of_the_demo_and_watch_it_run(
         "5-refreshed.png",
         "6-fleet.png",
     ]
+
+
+def test_the_hosts_page_shows_both_hosts_of_a_central_store_and_their_gpus(
+    browser: WebDriver, pg_url: str, tmp_path: Path, opener: Callable[[str], EventStore]
+) -> None:
+    central = opener(pg_url)
+    central_with_a_shipped_host(central, tmp_path).close()
+    beat(central, "gpu-node-99", [], at_s=time.time() - 600)  # silent for ten minutes
+    with served(pg_url, log=tmp_path / "serve.log") as base:
+        browser.get(base + "/")
+        _navigate(browser, 'nav a[href="/hosts"]')
+        rows = {
+            r.get_attribute("data-host"): r
+            for r in browser.find_elements(By.CSS_SELECTOR, "#hosts tr.host")
+        }
+        assert sorted(rows) == [CENTRAL, SHIPPED, "gpu-node-99"]
+        gpus = {
+            h: [g.text for g in r.find_elements(By.CSS_SELECTOR, "li.gpu")] for h, r in rows.items()
+        }
+        assert gpus == {
+            CENTRAL: ["GPU 0: NVIDIA L40S, 48.0 GiB, driver 550.54.15"],
+            SHIPPED: [
+                f"GPU {i}: NVIDIA H100 80GB HBM3, 80.0 GiB, driver 550.54.15" for i in (0, 1)
+            ],
+            "gpu-node-99": [],
+        }
+        state = {h: r.find_element(By.CSS_SELECTOR, "td.state").text for h, r in rows.items()}
+        assert state == {CENTRAL: "ok", SHIPPED: "ok", "gpu-node-99": "silent"}
+        assert "silent" in (rows["gpu-node-99"].get_attribute("class") or "")
+        assert browser.find_element(By.TAG_NAME, "h1").text == "Hosts 3 host(s), 1 silent"
+        assert _shoot(browser, tmp_path / "hosts.png") is None
+        refused = [m for m in browser.get_log("browser") if "Content Security Policy" in str(m)]
+        assert refused == []

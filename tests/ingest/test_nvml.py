@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 import time
 from collections import Counter
@@ -568,6 +569,8 @@ def test_real_pynvml_with_gpu() -> None:
     with NvmlSampler() as sampler:
         time_us, samples = sampler.sample()
         cost = measure_sample_cost(sampler, 20)
+        driver = sampler.driver_version()
+    assert driver is not None and re.fullmatch(r"\d+(\.\d+)+", driver), driver
     assert samples and time_us > 0
     for s in samples:
         assert s.memory_total_bytes > 0
@@ -1003,3 +1006,37 @@ def test_measure_sample_cost(tmp_path: Path) -> None:
 def test_measure_sample_cost_rejects_bad_n(n: int) -> None:
     with pytest.raises(ValueError):
         measure_sample_cost(StubSampler(FakeClock()), n)
+
+
+class DriverNvml(FakeNvml):
+    """NVML that knows its driver's version (bytes, as older pynvml returns it), or fails."""
+
+    def __init__(self, driver: bytes | int) -> None:
+        super().__init__([FakeGpu()])
+        self.driver = driver
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        self.calls["driver"] += 1
+        if isinstance(self.driver, int):
+            raise nvml_error(self.driver)
+        return self.driver
+
+
+def test_driver_version_is_asked_once_and_kept() -> None:
+    fake = DriverNvml(b"550.54.15\x00")
+    sampler = NvmlSampler("h", nvml=fake)
+    assert sampler.driver_version() is None  # not open: NVML is not touched
+    with sampler:
+        assert sampler.driver_version() == "550.54.15"
+        assert sampler.driver_version() == "550.54.15"
+    assert fake.calls["driver"] == 1
+
+
+def test_driver_version_none_where_nvml_has_none() -> None:
+    with NvmlSampler("h", nvml=DriverNvml(pynvml.NVML_ERROR_NOT_SUPPORTED)) as sampler:
+        assert sampler.driver_version() is None
+    with NvmlSampler("h", nvml=FakeNvml([FakeGpu()])) as sampler:  # bindings without it
+        assert sampler.driver_version() is None
+    lost = DriverNvml(pynvml.NVML_ERROR_GPU_IS_LOST)
+    with NvmlSampler("h", nvml=lost) as sampler, pytest.raises(GpuUnavailableError):
+        sampler.driver_version()

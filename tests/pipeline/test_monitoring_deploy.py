@@ -16,7 +16,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from advisor.core.payloads import GpuProcess, GpuSampled
-from advisor.fleet.ship import checkpoint_name
+from advisor.fleet.ship import checkpoint_name, ship
+from advisor.pipeline.heartbeat import Heartbeat
 from advisor.pipeline.metrics import METRICS, registry_for
 from advisor.store import EventStore, open_store
 from advisor.store.types import Checkpoint
@@ -52,9 +53,15 @@ class _OneGpu:
 
 
 @pytest.fixture
-def exposed(diagnosed: EventStore, sqlite_url: str) -> dict[str, set[str]]:
-    """Each metric the exporter serves for a real store → the labels it carries."""
+def exposed(diagnosed: EventStore, sqlite_url: str, tmp_path: Path) -> dict[str, set[str]]:
+    """Each metric the exporter serves for a real store → the labels it carries. The store
+    is a central one too: another host shipped its heartbeat to it."""
     sample_live(diagnosed, _OneGpu(), interval_s=0.01, count=1)  # type: ignore[arg-type]
+    Heartbeat(diagnosed, "gpu-node-07", 60.0).beat()
+    other = open_store(f"sqlite:///{tmp_path / 'other.db'}")
+    Heartbeat(other, "gpu-node-08", 60.0).beat()
+    ship(other, diagnosed, "gpu-node-08")
+    other.close()
     ship_to = "postgresql+psycopg://central/fleet"
     diagnosed.append_prepared([], Checkpoint(checkpoint_name(ship_to), {"seq": 1}))
     registry = registry_for(lambda: open_store(sqlite_url, read_only=True), ship_to)

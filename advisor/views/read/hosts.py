@@ -1,19 +1,45 @@
-"""Which hosts a store holds log lines of (journal entries, text logs): `advisor ingest
-nvidia-smi` asks before it files a CSV under this host's name."""
+"""Which hosts a store holds events of, and how each is doing (`advisor hosts`, the console's
+hosts page, the per-host metrics).
+
+`log_hosts`: the hosts of the streams that hold log lines: `advisor ingest nvidia-smi` asks
+before it files a CSV under this host's name.
+
+`host_health`: every host (a stream `HOST/...`, or an incident of it) with its newest event,
+its newest heartbeat (`agent.heartbeat`, advisor.core.heartbeat: agent version, interval,
+GPUs), its ship lag, its open incidents and GPU faults, and whether it is silent. Ship lag is
+read on a central store, for a host that ships to it: now minus the time the host recorded
+the newest event the central store holds of it (with heartbeats, a healthy shipper keeps it
+under a heartbeat interval plus a round of shipping). A host is silent when its newest
+heartbeat (without any, its newest event) is older than twice its heartbeat interval (the
+default interval for a host that sent none). Streams are found one at a time through the
+(stream, seq) index, and each stream's newest event is one index look-up too.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import TYPE_CHECKING, Final
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Final
 
+import orjson
 from sqlalchemy import func, select
 
-from advisor.store.schema import events
+from advisor.core.events import load_payload
+from advisor.core.heartbeat import DEFAULT_INTERVAL_S, HEARTBEAT, AgentHeartbeat, agent_stream
+from advisor.core.statuses import IncidentStatus
+from advisor.core.taxonomy import GPU_HARDWARE_FAULT
+from advisor.store.schema import events, incidents, sources
+from advisor.store.store import SHIP_PREFIX
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from advisor.store import EventStore
 
 GPU_STREAM: Final = re.compile(r"/gpu\d+\Z")  # HOST/gpuN holds GPU samples, never log lines
+SILENT_AFTER: Final = 2.0  # heartbeat intervals without one: silent
 
 
 def log_hosts(store: EventStore, at_most: int = 2) -> set[str]:
@@ -22,8 +48,9 @@ def log_hosts(store: EventStore, at_most: int = 2) -> set[str]:
     of events costs one index look-up per stream, not a scan."""
     hosts: set[str] = set()
     with store.connect() as conn:
-        stream = conn.execute(select(func.min(events.c.stream))).scalar()
-        while stream is not None and len(hosts) < at_most:
+        for stream in _streams(conn):
+            if len(hosts) >= at_most:
+                break
             host = stream.split("/", 1)[0]
             if host not in hosts and not GPU_STREAM.search(stream):
                 logged = conn.execute(
@@ -33,7 +60,146 @@ def log_hosts(store: EventStore, at_most: int = 2) -> set[str]:
                 ).first()
                 if logged is not None:
                     hosts.add(host)
-            stream = conn.execute(
-                select(func.min(events.c.stream)).where(events.c.stream > stream)
-            ).scalar()
     return hosts
+
+
+def _streams(conn: Connection) -> Any:
+    """Every stream, in order, one index look-up each."""
+    stream = conn.execute(select(func.min(events.c.stream))).scalar()
+    while stream is not None:
+        yield stream
+        stream = conn.execute(
+            select(func.min(events.c.stream)).where(events.c.stream > stream)
+        ).scalar()
+
+
+@dataclass(frozen=True)
+class HostHealth:
+    """One host as `advisor hosts` shows it; times in µs since the epoch."""
+
+    host: str
+    last_event_us: int | None
+    last_heartbeat_us: int | None
+    agent_version: str | None
+    interval_s: float  # its heartbeat interval (the default when it sent none)
+    shipped: bool  # its events reached this store by `advisor ship`
+    ship_lag_s: float | None  # None: not shipped here
+    gpus: tuple[dict[str, Any], ...]  # index, name, uuid, memory_total_bytes, driver_version
+    open_incidents: int
+    gpu_faults: int  # incidents labelled gpu_hardware_fault (superseded ones left out)
+    silent: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["gpus"] = list(self.gpus)
+        return out
+
+
+def host_health(store: EventStore, now_s: float | None = None) -> list[HostHealth]:
+    """Every host of the store, by name; read on one connection."""
+    now = time.time() if now_s is None else now_s
+    with store.connect() as conn:
+        newest = _newest_by_host(conn)
+        counts = _incident_counts(conn)
+        names = sorted(set(newest) | set(counts))
+        lags = {h: _ship_lag(conn, h, now) for h in names}
+        beats = {h: _heartbeat(conn, h) for h in names}
+    return [_health(h, newest.get(h), beats[h], lags[h], counts.get(h, (0, 0)), now) for h in names]
+
+
+def _health(
+    host: str,
+    last: int | None,
+    heartbeat: tuple[AgentHeartbeat | None, int | None],
+    lag: float | None,
+    counts: tuple[int, int],
+    now: float,
+) -> HostHealth:
+    beat, beat_us = heartbeat
+    interval = beat.interval_s if beat is not None else DEFAULT_INTERVAL_S
+    seen = beat_us if beat_us is not None else last
+    return HostHealth(
+        host=host,
+        last_event_us=last,
+        last_heartbeat_us=beat_us,
+        agent_version=beat.agent_version if beat is not None else None,
+        interval_s=interval,
+        shipped=lag is not None,
+        ship_lag_s=lag,
+        gpus=tuple(g.model_dump() for g in beat.gpus) if beat is not None else (),
+        open_incidents=counts[0],
+        gpu_faults=counts[1],
+        silent=seen is None or now - seen / 1e6 > SILENT_AFTER * interval,
+    )
+
+
+def _newest_by_host(conn: Connection) -> dict[str, int]:
+    """Each host's newest event time: the newest (by seq) event of each of its streams."""
+    newest: dict[str, int] = {}
+    for stream in list(_streams(conn)):
+        if "/" not in stream:
+            continue  # not a host's (the pipeline's own records)
+        host = stream.split("/", 1)[0]
+        t = conn.execute(
+            select(events.c.event_time_us)
+            .where(events.c.stream == stream)
+            .order_by(events.c.seq.desc())
+            .limit(1)
+        ).scalar()
+        if t is not None:
+            newest[host] = max(newest.get(host, 0), int(t))
+    return newest
+
+
+def _incident_counts(conn: Connection) -> dict[str, tuple[int, int]]:
+    """host → (open incidents, GPU hardware faults)."""
+    counts: dict[str, tuple[int, int]] = {}
+    rows = conn.execute(
+        select(incidents.c.host, incidents.c.status, incidents.c.label, func.count())
+        .where(incidents.c.status != IncidentStatus.SUPERSEDED.value)
+        .group_by(incidents.c.host, incidents.c.status, incidents.c.label)
+    )
+    for host, status, label, n in rows:
+        open_n, faults = counts.get(host, (0, 0))
+        if status == IncidentStatus.OPEN.value:
+            open_n += n
+        if label == GPU_HARDWARE_FAULT:
+            faults += n
+        counts[host] = (open_n, faults)
+    return counts
+
+
+def _ship_lag(conn: Connection, host: str, now: float) -> float | None:
+    """Now minus when the host recorded the newest event this store holds as shipped by it;
+    None when it ships nothing here."""
+    sid = conn.execute(
+        select(sources.c.id).where(sources.c.name == f"{SHIP_PREFIX}{host}")
+    ).scalar()
+    if sid is None:
+        return None
+    row = conn.execute(
+        select(events.c.origin, events.c.recorded_time_us)
+        .where(events.c.source_id == sid)
+        .order_by(events.c.idem_key.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    recorded = int(row[1])  # shipped before origins were kept: when it arrived
+    with contextlib.suppress(TypeError, ValueError, KeyError):
+        recorded = int(orjson.loads(row[0])["recorded_us"])
+    return round(max(0.0, now - recorded / 1e6), 3)
+
+
+def _heartbeat(conn: Connection, host: str) -> tuple[AgentHeartbeat | None, int | None]:
+    """The host's newest heartbeat and its time (one look-up on (stream, seq))."""
+    row = conn.execute(
+        select(events.c.schema_version, events.c.event_time_us, events.c.payload)
+        .where(events.c.stream == agent_stream(host), events.c.type == HEARTBEAT)
+        .order_by(events.c.seq.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None, None
+    beat = load_payload(HEARTBEAT, int(row[0]), row[2])
+    return (beat, int(row[1])) if isinstance(beat, AgentHeartbeat) else (None, None)
