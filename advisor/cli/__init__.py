@@ -11,6 +11,7 @@ __all__ = [
     "heads",
     "ingest",
     "ingest_report",
+    "install",
     "main",
     "progress",
     "projections",

@@ -4,7 +4,8 @@ metrics (`[metrics]`). Every key is listed in docs/config.md.
 
 One object, `Settings`, filled in this order, each overriding the one before: the defaults,
 the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
-the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`; a section's
+the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`,
+`ADVISOR_SHIP_TO`; a section's
 key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g. `ADVISOR_NOTIFY__URLS='["json://…"]'`,
 `ADVISOR_CONSOLE__TOKEN`; an empty value counts as unset), then the command-line flags given
 (`load_settings(db=...)`).
@@ -119,6 +120,7 @@ class Settings(BaseSettings):
     host: str = Field(default_factory=this_host)  # this host's name in events and the fleet
     gpu_twin: Path | None = None  # read GPU memory from this NVML twin file, not NVML
     policy: Path | None = None  # the auto-remediation policy (`auto`, `watch --auto`)
+    ship_to: str | None = None  # the central store `watch` ships to (`watch --ship-to`)
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
     console: ConsoleSettings = ConsoleSettings()  # `advisor serve`
