@@ -166,15 +166,15 @@ def install(
     report = Report(executable=str(executable))
     unit_changed = _write_files(layout, report, executable, metrics, central)
     ctl = _Run(layout, report, run)
-    if not layout.live:
-        wants = layout.on_disk(layout.unit_dir / "multi-user.target.wants" / UNIT)
-        if not (wants.is_symlink() or wants.exists()):  # a link to the host's path
-            ctl("enable", UNIT)
-        return report
-    if unit_changed:
+    if layout.live and unit_changed:
         ctl("daemon-reload")
-    if not ctl.ask("is-enabled", "--quiet", UNIT):
+    # Enabled: the link `systemctl enable` makes for WantedBy=multi-user.target (it points
+    # at the host's path, so under another root it resolves to nothing: a link is enough).
+    wants = layout.on_disk(layout.unit_dir / "multi-user.target.wants" / UNIT)
+    if not wants.is_symlink():
         ctl("enable", UNIT)
+    if not layout.live:
+        return report
     if start:
         if not ctl.ask("is-active", "--quiet", UNIT):
             ctl("start", UNIT)

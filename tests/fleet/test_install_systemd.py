@@ -1,0 +1,91 @@
+"""`advisor install` on real systemd 252 (a box: advisor.sim.box): run inside the box as the
+installed `advisor` command (this virtual environment's, as pipx's would be), it writes the
+agent's unit into the box's /etc/systemd/system, enables and starts it — `advisor watch`
+running, ready, its metrics answering — a second install changes nothing, an upgrade rewrites
+a changed unit and restarts the agent, and uninstall leaves no unit behind. The settings and
+the store go to the test's folders (`--config-dir`, `--state-dir`): the box shares the host's
+/etc and /var."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.sim.box import SystemdBox
+from tests.waiting import wait
+
+UNIT = "advisor-watch.service"
+PORT = "9750"
+ADVISOR = Path(sys.executable).parent / "advisor"  # what pipx puts on PATH
+
+
+@pytest.fixture
+def host(box: SystemdBox) -> SystemdBox:
+    box.run(["ip", "link", "set", "lo", "up"])  # a fresh network namespace has lo down
+    return box
+
+
+def advisor(box: SystemdBox, tmp: Path, *args: str) -> dict[str, Any]:
+    folders = ("--config-dir", str(tmp / "etc"), "--state-dir", str(tmp / "state"))
+    done = box.run([str(ADVISOR), *args, *folders, "--json"], check=False, timeout=180)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def state(box: SystemdBox) -> dict[str, str]:
+    return box.show(UNIT, "LoadState", "ActiveState", "MainPID", "ExecStart")
+
+
+def metrics(box: SystemdBox) -> str:
+    done = box.run(["curl", "-sf", f"http://127.0.0.1:{PORT}/metrics"], check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_path: Path) -> None:
+    if not ADVISOR.is_file():
+        pytest.skip(f"no installed advisor command at {ADVISOR}")
+    first = advisor(host, tmp_path, "install", "--metrics", f"127.0.0.1:{PORT}")
+    assert first["executable"] == str(ADVISOR)
+    assert [argv[1] for argv in first["systemctl"]] == ["daemon-reload", "enable", "start"]
+    now = state(host)
+    assert (now["LoadState"], now["ActiveState"]) == ("loaded", "active")
+    # Enabled: the link `systemctl enable` made, what a boot starts it from (the box's PID 1
+    # keeps its units in a folder of the test, and says UnitFileState=disabled of them all).
+    wants = host.units_dir / "multi-user.target.wants" / UNIT
+    assert wants.is_symlink() and wants.readlink().name == UNIT
+    assert f"path={ADVISOR} ;" in now["ExecStart"]
+    wait("the agent's metrics", lambda: "advisor_" in metrics(host))
+    assert (tmp_path / "state/events.db").is_file()  # the store the installed settings name
+    assert (tmp_path / "etc/host-key").is_file()  # the unit's ADVISOR_KEY
+
+    again = advisor(host, tmp_path, "install", "--metrics", f"127.0.0.1:{PORT}")
+    assert again["changed"] is False and again["systemctl"] == []
+    assert state(host)["MainPID"] == now["MainPID"]
+
+    unit = host.units_dir / UNIT
+    unit.write_text(unit.read_text().replace("RestartSec=5", "RestartSec=7"))  # an older unit
+    upgraded = advisor(host, tmp_path, "install", "--upgrade", "--metrics", f"127.0.0.1:{PORT}")
+    assert [argv[1] for argv in upgraded["systemctl"]] == ["daemon-reload", "restart"]
+    assert "RestartSec=5\n" in unit.read_text()
+    after = state(host)
+    assert after["ActiveState"] == "active" and after["MainPID"] != now["MainPID"]
+    assert host.show(UNIT, "RestartUSec")["RestartUSec"] == "5s"
+    wait("the metrics after the restart", lambda: "advisor_" in metrics(host))
+
+    # After `pipx upgrade advisor` the unit is the same; the agent still restarts onto it.
+    same = advisor(host, tmp_path, "install", "--upgrade", "--metrics", f"127.0.0.1:{PORT}")
+    assert [argv[1] for argv in same["systemctl"]] == ["restart"]
+    assert state(host)["MainPID"] not in ("0", after["MainPID"])
+
+    gone = advisor(host, tmp_path, "uninstall")
+    assert gone["systemctl"][0][1:] == ["disable", "--now", UNIT]
+    assert not unit.exists() and not wants.is_symlink()
+    final = state(host)
+    assert (final["LoadState"], final["ActiveState"]) == ("not-found", "inactive")
+    assert metrics(host) == ""
+    assert (tmp_path / "etc/advisor.toml").is_file() and (tmp_path / "state/events.db").is_file()
