@@ -54,6 +54,8 @@ def _tell(report: Report, as_json: bool, nothing: str) -> None:
     if as_json:
         echo_json(report.to_json())
         return
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for path, what in report.files:
         if what == "kept":
             click.echo(f"kept      {path} (yours: not overwritten)")

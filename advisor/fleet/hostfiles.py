@@ -121,6 +121,23 @@ def running_executable(argv0: str | None = None, python: str | None = None) -> P
     )
 
 
+def unsafe_for_root(executable: Path) -> str | None:
+    """Why a root service should not run `executable`: it, its link's target or a folder
+    above either is not root's, or others may write it (a user could change what root runs);
+    None when it is safe."""
+    seen: list[Path] = []
+    for path in (executable, executable.resolve()):
+        seen += [path, *path.parents]
+    for path in seen:
+        st = path.lstat()
+        if st.st_uid != 0 or (st.st_mode & 0o022 and not path.is_symlink()):
+            return (
+                f"{path} is not root's alone: whoever may change it may change what the "
+                "root service runs (install advisor for all users: README, Install on a host)"
+            )
+    return None
+
+
 def checked_metrics(listen: str) -> str:
     """`--metrics HOST:PORT`, checked (InputError when it is not one)."""
     host_port(listen, "--metrics", DEFAULT_METRICS)
@@ -154,13 +171,15 @@ def unit_text(layout: Layout, executable: Path, metrics: str) -> str:
     return _relocated("\n".join(lines) + "\n", layout)
 
 
-def dropin_text(central: str) -> str:
-    """The drop-in that makes the agent ship to `central` (the settings' ship_to)."""
+def dropin_text(layout: Layout, central: str) -> str:
+    """The drop-in that makes the agent ship to `central` (the settings' ship_to), the
+    role's password read from the password file beside the settings."""
     value = quote(f"ADVISOR_SHIP_TO={checked_central(central)}", always=True)
     return (
         "# Written by `advisor install --central URL`: `advisor watch` ships this host's events\n"
-        "# to that central store (docs/fleet.md); the role's password goes in PGPASSFILE.\n"
-        f"[Service]\nEnvironment={value}\n"
+        "# to that central store (docs/fleet.md), the role's password in PGPASSFILE (mode 0600,\n"
+        "# lines HOST:PORT:DATABASE:ROLE:PASSWORD).\n"
+        f"[Service]\nEnvironment={value}\nEnvironment=PGPASSFILE={layout.config_dir}/pgpass\n"
     )
 
 

@@ -29,6 +29,7 @@ from advisor.fleet.hostfiles import (
     policy_text,
     settings_text,
     unit_text,
+    unsafe_for_root,
 )
 
 Systemctl = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -52,6 +53,7 @@ class Report:
     (`written`, `unchanged`, `kept`, `created`, `removed`), and the systemctl calls made."""
 
     executable: str | None = None
+    warnings: list[str] = field(default_factory=list)
     files: list[tuple[str, str]] = field(default_factory=list)
     systemctl: list[list[str]] = field(default_factory=list)
 
@@ -64,6 +66,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return {
             "executable": self.executable,
+            "warnings": self.warnings,
             "changed": self.changed,
             "files": [{"path": p, "what": w} for p, w in self.files],
             "systemctl": self.systemctl,
@@ -133,7 +136,7 @@ def _write_files(
         (layout.policy_example, policy_text(layout), 0o644, False),
     ]
     if central is not None:
-        texts.insert(1, (layout.dropin, dropin_text(central), 0o644, True))
+        texts.insert(1, (layout.dropin, dropin_text(layout, central), 0o644, True))
     for folder, mode in ((layout.config_dir, 0o755), (layout.state_dir, 0o700)):
         if _mkdir(layout.on_disk(folder), mode):
             report.files.append((str(folder), "created"))
@@ -164,6 +167,8 @@ def install(
     if layout.live and os.geteuid() != 0:
         raise PrerequisiteError("advisor install writes /etc and runs systemctl: run it as root")
     report = Report(executable=str(executable))
+    unsafe = unsafe_for_root(executable) if layout.live else None
+    report.warnings += [unsafe] if unsafe else []
     unit_changed = _write_files(layout, report, executable, metrics, central)
     ctl = _Run(layout, report, run)
     if layout.live and unit_changed:
@@ -179,7 +184,7 @@ def install(
         if not ctl.ask("is-active", "--quiet", UNIT):
             ctl("start", UNIT)
         elif unit_changed or upgrade:
-            ctl("restart", UNIT)
+            ctl("try-restart", UNIT)  # running: restart it (stopped meanwhile: leave it)
     return report
 
 

@@ -15,7 +15,13 @@ import pytest
 
 from advisor.core.errors import InputError
 from advisor.core.settings import load_settings
-from advisor.fleet.hostfiles import Layout, checked_central, dropin_text, running_executable
+from advisor.fleet.hostfiles import (
+    Layout,
+    checked_central,
+    dropin_text,
+    running_executable,
+    unsafe_for_root,
+)
 from advisor.planning.policy import load_policy
 from tests.conftest import ROOT, run_advisor
 
@@ -76,7 +82,11 @@ def test_install_into_a_root_writes_the_unit_settings_and_policy(tmp_path: Path)
     assert "\nEnvironment=ADVISOR_CONFIG=/etc/advisor/advisor.toml\n" in unit
     wants = root / "etc/systemd/system/multi-user.target.wants/advisor-watch.service"
     assert os.readlink(wants) == "/etc/systemd/system/advisor-watch.service"
-    assert f'Environment="ADVISOR_SHIP_TO={CENTRAL}"' in (root / DROPIN).read_text()
+    dropin = (root / DROPIN).read_text()
+    assert (
+        f'Environment="ADVISOR_SHIP_TO={CENTRAL}"\nEnvironment=PGPASSFILE=/etc/advisor/pgpass'
+        in dropin
+    )
     settings = root / "etc/advisor/advisor.toml"
     assert settings.read_text() == (ROOT / "deploy/advisor.toml.example").read_text()
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
@@ -177,8 +187,17 @@ def test_bad_options_are_one_line_and_write_nothing(
     assert not root.exists()
 
 
+def test_a_root_service_is_warned_off_a_program_others_may_change(tmp_path: Path) -> None:
+    exe = tmp_path / "bin" / "advisor"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    why = unsafe_for_root(exe)
+    assert why is not None and "is not root's alone" in why  # /tmp: anyone may write it
+    assert unsafe_for_root(Path("/usr/bin/env")) is None  # root's, as a system program is
+
+
 def test_the_central_url_is_quoted_for_systemd() -> None:
-    text = dropin_text('postgresql://a@b/c?x=%41&y="q"\\')
+    text = dropin_text(Layout(), 'postgresql://a@b/c?x=%41&y="q"\\')
     assert 'Environment="ADVISOR_SHIP_TO=postgresql://a@b/c?x=%%41&y=\\"q\\"\\\\"' in text
     with pytest.raises(InputError):
         checked_central("postgresql://a@b/c\x00")

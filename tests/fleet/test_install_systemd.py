@@ -51,6 +51,7 @@ def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_pat
         pytest.skip(f"no installed advisor command at {ADVISOR}")
     first = advisor(host, tmp_path, "install", "--metrics", f"127.0.0.1:{PORT}")
     assert first["executable"] == str(ADVISOR)
+    assert first["warnings"] == []  # the virtual environment is root's
     assert [argv[1] for argv in first["systemctl"]] == ["daemon-reload", "enable", "start"]
     now = state(host)
     assert (now["LoadState"], now["ActiveState"]) == ("loaded", "active")
@@ -70,7 +71,7 @@ def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_pat
     unit = host.units_dir / UNIT
     unit.write_text(unit.read_text().replace("RestartSec=5", "RestartSec=7"))  # an older unit
     upgraded = advisor(host, tmp_path, "install", "--upgrade", "--metrics", f"127.0.0.1:{PORT}")
-    assert [argv[1] for argv in upgraded["systemctl"]] == ["daemon-reload", "restart"]
+    assert [argv[1] for argv in upgraded["systemctl"]] == ["daemon-reload", "try-restart"]
     assert "RestartSec=5\n" in unit.read_text()
     after = state(host)
     assert after["ActiveState"] == "active" and after["MainPID"] != now["MainPID"]
@@ -79,7 +80,7 @@ def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_pat
 
     # After `pipx upgrade advisor` the unit is the same; the agent still restarts onto it.
     same = advisor(host, tmp_path, "install", "--upgrade", "--metrics", f"127.0.0.1:{PORT}")
-    assert [argv[1] for argv in same["systemctl"]] == ["restart"]
+    assert [argv[1] for argv in same["systemctl"]] == ["try-restart"]
     assert state(host)["MainPID"] not in ("0", after["MainPID"])
 
     gone = advisor(host, tmp_path, "uninstall")
