@@ -167,6 +167,10 @@ def unit_text(layout: Layout, executable: Path, metrics: str) -> str:
             line = "ExecStart=" + " ".join(quote(a) for a in argv)
         elif line == "StateDirectory=advisor" and layout.state_dir != DEFAULT_STATE_DIR:
             continue  # systemd would make /var/lib/advisor; the installer made the state dir
+        elif line.startswith("Environment=ADVISOR_KEY=") and layout.config_dir != (
+            DEFAULT_CONFIG_DIR
+        ):
+            lines.append(f"Environment=ADVISOR_CONFIG={layout.config_dir}/{SETTINGS}")
         lines.append(line)
     return _relocated("\n".join(lines) + "\n", layout)
 

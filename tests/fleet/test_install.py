@@ -79,7 +79,8 @@ def test_install_into_a_root_writes_the_unit_settings_and_policy(tmp_path: Path)
     ]
     unit = (root / UNIT).read_text()
     assert f"\nExecStart={exe} watch --metrics 127.0.0.1:9750\n" in unit
-    assert "\nEnvironment=ADVISOR_CONFIG=/etc/advisor/advisor.toml\n" in unit
+    assert "\nEnvironment=ADVISOR_KEY=/etc/advisor/host-key\n" in unit
+    assert "ADVISOR_CONFIG" not in unit  # the settings' own default
     wants = root / "etc/systemd/system/multi-user.target.wants/advisor-watch.service"
     assert os.readlink(wants) == "/etc/systemd/system/advisor-watch.service"
     dropin = (root / DROPIN).read_text()
