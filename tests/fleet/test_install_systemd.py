@@ -2,13 +2,16 @@
 installed `advisor` command (this virtual environment's, as pipx's would be), it writes the
 agent's unit into the box's /etc/systemd/system, enables and starts it — `advisor watch`
 running, ready, its metrics answering — a second install changes nothing, an upgrade rewrites
-a changed unit and restarts the agent, and uninstall leaves no unit behind. The settings and
-the store go to the test's folders (`--config-dir`, `--state-dir`): the box shares the host's
-/etc and /var."""
+a changed unit and restarts the agent, and uninstall leaves no unit behind. And the whole
+path from a wheel: built from this tree, `pipx install`ed into a folder of the test, its
+`advisor install` run in the box. The settings and the store go to the test's folders
+(`--config-dir`, `--state-dir`): the box shares the host's /etc and /var."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 
 from advisor.sim.box import SystemdBox
+from tests.conftest import ROOT
 from tests.waiting import wait
 
 UNIT = "advisor-watch.service"
@@ -29,9 +33,9 @@ def host(box: SystemdBox) -> SystemdBox:
     return box
 
 
-def advisor(box: SystemdBox, tmp: Path, *args: str) -> dict[str, Any]:
+def advisor(box: SystemdBox, tmp: Path, *args: str, exe: Path = ADVISOR) -> dict[str, Any]:
     folders = ("--config-dir", str(tmp / "etc"), "--state-dir", str(tmp / "state"))
-    done = box.run([str(ADVISOR), *args, *folders, "--json"], check=False, timeout=180)
+    done = box.run([str(exe), *args, *folders, "--json"], check=False, timeout=180)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -90,3 +94,47 @@ def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_pat
     assert (final["LoadState"], final["ActiveState"]) == ("not-found", "inactive")
     assert metrics(host) == ""
     assert (tmp_path / "etc/advisor.toml").is_file() and (tmp_path / "state/events.db").is_file()
+
+
+def _pipx_install(tmp: Path) -> Path:
+    """The wheel of this tree, `pipx install`ed with its own PIPX_HOME and bin folder; the
+    `advisor` command pipx put there."""
+    wheels = tmp / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("advisor-*.whl")
+    env = {
+        **os.environ,
+        "PIPX_HOME": str(tmp / "pipx"),
+        "PIPX_BIN_DIR": str(tmp / "bin"),
+        "PIPX_MAN_DIR": str(tmp / "man"),
+    }
+    env.pop("PYTHONPATH", None)
+    subprocess.run(
+        [sys.executable, "-m", "pipx", "install", str(wheel)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return tmp / "bin" / "advisor"
+
+
+@pytest.mark.slow
+def test_a_pipx_install_from_the_wheel_installs_the_agent(host: SystemdBox, tmp_path: Path) -> None:
+    pytest.importorskip("pipx", reason="pipx is not installed (pip install pipx)")
+    exe = _pipx_install(tmp_path / "px")
+    assert exe.is_symlink()  # pipx's link: the unit keeps it, valid across `pipx upgrade`
+    first = advisor(host, tmp_path, "install", "--metrics", f"127.0.0.1:{PORT}", exe=exe)
+    assert first["executable"] == str(exe)
+    assert "is not root's alone" in first["warnings"][0]  # a test's folder under /tmp
+    assert f"path={exe} ;" in state(host)["ExecStart"]
+    assert state(host)["ActiveState"] == "active"
+    wait("the agent's metrics", lambda: "advisor_" in metrics(host))
+    gone = advisor(host, tmp_path, "uninstall", "--purge", exe=exe)
+    assert state(host)["LoadState"] == "not-found" and gone["changed"]
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "state").exists()
