@@ -9,17 +9,23 @@ path from a wheel: built from this tree, `pipx install`ed into a folder of the t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from advisor.sim.box import SystemdBox
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_advisor
 from tests.waiting import wait
 
 UNIT = "advisor-watch.service"
@@ -138,3 +144,73 @@ def test_a_pipx_install_from_the_wheel_installs_the_agent(host: SystemdBox, tmp_
     gone = advisor(host, tmp_path, "uninstall", "--purge", exe=exe)
     assert state(host)["LoadState"] == "not-found" and gone["changed"]
     assert not (tmp_path / "etc").exists() and not (tmp_path / "state").exists()
+
+
+@contextlib.contextmanager
+def unix_to_pg(folder: Path, port: int) -> Iterator[Path]:
+    """A PostgreSQL socket in `folder` (libpq's `host=FOLDER`), forwarded to the server on
+    this host's 127.0.0.1:`port`: the box has a network of its own, but shares the disk."""
+    folder.mkdir(parents=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / f".s.PGSQL.{port}"))
+    server.listen(16)
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = server.accept()
+                upstream = socket.create_connection(("127.0.0.1", port))
+                for a, b in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield folder
+    finally:
+        server.close()
+
+
+def test_one_install_command_makes_a_host_that_ships_to_the_central_store(
+    host: SystemdBox, tmp_path: Path, pg_url: str
+) -> None:
+    upgraded = run_advisor("db", "upgrade", "--db", pg_url)  # the owner makes the schema
+    assert upgraded.returncode == 0, upgraded.stderr.decode()
+    url = make_url(pg_url)
+    with unix_to_pg(tmp_path / "pg", url.port or 5432) as sockets:
+        # The same store, reached through the socket: host=FOLDER in the query (a %3D in
+        # it as well, which the drop-in must keep from systemd's % specifiers).
+        central = url.set(host=None, port=None).update_query_dict({"host": str(sockets)})
+        central_url = central.render_as_string(hide_password=False)
+        first = advisor(host, tmp_path, "install", "--central", central_url)
+        assert "central.conf" in " ".join(f["path"] for f in first["files"])
+        log = tmp_path / "vllm.log"
+        log.write_text("INFO 02-21 00:32:55 api_server.py:1 vLLM API server version 0.8.5\n")
+        local = f"sqlite:///{tmp_path / 'state/events.db'}"
+        wait("the agent's store", lambda: (tmp_path / "state/events.db").is_file())
+        ingested = run_advisor(
+            "ingest", "text", str(log), "--service", f"{host.hostname}/vllm-a", "--db", local
+        )
+        assert ingested.returncode == 0, ingested.stderr.decode()
+        engine = create_engine(pg_url)
+
+        def shipped() -> int:
+            with engine.connect() as conn:
+                query = "SELECT count(*) FROM events WHERE stream = :s"
+                return int(
+                    conn.execute(text(query), {"s": f"{host.hostname}/vllm-a.service"}).scalar_one()
+                )
+
+        try:
+            wait("the host's events in the central store", lambda: shipped() > 0, timeout=60)
+        finally:
+            engine.dispose()
+        status = host.show(UNIT, "StatusText")["StatusText"]
+        assert "failed" not in status, status
+        advisor(host, tmp_path, "uninstall")
