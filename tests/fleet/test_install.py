@@ -235,3 +235,14 @@ def test_completion_offers_the_commands_and_their_options() -> None:
     assert "plain,install" in complete("advisor inst", 1)
     assert "plain,uninstall" in complete("advisor unin", 1)
     assert "plain,--central" in complete("advisor install --cen", 2)
+
+
+def test_a_live_install_or_uninstall_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.core.errors import PrerequisiteError
+    from advisor.fleet.install import install, uninstall
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(PrerequisiteError, match="run it as root"):
+        install(Layout(), running_executable(), metrics="127.0.0.1:9750")
+    with pytest.raises(PrerequisiteError, match="run it as root"):
+        uninstall(Layout())
