@@ -68,6 +68,12 @@ COMMANDS: dict[str, Lazy] = {
         "Incidents: a failed run, or a run of failed restarts counted once.",
     ),
     "ingest": Lazy("advisor.cli.ingest:ingest", "Bring observations into the event store."),
+    "install": Lazy(
+        "advisor.cli.install:install",
+        "Install this host's agent, as root: the advisor-watch unit (running this `advisor`, "
+        "metrics on), /etc/advisor/advisor.toml (never over yours) and policy.toml.example, "
+        "the state folder; then enable and start it. Run again, it changes nothing.",
+    ),
     "model": Lazy("advisor.cli.diagnose:model_group", "Train and evaluate the learned model."),
     "query": Lazy(
         "advisor.cli.analytics:query",
@@ -120,6 +126,11 @@ COMMANDS: dict[str, Lazy] = {
         "advisor.cli.analytics:stats",
         "Crashes by label, service and week; time to recovery; restart loops; GPU headroom per "
         "service; GPU memory release after a kill, per host.",
+    ),
+    "uninstall": Lazy(
+        "advisor.cli.install:uninstall",
+        "Stop, disable and remove the agent's units, as root; keep /etc/advisor and the store "
+        "unless --purge.",
     ),
     "verify": Lazy(
         "advisor.cli.verify:verify",

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     "--ship-to",
     "ship_to",
     metavar="URL",
-    help="Also ship the events to this central store, every few seconds.",
+    help="Also ship the events to this central store, every few seconds. Default: the "
+    "settings' ship_to (env ADVISOR_SHIP_TO), else none.",
 )
 @click.option(
     "--policy",

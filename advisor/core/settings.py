@@ -4,8 +4,8 @@ metrics (`[metrics]`). Every key is listed in docs/config.md.
 
 One object, `Settings`, filled in this order, each overriding the one before: the defaults,
 the settings file (TOML; `$ADVISOR_CONFIG`, else /etc/advisor/advisor.toml where it exists),
-the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`, `ADVISOR_KEY`;
-a section's key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g.
+the `ADVISOR_*` environment (`ADVISOR_DB`, `ADVISOR_HOST`, `ADVISOR_GPU_TWIN`, `ADVISOR_KEY`,
+`ADVISOR_SHIP_TO`; a section's key as `ADVISOR_<SECTION>__<KEY>`, lists as JSON, e.g.
 `ADVISOR_NOTIFY__URLS='["json://…"]'`, `ADVISOR_CONSOLE__TOKEN`; an empty value counts as
 unset), then the command-line flags given (`load_settings(db=...)`).
 """
@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     key: Path | None = None  # the key that signs the store's heads; None: the store's own
     # `advisor watch` records an `agent.heartbeat` this often (advisor.core.heartbeat)
     heartbeat_s: float = Field(default=DEFAULT_INTERVAL_S, gt=0, le=MAX_INTERVAL_S)
+    ship_to: str | None = None  # the central store `watch` ships to (`watch --ship-to`)
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
     console: ConsoleSettings = ConsoleSettings()  # `advisor serve`

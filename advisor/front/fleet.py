@@ -1,6 +1,7 @@
-"""The front door's long-running and fleet operations: ship this host's events to a central
-store, retain a central store's old partitions, watch (the daemon a host runs), and the demo.
-Each delegates to advisor.fleet, advisor.pipeline.daemon and advisor.demo."""
+"""The front door's long-running and fleet operations: install this host's agent, ship this
+host's events to a central store, retain a central store's old partitions, watch (the daemon a
+host runs), and the demo. Each delegates to advisor.fleet, advisor.pipeline.daemon and
+advisor.demo."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from advisor.front.base import Front
 
 if TYPE_CHECKING:
     from advisor.demo.simulated import DemoResult
+    from advisor.fleet.install import Report
     from advisor.fleet.retention import Retained
     from advisor.fleet.ship import ShipReport
     from advisor.store import EventStore
@@ -28,7 +30,7 @@ class Watch:
     journal_files: tuple[Path, ...] = ()  # follow these instead of the system journal
     gpu_interval_s: float = 1.0
     no_gpu: bool = False
-    ship_to: str | None = None
+    ship_to: str | None = None  # None: the settings' ship_to, else no shipping
     auto: bool = False  # also apply what the settings' policy allows
     backend: str = "systemd"  # with auto: systemd | dry-run
     systemd_root: Path = Path("/etc/systemd/system")
@@ -115,7 +117,7 @@ class Fleet(Front):
             what.journal_files,
             what.gpu_interval_s,
             what.no_gpu,
-            what.ship_to,
+            what.ship_to or conf.ship_to,
             conf.host,
             conf.gpu_twin,
             setup,
@@ -156,3 +158,46 @@ class Fleet(Front):
         from advisor.sim.box import unavailable
 
         return unavailable()
+
+    @staticmethod
+    def install(
+        *,
+        root: Path | None = None,
+        config_dir: Path | None = None,
+        state_dir: Path | None = None,
+        metrics: str | None = None,
+        central: str | None = None,
+        start: bool = True,
+        upgrade: bool = False,
+        executable: Path | None = None,
+    ) -> Report:
+        """Install this host's agent (advisor.fleet.install): the unit running `executable`
+        (default: the `advisor` this process runs as) with metrics on, the central store's
+        drop-in, the settings and policy examples; enable and start it. Needs no store."""
+        from advisor.fleet.hostfiles import DEFAULT_METRICS, Layout, running_executable
+        from advisor.fleet.install import install
+
+        layout = Layout.checked(root, config_dir, state_dir)
+        exe = executable or running_executable()
+        return install(
+            layout,
+            exe,
+            metrics=metrics or DEFAULT_METRICS,
+            central=central,
+            start=start,
+            upgrade=upgrade,
+        )
+
+    @staticmethod
+    def uninstall(
+        *,
+        root: Path | None = None,
+        config_dir: Path | None = None,
+        state_dir: Path | None = None,
+        purge: bool = False,
+    ) -> Report:
+        """Stop, disable and remove this host's agent; with `purge` its settings and store."""
+        from advisor.fleet.hostfiles import Layout
+        from advisor.fleet.install import uninstall
+
+        return uninstall(Layout.checked(root, config_dir, state_dir), purge=purge)

@@ -149,7 +149,7 @@ def test_the_shipped_unit_file_runs_watch_as_a_notify_service() -> None:
     unit.read_string(path.read_text())
     service = unit["Service"]
     assert service["Type"] == "notify" and int(service["WatchdogSec"]) > 0
-    assert service["ExecStart"].split()[1:] == ["watch"]
+    assert service["ExecStart"].split()[1:] == ["watch", "--metrics", "127.0.0.1:9750"]
     assert service["KillMode"] == "mixed" and unit["Install"]["WantedBy"] == "multi-user.target"
 
 
