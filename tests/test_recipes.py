@@ -3,7 +3,7 @@ of the tree, touching only the files its recipe names, and then the copy diagnos
 passes the tests of that part (the registries, the documentation, the handlers).
 
 The copy is imported instead of this checkout (`PYTHONPATH`, with `advisor/rules` and
-`advisor/migrations` linked where the installed package maps them), so what it proves is the
+`advisor/migrations` and `advisor/deploy` linked where the installed package maps them), so what it proves is the
 copy's own code.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from tests.import_graph import ROOT
 
-TREE = ("advisor", "ingest", "rules", "migrations", "docs", "tests")
+TREE = ("advisor", "ingest", "rules", "migrations", "deploy", "docs", "tests")
 FILES = ("pyproject.toml", "README.md", ".importlinter")
 
 
@@ -35,6 +35,7 @@ def tree(tmp_path: Path) -> Path:
         shutil.copy(ROOT / name, dst / name)
     (dst / "advisor" / "rules").symlink_to(dst / "rules")
     (dst / "advisor" / "migrations").symlink_to(dst / "migrations")
+    (dst / "advisor" / "deploy").symlink_to(dst / "deploy")
     return dst
 
 
