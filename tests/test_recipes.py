@@ -114,7 +114,7 @@ HANDLER = '''"""`drain`: tell the load balancer to send the unit nothing (a made
 
 from __future__ import annotations
 
-from advisor.core.events import ActionStep
+from advisor.core.actions import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

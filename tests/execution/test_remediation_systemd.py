@@ -399,7 +399,8 @@ DRIVER = """
 import os, signal, sys
 from pathlib import Path
 from advisor.pipeline.backend_setup import systemd_backend
-from advisor.execution.run import Executor, approve
+from advisor.execution.decisions import approve
+from advisor.execution.run import Executor
 from advisor.store import open_store
 
 url, plan, step, phase, view = sys.argv[1:6]
