@@ -9,6 +9,7 @@ __all__ = [
     "files",
     "follow",
     "gpu",
+    "gpu_faults",
     "gpu_recording",
     "gpu_samples",
     "journal",

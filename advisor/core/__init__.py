@@ -29,4 +29,5 @@ __all__ = [
     "timefmt",
     "toml",
     "units",
+    "xids",
 ]

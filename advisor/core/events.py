@@ -35,6 +35,7 @@ from advisor.core.payloads import (
     CandidateLabel,
     ChainAnchor,
     EvidenceLine,
+    GpuFault,
     GpuProcess,
     GpuSampled,
     IncidentClassified,
@@ -70,6 +71,7 @@ __all__ = [
     "CandidateLabel",
     "ChainAnchor",
     "EvidenceLine",
+    "GpuFault",
     "GpuProcess",
     "GpuSampled",
     "IncidentClassified",
@@ -112,7 +114,8 @@ AnyPayload = Annotated[
     | ActionSkipped
     | ActionRolledBack
     | StoreRetained
-    | PipelineSkipped,
+    | PipelineSkipped
+    | GpuFault,
     Field(discriminator="type"),
 ]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
@@ -133,6 +136,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rolled_back": ActionRolledBack,
     "store.retained": StoreRetained,
     "pipeline.skipped": PipelineSkipped,
+    "gpu.fault": GpuFault,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 

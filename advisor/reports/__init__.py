@@ -9,6 +9,7 @@ __all__ = [
     "chart_base",
     "charts",
     "contract",
+    "gpufaults",
     "html",
     "incident_charts",
     "postmortem",

@@ -1,0 +1,143 @@
+"""GPU faults from the journal: an `NVRM: Xid` kernel line becomes a `gpu.fault` event with the
+Xid catalogue's severity and action, is linked to the incident of the unit whose process it
+names, and is shown by `advisor explain` (text, Markdown, JSON, HTML) — the done-criterion "a
+recorded Xid appears on the incident it caused". The journal is generated here (no GPU machine
+was available to record one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli.main import cli
+from advisor.core.events import GpuFault
+from advisor.core.taxonomy import GPU_HARDWARE_FAULT
+from advisor.store import EventFilter, open_store
+from ingest.gpu_faults import XID_SOURCE, xid_fault
+from tests.journal_fixtures import Entry, entry, json_line
+
+UNIT = "vllm.service"
+XID_79 = "NVRM: Xid (PCI:0000:3B:00): 79, pid=4242, name=python3, GPU has fallen off the bus."
+
+
+def _systemd(i: int, message: str) -> Entry:
+    return [
+        (k, v)
+        for k, v in entry(i, message)
+        if k not in ("_TRANSPORT", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID")
+    ] + [
+        ("_TRANSPORT", "journal"),
+        ("_PID", "1"),
+        ("SYSLOG_IDENTIFIER", "systemd"),
+        ("_SYSTEMD_UNIT", "init.scope"),
+        ("UNIT", UNIT),
+    ]
+
+
+def _kernel(i: int, message: str) -> Entry:
+    return [
+        (k, v)
+        for k, v in entry(i, message)
+        if k not in ("_TRANSPORT", "_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID")
+    ] + [("_TRANSPORT", "kernel"), ("SYSLOG_IDENTIFIER", "kernel")]
+
+
+def crash_journal(path: Path, xid_line: str = XID_79) -> Path:
+    """A vLLM unit that starts, loads, loses its GPU (the kernel's Xid line naming its
+    process) and dies; then an Xid naming another process on the same host."""
+    entries = [
+        _systemd(1, f"Started {UNIT} - vLLM."),
+        entry(2, "INFO 03-16 06:12:00 [api_server.py:1] vLLM API server version 0.8.5"),
+        entry(3, "INFO 03-16 06:12:45 [loader.py:458] Loading weights took 38.52 seconds"),
+        _kernel(4, xid_line),
+        entry(5, "RuntimeError: CUDA error: unspecified launch failure"),
+        _systemd(6, f"{UNIT}: Main process exited, code=exited, status=1/FAILURE"),
+        _systemd(7, f"{UNIT}: Failed with result 'exit-code'."),
+        _kernel(8, "NVRM: Xid (PCI:0000:18:00): 13, pid=9999, name=other, Graphics Exception"),
+    ]
+    path.write_bytes(b"".join(json_line(e, cursor=f"c{n}") for n, e in enumerate(entries)))
+    return path
+
+
+def _ingest(runner: CliRunner, journal: Path, url: str) -> None:
+    for argv in (["ingest", "journal", "--file", str(journal)], ["diagnose"]):
+        result = runner.invoke(cli, [*argv, "--db", url])
+        assert result.exit_code == 0, result.output
+
+
+def test_a_kernel_xid_line_becomes_a_fault_once(tmp_path: Path, sqlite_url: str) -> None:
+    runner = CliRunner()
+    journal = crash_journal(tmp_path / "j.jsonl")
+    _ingest(runner, journal, sqlite_url)
+    _ingest(runner, journal, sqlite_url)  # again: every event is a duplicate
+    store = open_store(sqlite_url)
+    faults = [e for e in store.read(EventFilter(type="gpu.fault"))]
+    assert [(e.stream, e.source) for e in faults] == [("gpu01/kernel", XID_SOURCE)] * 2
+    first = faults[0].payload
+    assert isinstance(first, GpuFault)
+    assert (first.xid, first.pci_bus, first.pid, first.origin, first.kind) == (
+        79,
+        "0000:3b:00",
+        4242,
+        "kernel",
+        "xid",
+    )
+    assert (first.severity, first.action) == ("hardware", "RESTART_BM")
+    assert first.text == "pid=4242, name=python3, GPU has fallen off the bus."
+
+
+def test_the_xid_appears_on_the_incident_it_caused(tmp_path: Path, sqlite_url: str) -> None:
+    runner = CliRunner()
+    _ingest(runner, crash_journal(tmp_path / "j.jsonl"), sqlite_url)
+    out = runner.invoke(cli, ["explain", UNIT, "--format", "json", "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["incident"]["label"] == GPU_HARDWARE_FAULT
+    faults = report["gpu_faults"]
+    assert [(f["xid"], f["linked_by"], f["mnemonic"]) for f in faults] == [
+        (79, "pid", "GPU_HAS_FALLEN_OFF_THE_BUS")
+    ]  # the Xid 13 names another process: not this incident's
+    assert faults[0]["investigate"] == "RMA"
+    assert any(e["what"].startswith("GPU fault: Xid 79") for e in report["timeline"])
+    text = runner.invoke(cli, ["explain", UNIT, "--db", sqlite_url]).output
+    assert "GPU faults (linked to this incident)" in text
+    assert "Xid 79 GPU_HAS_FALLEN_OFF_THE_BUS on PCI 0000:3b:00 (hardware, RESTART_BM)" in text
+    md = runner.invoke(cli, ["explain", UNIT, "--format", "markdown", "--db", sqlite_url])
+    assert "\n## GPU faults (linked to this incident)\n" in md.output
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "NVRM: Xid (PCI:0000:3b:00): 99999, pid=1, boom",  # no such Xid
+        "NVRM: Xid (PCI:0000:3b:00): 0, pid=1, boom",
+        "NVRM: Xid 79 (no address)",
+        "NVRM: Xid (" + "(" * 10_000,
+        "the service printed NVRM: Xid (x): abc",
+    ],
+)
+def test_hostile_xid_lines_give_no_fault(message: str) -> None:
+    assert xid_fault({"type": "log.recorded", "host": "h", "message": message}) is None
+
+
+def test_hostile_fields_are_range_checked_and_clipped() -> None:
+    fault = xid_fault(
+        {
+            "type": "log.recorded",
+            "host": "h",
+            "message": "NVRM: Xid (PCI:;rm -rf /;): 48, pid=9999999, name=x, " + "A" * 5000,
+        }
+    )
+    assert fault is not None
+    assert fault["xid"] == 48 and "pid" not in fault and "pci_bus" not in fault
+    assert len(fault["text"]) == 500
+    unknown = xid_fault(
+        {"type": "log.recorded", "host": "h", "message": "NVRM: Xid (PCI:0000:01:00): 1000, x"}
+    )
+    assert unknown is not None and (unknown["severity"], unknown["action"]) == (
+        "unlisted",
+        "CONTACT_SUPPORT",
+    )
