@@ -26,6 +26,8 @@ from advisor.core.events import GpuProcess, GpuSampled
 from advisor.core.host import this_host
 from advisor.core.sampler import SamplerLike
 from ingest.cgroup import comm_for_pid, unit_for_pid
+from ingest.gpu_health import HealthReading, XidEvents, XidSeen, pci_bus, read_health
+from ingest.gpu_health_changes import HealthTracker
 from ingest.sampling import measure_sample_cost, sampling_loop
 
 __all__ = ["NvmlSampler", "SamplerLike", "measure_sample_cost", "sampling_loop"]
@@ -94,13 +96,14 @@ def _as_text(value: Any) -> str | None:
 
 
 class _Device:
-    __slots__ = ("handle", "index", "name", "uuid")
+    __slots__ = ("handle", "index", "name", "pci_bus", "uuid")
 
     def __init__(self, index: int, handle: Any, name: str | None, uuid: str | None) -> None:
         self.index = index
         self.handle = handle
         self.name = name
         self.uuid = uuid
+        self.pci_bus: str | None = None  # read with the first health reading
 
     def label(self) -> str:
         return f"GPU {self.index}" + (f" ({self.uuid})" if self.uuid else "")
@@ -134,6 +137,8 @@ class NvmlSampler:
         self._devices: list[_Device] = []
         self._open = False
         self._ticks = 0
+        self._xids: XidEvents | None = None
+        self._tracker = HealthTracker(self.host)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -204,6 +209,9 @@ class NvmlSampler:
             return
         self._open = False
         self._devices = []
+        if self._xids is not None:
+            self._xids.close()
+            self._xids = None
         self._shutdown_quietly()
 
     def _shutdown_quietly(self) -> None:
@@ -321,3 +329,37 @@ class NvmlSampler:
             )
             for pid, used in used_by_pid.items()
         )
+
+    # -- health (ingest.gpu_health: the calls; ingest.gpu_health_changes: what is a fault) ----
+
+    def health(self) -> list[HealthReading]:
+        """Every GPU's health counters now, with the Xids NVML's event API reported since."""
+        if not self._open:
+            raise RuntimeError("NvmlSampler.health() called before open()")
+        nvml = self._nvml
+        if self._xids is None:
+            self._xids = XidEvents(nvml, [d.handle for d in self._devices])
+        xids: dict[int, list[XidSeen]] = {}
+        for index, xid in self._xids.drain():
+            xids.setdefault(index, []).append(XidSeen(xid=xid))
+        readings = []
+        for d in self._devices:
+            label = d.label()
+            if d.pci_bus is None and hasattr(nvml, "nvmlDeviceGetPciInfo"):
+                info = self._optional(label, nvml.nvmlDeviceGetPciInfo, d.handle)
+                d.pci_bus = None if info is None else pci_bus(info.busId)
+            counters = read_health(nvml, self._optional, label, d.handle)
+            readings.append(
+                HealthReading(
+                    index=d.index,
+                    uuid=d.uuid,
+                    pci_bus=d.pci_bus,
+                    xids=tuple(xids.get(d.index, ())),
+                    **counters,
+                )
+            )
+        return readings
+
+    def faults(self, time_us: int) -> list[dict[str, Any]]:
+        """The `gpu.fault` events of this tick's health reading: what changed since the last."""
+        return self._tracker.changes(time_us, self.health())
