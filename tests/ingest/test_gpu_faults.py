@@ -7,16 +7,23 @@ was available to record one)."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from advisor.cli.main import cli
 from advisor.core.events import GpuFault
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
+from advisor.pipeline.metrics import registry_for
 from advisor.store import EventFilter, open_store
 from ingest.gpu_faults import XID_SOURCE, xid_fault
+from tests.console.serving import Client, served
 from tests.journal_fixtures import Entry, entry, json_line
 
 UNIT = "vllm.service"
@@ -107,6 +114,10 @@ def test_the_xid_appears_on_the_incident_it_caused(tmp_path: Path, sqlite_url: s
     assert "Xid 79 GPU_HAS_FALLEN_OFF_THE_BUS on PCI 0000:3b:00 (hardware, RESTART_BM)" in text
     md = runner.invoke(cli, ["explain", UNIT, "--format", "markdown", "--db", sqlite_url])
     assert "\n## GPU faults (linked to this incident)\n" in md.output
+    page = tmp_path / "incident.html"
+    argv = ["explain", UNIT, "--format", "html", "--out", str(page), "--db", sqlite_url]
+    assert runner.invoke(cli, argv).exit_code == 0
+    assert "Xid 79 GPU_HAS_FALLEN_OFF_THE_BUS on PCI 0000:3b:00" in page.read_text()
 
 
 @pytest.mark.parametrize(
@@ -141,3 +152,57 @@ def test_hostile_fields_are_range_checked_and_clipped() -> None:
         "unlisted",
         "CONTACT_SUPPORT",
     )
+
+
+def test_the_faults_are_counted_in_the_metrics(tmp_path: Path, sqlite_url: str) -> None:
+    """`advisor_gpu_faults_total`, parsed back by prometheus_client, and by promtool's
+    exposition linter where it is installed."""
+    runner = CliRunner()
+    _ingest(runner, crash_journal(tmp_path / "j.jsonl"), sqlite_url)
+    text = generate_latest(registry_for(lambda: open_store(sqlite_url, read_only=True))).decode()
+    faults = {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "advisor_gpu_faults_total"
+    }
+    assert faults == {
+        (
+            ("gpu", "pci:0000:3b:00"),
+            ("host", "gpu01"),
+            ("kind", "xid"),
+            ("severity", "hardware"),
+            ("xid", "79"),
+        ): 1.0,
+        (
+            ("gpu", "pci:0000:18:00"),
+            ("host", "gpu01"),
+            ("kind", "xid"),
+            ("severity", "application"),
+            ("xid", "13"),
+        ): 1.0,
+    }
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        checked = subprocess.run(
+            [promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stderr + checked.stdout
+
+
+def test_the_console_incident_page_shows_the_fault(tmp_path: Path, sqlite_url: str) -> None:
+    """`advisor serve` over real HTTP: the incident page's "GPU faults" section, the kernel
+    line's own text escaped."""
+    hostile = XID_79.replace("GPU has fallen off the bus.", "<script>alert(1)</script>")
+    runner = CliRunner()
+    _ingest(runner, crash_journal(tmp_path / "j.jsonl", hostile), sqlite_url)
+    with served(sqlite_url, "--token", "t" * 24, log=tmp_path / "serve.log") as base:
+        client = Client(base)
+        links = re.findall(r'href="(/incident/[^"]+)"', client.get("/").body)
+        assert len(links) == 1
+        page = client.get(links[0]).body
+    section = page[page.index('<section id="gpu-faults">') :]
+    section = section[: section.index("</section>")]
+    assert "Xid 79 GPU_HAS_FALLEN_OFF_THE_BUS on PCI 0000:3b:00 (hardware, RESTART_BM)" in section
+    assert "RESTART_BM, then RMA" in section and "<td>pid</td>" in section
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script>alert" not in page

@@ -68,17 +68,26 @@ class FaultView:
         }
 
 
-def host_faults(store: EventStore, host: str, since_us: int, until_us: int) -> list[FaultView]:
-    """The host's GPU faults between two times, in time order, with GPUs resolved."""
+def host_faults(
+    store: EventStore, host: str | None, since_us: int | None = None, until_us: int | None = None
+) -> list[FaultView]:
+    """The GPU faults of `host` (None: of every host) between two times, in time order, each
+    kernel fault's GPU resolved from its PCI address where NVML's faults of its host name both."""
     found = [
         (e.seq, e.time_us, e.payload)
         for e in store.read(EventFilter(type="gpu.fault", since_us=since_us, until_us=until_us))
-        if isinstance(e.payload, GpuFault) and e.payload.host == host
+        if isinstance(e.payload, GpuFault) and (host is None or e.payload.host == host)
     ]
-    by_pci = {p.pci_bus: p.gpu for _, _, p in found if p.pci_bus is not None and p.gpu is not None}
+    by_pci = {
+        (p.host, p.pci_bus): p.gpu
+        for _, _, p in found
+        if p.pci_bus is not None and p.gpu is not None
+    }
     return sorted(
         (
-            FaultView(seq, t, p, p.gpu if p.gpu is not None else by_pci.get(p.pci_bus or ""))
+            FaultView(
+                seq, t, p, p.gpu if p.gpu is not None else by_pci.get((p.host, p.pci_bus or ""))
+            )
             for seq, t, p in found
         ),
         key=lambda v: (v.time_us, v.seq),
