@@ -10,6 +10,8 @@ __all__ = [
     "follow",
     "gpu",
     "gpu_faults",
+    "gpu_health",
+    "gpu_health_changes",
     "gpu_recording",
     "gpu_samples",
     "journal",

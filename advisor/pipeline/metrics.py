@@ -169,7 +169,7 @@ def _fault_metrics(store: EventStore) -> Iterator[Metric]:
     counts: Counter[tuple[str, str, str, str, str]] = Counter()
     for view in host_faults(store, None):
         f = view.fault
-        gpu = str(view.gpu) if view.gpu is not None else f"pci:{f.pci_bus or 'unknown'}"
+        gpu = str(view.gpu) if view.gpu is not None else f"pci:{f.pci_bus or 'none'}"
         xid = str(f.xid) if f.xid is not None else "none"
         counts[(f.host, gpu, f.kind, xid, f.severity)] += 1
     family = CounterMetricFamily(
