@@ -18,11 +18,14 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from advisor.cli.main import cli
-from advisor.core.events import GpuFault
+from advisor.core.events import GpuFault, GpuProcess, GpuSampled, prepare
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
 from advisor.pipeline.metrics import registry_for
 from advisor.store import EventFilter, open_store
 from ingest.gpu_faults import XID_SOURCE, xid_fault
+from ingest.gpu_health import HealthReading, XidSeen
+from ingest.gpu_health_changes import HealthTracker
+from ingest.gpu_samples import sample_event
 from tests.console.serving import Client, served
 from tests.journal_fixtures import Entry, entry, json_line
 
@@ -206,3 +209,56 @@ def test_the_console_incident_page_shows_the_fault(tmp_path: Path, sqlite_url: s
     assert "Xid 79 GPU_HAS_FALLEN_OFF_THE_BUS on PCI 0000:3b:00 (hardware, RESTART_BM)" in section
     assert "RESTART_BM, then RMA" in section and "<td>pid</td>" in section
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script>alert" not in page
+
+
+def test_a_fault_without_a_pid_is_linked_by_the_gpu_the_unit_used(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """An Xid 48 line naming no process (pid='<unknown>') is placed on GPU 1 by its PCI
+    address, which NVML's fault of the same moment (the uncorrected ECC count of GPU 1 grew)
+    ties to index 1; the unit's processes were sampled on GPU 1, so both are linked by `gpu`.
+    An NVML Xid on GPU 0, which the unit never used, is not."""
+    t0 = 1_742_105_558_000_000
+    dbe = "NVRM: Xid (PCI:0000:3b:00): 48, pid='<unknown>', name=<unknown>, DBE (Double Bit Error)"
+    runner = CliRunner()
+    journal = crash_journal(tmp_path / "j.jsonl", dbe)
+    result = runner.invoke(cli, ["ingest", "journal", "--file", str(journal), "--db", sqlite_url])
+    assert result.exit_code == 0, result.output
+    worker = GpuProcess(pid=4242, used_bytes=70 << 30, unit=UNIT)
+    samples = [
+        GpuSampled(
+            origin="nvml", host="gpu01", index=i, memory_total_bytes=80 << 30,
+            memory_used_bytes=(70 << 30) * i, memory_free_bytes=80 << 30, processes=procs,
+        )
+        for i, procs in ((0, ()), (1, (worker,)))
+    ]  # fmt: skip
+    tracker = HealthTracker("gpu01")
+    ecc = "ecc.volatile.uncorrected"
+    readings = [
+        HealthReading(index=i, pci_bus=f"0000:{b}:00", counters={ecc: 0})
+        for i, b in ((0, "18"), (1, "3b"))
+    ]
+    tracker.changes(t0, readings)
+    faults = tracker.changes(
+        t0 + 4000,
+        [
+            readings[0].model_copy(update={"xids": (XidSeen(xid=94),)}),
+            readings[1].model_copy(update={"counters": {ecc: 2}}),
+        ],
+    )
+    store = open_store(sqlite_url)
+    try:
+        store.append_prepared(prepare([*(sample_event(t0 + 1500, s) for s in samples), *faults]))
+    finally:
+        store.close()
+    assert runner.invoke(cli, ["diagnose", "--db", sqlite_url]).exit_code == 0
+    out = runner.invoke(cli, ["explain", UNIT, "--format", "json", "--db", sqlite_url])
+    linked = json.loads(out.output)["gpu_faults"]
+    assert [(f["xid"], f["gpu"], f["origin"], f["linked_by"]) for f in linked] == [
+        (48, 1, "kernel", "gpu"),
+        (None, 1, "nvml", "gpu"),
+    ]
+    assert [f["title"] for f in linked] == [
+        "Xid 48 DBE_ERROR on GPU 1 (hardware, RESET_GPU)",
+        "ecc.volatile.uncorrected 0 → 2 on GPU 1 (hardware, RESET_GPU)",
+    ]
