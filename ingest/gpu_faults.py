@@ -61,26 +61,37 @@ def xid_fault(payload: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def with_faults(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`raw` events, each kernel line reporting an Xid followed by its fault event."""
-    out: list[dict[str, Any]] = []
-    for event in raw:
-        out.append(event)
+    """`raw` events, each kernel line reporting an Xid followed by its fault event (`raw`
+    itself, not a copy, when there is none: the common case costs one pass over the streams)."""
+    found: list[tuple[int, dict[str, Any]]] = []
+    for n, event in enumerate(raw):
+        stream = event.get("stream")
+        if stream.__class__ is not str or not stream.endswith("/kernel"):
+            continue
         payload = event.get("payload")
-        if (
-            not isinstance(payload, dict)
-            or payload.get("type") != "log.recorded"
-            or not str(event.get("stream", "")).endswith("/kernel")
-        ):
+        if not isinstance(payload, dict) or payload.get("type") != "log.recorded":
             continue
         fault = xid_fault(payload)
         if fault is not None:
-            out.append(
-                {
-                    "stream": f"{clean_name(fault['host'])}/kernel",
-                    "time_us": event["time_us"],
-                    "source": XID_SOURCE,
-                    "key": event["key"],
-                    "payload": fault,
-                }
-            )
+            found.append((n, _fault_event(event, fault)))
+    if not found:
+        return raw
+    out: list[dict[str, Any]] = []
+    start = 0
+    for n, fault_event in found:
+        out += raw[start : n + 1]
+        out.append(fault_event)
+        start = n + 1
+    out += raw[start:]
     return out
+
+
+def _fault_event(line: dict[str, Any], fault: dict[str, Any]) -> dict[str, Any]:
+    """The raw `gpu.fault` event of a kernel line's event: its time, its key, its own source."""
+    return {
+        "stream": f"{clean_name(fault['host'])}/kernel",
+        "time_us": line["time_us"],
+        "source": XID_SOURCE,
+        "key": line["key"],
+        "payload": fault,
+    }
