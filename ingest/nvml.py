@@ -44,6 +44,9 @@ _FATAL_ERRORS = (
 )
 
 # Compute first: a PID in both lists keeps its compute entry (unless that has no memory figure).
+# Health readings (ECC, rows, NVLink, …: ingest.gpu_health) on every Nth tick only.
+HEALTH_EVERY = 10
+
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
@@ -125,11 +128,15 @@ class NvmlSampler:
         proc_root: Path = Path("/proc"),
         *,
         process_every: int = 1,
+        health_every: int = HEALTH_EVERY,
     ) -> None:
-        if isinstance(process_every, bool) or not isinstance(process_every, int):
-            raise TypeError("process_every must be an int")
-        if process_every < 1:
-            raise ValueError("process_every must be >= 1")
+        for name, every in (("process_every", process_every), ("health_every", health_every)):
+            if isinstance(every, bool) or not isinstance(every, int):
+                raise TypeError(f"{name} must be an int")
+            if every < 1:
+                raise ValueError(f"{name} must be >= 1")
+        self.health_every = health_every
+        self._health_calls = 0
         self.host: str = host if host is not None else this_host()
         self.proc_root = proc_root
         self.process_every = process_every
@@ -361,5 +368,10 @@ class NvmlSampler:
         return readings
 
     def faults(self, time_us: int) -> list[dict[str, Any]]:
-        """The `gpu.fault` events of this tick's health reading: what changed since the last."""
+        """The `gpu.fault` events of this tick's health reading — what changed since the last —
+        on every `health_every`th call (a GPU with NVLink costs a hundred NVML calls a reading;
+        Xids wait in NVML's event queue meanwhile); none on the others."""
+        self._health_calls += 1
+        if (self._health_calls - 1) % self.health_every:
+            return []
         return self._tracker.changes(time_us, self.health())

@@ -196,7 +196,7 @@ def test_live_sampling_stores_the_faults_once(
 ) -> None:
     nvml = ReplayNvml(TICKS)
     store = opener(sqlite_url)
-    with NvmlSampler(host="gpu01", nvml=nvml) as sampler:
+    with NvmlSampler(host="gpu01", nvml=nvml, health_every=1) as sampler:
         report = sample_live(
             store, sampler, interval_s=0.001, count=3, on_tick=lambda *_: nvml.advance()
         )
@@ -218,3 +218,17 @@ def test_live_sampling_stores_the_faults_once(
 def test_hostile_recording_lines_are_refused(line: bytes) -> None:
     with pytest.raises(ValueError):
         parse_health_line(line)
+
+
+def test_health_is_read_every_nth_tick_only() -> None:
+    nvml = ReplayNvml(TICKS)
+    with NvmlSampler(host="gpu01", nvml=nvml, health_every=2) as sampler:
+        read = []
+        for n in range(3):
+            nvml.tick = n
+            before = len(nvml.calls)
+            sampler.faults(TICKS[n][0])
+            read.append(any(c[0] == "nvmlDeviceGetRemappedRows" for c in nvml.calls[before:]))
+    assert read == [True, False, True]
+    with pytest.raises(ValueError, match="health_every"):
+        NvmlSampler(host="h", nvml=nvml, health_every=0)
