@@ -1,5 +1,6 @@
 """Records → validated batches → the store, with checkpoints, malformed-line accounting and
---strict. The one place where ingestion and the store meet."""
+--strict. The one place where ingestion and the store meet (and so where a kernel line that
+reports an Xid gets its `gpu.fault` event: `ingest.gpu_faults`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from advisor.core.errors import InvalidEventError, MalformedInputError
 from advisor.core.events import Prepared, prepare
 from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
+from ingest.gpu_faults import with_faults
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
@@ -53,7 +55,7 @@ class IngestReport:
 def _validate(
     records: list[Record], report: IngestReport, strict: bool, name: str
 ) -> list[Prepared]:
-    raw = [r.event for r in records if r.event is not None]
+    raw = with_faults([r.event for r in records if r.event is not None])
     try:
         return prepare(raw)
     except InvalidEventError:
@@ -63,7 +65,7 @@ def _validate(
         if r.event is None:
             continue
         try:
-            valid.extend(prepare([r.event]))
+            valid.extend(prepare(with_faults([r.event])))
         except InvalidEventError as e:
             if strict:
                 raise MalformedInputError(f"{name}: line {r.line_no}: {e}", r.line_no) from e

@@ -87,18 +87,28 @@ def sample_live(
     record: IO[bytes] | None = None,
     stop: threading.Event | None = None,
     on_tick: Callable[[int, list[GpuSampled]], None] | None = None,
+    with_health: bool = True,
 ) -> IngestReport:
-    """Sample until count/duration/stop; each tick is one committed batch."""
+    """Sample until count/duration/stop; each tick is one committed batch, with the GPU faults
+    its health reading found (`NvmlSampler.faults`) unless `with_health` is False."""
     ingester = Ingester(store, f"nvml:{sampler.host}") if store is not None else None
     report = ingester.report if ingester is not None else IngestReport(f"nvml:{sampler.host}")
+
+    # A sampler without health readings (the simulator's twin) gives no faults.
+    health: Callable[[int], list[dict[str, Any]]] | None = (
+        getattr(sampler, "faults", None) if with_health else None
+    )
 
     def tick(time_us: int, samples: list[GpuSampled]) -> None:
         if record is not None:
             record.write(recording_line(time_us, sampler.host, samples))
             record.flush()
+        faults = health(time_us) if health is not None else []
         if ingester is not None:
             for s in samples:
                 ingester.add(Record(0, sample_event(time_us, s)))
+            for fault in faults:
+                ingester.add(Record(0, fault))
             ingester.flush()
         else:
             report.read += len(samples)

@@ -5,7 +5,7 @@
   ``GpuSampled`` per GPU. Process lists take the driver's global lock (and cost milliseconds a
   GPU), so they can be fetched only every Nth tick (``process_every``).
 * ``sampling_loop`` ticks on a fixed schedule; ``measure_sample_cost`` times ``sample()`` (both
-  in ``ingest.sampling``, importable from here too).
+  in ``ingest.sampling``).
 
 Library code here never prints; failures to reach NVML are ``GpuUnavailableError``.
 """
@@ -25,6 +25,8 @@ from advisor.core.errors import GpuUnavailableError
 from advisor.core.host import this_host
 from advisor.core.payloads import GpuProcess, GpuSampled
 from ingest.cgroup import comm_for_pid, unit_for_pid
+from ingest.gpu_health import HealthReading, XidEvents, XidSeen, pci_bus, read_health
+from ingest.gpu_health_changes import HealthTracker
 
 __all__ = [
     "NvmlSampler",
@@ -42,6 +44,9 @@ _FATAL_ERRORS = (
 )
 
 # Compute first: a PID in both lists keeps its compute entry (unless that has no memory figure).
+# Health readings (ECC, rows, NVLink, …: ingest.gpu_health) on every Nth tick only.
+HEALTH_EVERY = 10
+
 _PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
@@ -94,13 +99,14 @@ def _as_text(value: Any) -> str | None:
 
 
 class _Device:
-    __slots__ = ("handle", "index", "name", "uuid")
+    __slots__ = ("handle", "index", "name", "pci_bus", "uuid")
 
     def __init__(self, index: int, handle: Any, name: str | None, uuid: str | None) -> None:
         self.index = index
         self.handle = handle
         self.name = name
         self.uuid = uuid
+        self.pci_bus: str | None = None  # read with the first health reading
 
     def label(self) -> str:
         return f"GPU {self.index}" + (f" ({self.uuid})" if self.uuid else "")
@@ -122,11 +128,15 @@ class NvmlSampler:
         proc_root: Path = Path("/proc"),
         *,
         process_every: int = 1,
+        health_every: int = HEALTH_EVERY,
     ) -> None:
-        if isinstance(process_every, bool) or not isinstance(process_every, int):
-            raise TypeError("process_every must be an int")
-        if process_every < 1:
-            raise ValueError("process_every must be >= 1")
+        for name, every in (("process_every", process_every), ("health_every", health_every)):
+            if isinstance(every, bool) or not isinstance(every, int):
+                raise TypeError(f"{name} must be an int")
+            if every < 1:
+                raise ValueError(f"{name} must be >= 1")
+        self.health_every = health_every
+        self._health_calls = 0
         self.host: str = host if host is not None else this_host()
         self.proc_root = proc_root
         self.process_every = process_every
@@ -135,6 +145,8 @@ class NvmlSampler:
         self._open = False
         self._ticks = 0
         self._driver: str | None = None
+        self._xids: XidEvents | None = None
+        self._tracker = HealthTracker(self.host)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -205,6 +217,9 @@ class NvmlSampler:
             return
         self._open = False
         self._devices = []
+        if self._xids is not None:
+            self._xids.close()
+            self._xids = None
         self._shutdown_quietly()
 
     def _shutdown_quietly(self) -> None:
@@ -333,3 +348,42 @@ class NvmlSampler:
             )
             for pid, used in used_by_pid.items()
         )
+
+    # -- health (ingest.gpu_health: the calls; ingest.gpu_health_changes: what is a fault) ----
+
+    def health(self) -> list[HealthReading]:
+        """Every GPU's health counters now, with the Xids NVML's event API reported since."""
+        if not self._open:
+            raise RuntimeError("NvmlSampler.health() called before open()")
+        nvml = self._nvml
+        if self._xids is None:
+            self._xids = XidEvents(nvml, [d.handle for d in self._devices])
+        xids: dict[int, list[XidSeen]] = {}
+        for index, xid in self._xids.drain():
+            xids.setdefault(index, []).append(XidSeen(xid=xid))
+        readings = []
+        for d in self._devices:
+            label = d.label()
+            if d.pci_bus is None and hasattr(nvml, "nvmlDeviceGetPciInfo"):
+                info = self._optional(label, nvml.nvmlDeviceGetPciInfo, d.handle)
+                d.pci_bus = None if info is None else pci_bus(info.busId)
+            counters = read_health(nvml, self._optional, label, d.handle)
+            readings.append(
+                HealthReading(
+                    index=d.index,
+                    uuid=d.uuid,
+                    pci_bus=d.pci_bus,
+                    xids=tuple(xids.get(d.index, ())),
+                    **counters,
+                )
+            )
+        return readings
+
+    def faults(self, time_us: int) -> list[dict[str, Any]]:
+        """The `gpu.fault` events of this tick's health reading — what changed since the last —
+        on every `health_every`th call (a GPU with NVLink costs a hundred NVML calls a reading;
+        Xids wait in NVML's event queue meanwhile); none on the others."""
+        self._health_calls += 1
+        if (self._health_calls - 1) % self.health_every:
+            return []
+        return self._tracker.changes(time_us, self.health())

@@ -2,9 +2,9 @@
 of the tree, touching only the files its recipe names, and then the copy diagnoses with it and
 passes the tests of that part (the registries, the documentation, the handlers).
 
-The copy is imported instead of this checkout (`PYTHONPATH`, with `advisor/rules` and
-`advisor/migrations` and `advisor/deploy` linked where the installed package maps them), so what it proves is the
-copy's own code.
+The copy is imported instead of this checkout (`PYTHONPATH`, with `advisor/rules`,
+`advisor/migrations` and `advisor/deploy` linked where the installed package maps them), so
+what it proves is the copy's own code.
 """
 
 from __future__ import annotations

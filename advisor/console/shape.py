@@ -102,5 +102,6 @@ def bare_report(incident: IncidentView, plan: list[ActionRow]) -> dict[str, Any]
             for r in plan
         ],
         "gpu_memory": {},
+        "gpu_faults": [],
         "similar": [],
     }

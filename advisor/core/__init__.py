@@ -30,4 +30,5 @@ __all__ = [
     "timefmt",
     "toml",
     "units",
+    "xids",
 ]

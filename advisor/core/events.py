@@ -30,6 +30,7 @@ from advisor.core.errors import InvalidEventError
 from advisor.core.heartbeat import AgentHeartbeat
 from advisor.core.payloads import (
     MAX_KEY,
+    GpuFault,
     GpuSampled,
     IncidentClassified,
     IncidentOpened,
@@ -78,6 +79,7 @@ AnyPayload = Annotated[
     | ActionRolledBack
     | StoreRetained
     | PipelineSkipped
+    | GpuFault
     # agent liveness (advisor.core.heartbeat)
     | AgentHeartbeat,
     Field(discriminator="type"),
@@ -102,6 +104,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "pipeline.skipped": PipelineSkipped,
     # agent liveness (advisor.core.heartbeat)
     "agent.heartbeat": AgentHeartbeat,
+    "gpu.fault": GpuFault,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 

@@ -9,6 +9,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor.core.xids import Action, Severity
+
 MAX_KEY = 2**63 - 1
 
 
@@ -184,3 +186,32 @@ class PipelineSkipped(Payload):
     seq: int = Field(ge=1, le=MAX_KEY)
     reason: str = Field(max_length=300)
     run_id: str | None = None
+
+
+GpuFaultKind = Literal["xid", "ecc", "remapped_rows", "retired_pages", "throttle", "nvlink"]
+
+
+class GpuFault(Payload):
+    """A GPU health event (docs/gpu-health.md): an Xid the driver reported (`origin` kernel: an
+    `NVRM: Xid` line of the journal; `origin` nvml: NVML's event API), or a health counter NVML
+    reads that grew (ECC errors, retired pages, remapped rows, NVLink errors) or clock
+    throttle reasons that appeared. `severity` and `action` are the Xid catalogue's
+    (`advisor.core.xids`) for an Xid, the sampler's judgement for a counter."""
+
+    type: Literal["gpu.fault"] = "gpu.fault"
+    origin: Literal["kernel", "nvml"]
+    kind: GpuFaultKind
+    host: str = Field(min_length=1, max_length=256)
+    gpu: int | None = Field(default=None, ge=0, le=1023)  # NVML's index, when known
+    uuid: str | None = Field(default=None, max_length=128)
+    pci_bus: str | None = Field(default=None, max_length=32)  # "0000:3b:00" (domain:bus:device)
+    xid: int | None = Field(default=None, ge=1, le=1023)
+    pid: int | None = Field(default=None, ge=1, le=2**22)
+    text: str | None = Field(default=None, max_length=1000)
+    severity: Severity
+    action: Action
+    # A counter's name ("ecc.volatile.uncorrected", "nvlink.2.replay", "throttle"), its value
+    # now and the value before (None the first time it is seen).
+    counter: str | None = Field(default=None, max_length=80)
+    value: int | None = Field(default=None, ge=0, le=MAX_KEY)
+    previous: int | None = Field(default=None, ge=0, le=MAX_KEY)

@@ -15,7 +15,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, make_asgi_app, start_http_server
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from advisor.core.address import host_port
@@ -27,6 +32,7 @@ from advisor.store import EventFilter
 from advisor.store.engine import redact
 from advisor.store.integrity.retained import last_seq
 from advisor.views.read import tallies
+from advisor.views.read.gpufaults import host_faults
 from advisor.views.read.hosts import host_health
 
 if TYPE_CHECKING:
@@ -53,6 +59,8 @@ METRICS: Final = {
     "advisor_host_last_heartbeat_timestamp_seconds": "Each host's newest agent heartbeat.",
     "advisor_host_heartbeat_interval_seconds": "Each host's heartbeat interval.",
     "advisor_host_ship_lag_seconds": "Per shipping host: now minus its newest event here.",
+    "advisor_gpu_faults": "GPU faults stored (Xids, growing ECC/NVLink/row counters, throttling)"
+    ", by host, GPU, kind, Xid and severity.",
 }
 
 
@@ -79,6 +87,7 @@ class StoreCollector(Collector):
             yield from _ship_metrics(store, self.ship_to)
             yield from _gpu_metrics(store)
             yield from _host_metrics(store)
+            yield from _fault_metrics(store)
         finally:
             store.close()
 
@@ -181,6 +190,25 @@ def _host_metrics(store: EventStore) -> Iterator[Metric]:
         if h.ship_lag_s is not None:
             lag.add_metric([h.host], h.ship_lag_s)
     yield from (last, beat, interval, lag)
+
+
+def _fault_metrics(store: EventStore) -> Iterator[Metric]:
+    """`advisor_gpu_faults_total`: every `gpu.fault` event counted (they are few: an Xid, or a
+    counter that grew). The GPU is its index, else the PCI address a kernel line named."""
+    counts: Counter[tuple[str, str, str, str, str]] = Counter()
+    for view in host_faults(store, None):
+        f = view.fault
+        gpu = str(view.gpu) if view.gpu is not None else f"pci:{f.pci_bus or 'none'}"
+        xid = str(f.xid) if f.xid is not None else "none"
+        counts[(f.host, gpu, f.kind, xid, f.severity)] += 1
+    family = CounterMetricFamily(
+        "advisor_gpu_faults",
+        METRICS["advisor_gpu_faults"],
+        labels=["host", "gpu", "kind", "xid", "severity"],
+    )
+    for labels, n in sorted(counts.items()):
+        family.add_metric(list(labels), n)
+    yield family
 
 
 def registry_for(open_store: Callable[[], EventStore], ship_to: str | None = None) -> Any:

@@ -20,12 +20,14 @@ from advisor.core.units import parse_service
 from advisor.parsing.lines import line_from_payload
 from advisor.parsing.parsed import parse
 from advisor.reports import timeline
+from advisor.reports.gpufaults import report_faults
 from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
 from advisor.reports.writeup import OtherIncident, ReportIncident, SimilarIncident
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
 from advisor.store import EventFilter, EventStore
 from advisor.views.fold.projector import Projector
 from advisor.views.read.actions import all_actions
+from advisor.views.read.gpufaults import runs_faults
 from advisor.views.read.incidents import incident_rows
 from advisor.views.read.reading import read_rows, run_log_events
 from advisor.views.read.rows import ActionRow, IncidentView, RunView
@@ -238,6 +240,9 @@ def build(
     window = runs[max(0, first - 1) : last + 2]
     plan = [r for r in actions if r.plan_id == incident.incident_id]
     entries = _timeline(store, window, plan)
+    faults = report_faults(runs_faults(store, runs[first : last + 1]))
+    entries += [timeline.gpu_fault(f["time_us"], f["title"]) for f in faults]
+    entries.sort(key=lambda e: e.time_us)
     totals: dict[int, int] = {}
     gpus = _gpu_memory(store, incident.host, window, series, totals)
     return {
@@ -256,6 +261,7 @@ def build(
             }
             for g, v in sorted(gpus.items())
         },
+        "gpu_faults": faults,
         "similar": _similar(store, incident),
         "others": _others(chosen),
     }

@@ -37,6 +37,7 @@ class TimelineKind(StrEnum):
     PHASE = "phase"  # a run entered a phase: `name` is the phase
     LIFECYCLE = "lifecycle"  # a lifecycle step of a run: `name` is a key of `LIFECYCLE_WORDS`
     ACTION = "action"  # a step of the plan was decided or carried out: `name` is its kind
+    GPU_FAULT = "gpu_fault"  # a GPU fault linked to the incident: `name` says which and where
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,8 @@ class TimelineEntry:
             return f"phase {self.name}"
         if self.kind is TimelineKind.LIFECYCLE:
             return LIFECYCLE_WORDS[self.name]
+        if self.kind is TimelineKind.GPU_FAULT:
+            return f"GPU fault: {self.name}"
         return f"action {self.name} {self.status}"
 
     @property
@@ -66,7 +69,10 @@ class TimelineEntry:
 
     @property
     def failure(self) -> bool:
-        """A lifecycle step that is a failure (a failed run, a stop that timed out)."""
+        """A lifecycle step that is a failure (a failed run, a stop that timed out), or a GPU
+        fault."""
+        if self.kind is TimelineKind.GPU_FAULT:
+            return True
         return self.kind is TimelineKind.LIFECYCLE and self.name in FAILURE_STEPS
 
     def as_json(self) -> dict[str, Any]:
@@ -84,3 +90,7 @@ def lifecycle(time_us: int, run: str | None, step: str) -> TimelineEntry:
 
 def action(time_us: int, kind: str, status: ActionStatus) -> TimelineEntry:
     return TimelineEntry(TimelineKind.ACTION, time_us, None, kind, status)
+
+
+def gpu_fault(time_us: int, name: str) -> TimelineEntry:
+    return TimelineEntry(TimelineKind.GPU_FAULT, time_us, None, name)

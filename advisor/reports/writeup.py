@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final, TypedDict
 
 from advisor.core.statuses import IncidentStatus
+from advisor.reports.gpufaults import fault_lines
 from advisor.reports.render import (
     clip,
     markdown_code,
@@ -24,6 +25,7 @@ from advisor.reports.render import (
 
 EVIDENCE_CHARS: Final = 300  # an evidence line is cut (at a word) after this many characters
 GPU_TITLE: Final = "GPU memory (used / total, over the incident)"
+FAULTS_TITLE: Final = "GPU faults (linked to this incident)"
 
 
 _NO_PHASE = "unknown"  # a failure whose phase is not known (not a label)
@@ -108,6 +110,8 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
     sections.append(("Plan", plan_lines(report["plan"])))
     if report["gpu_memory"]:
         sections.append((GPU_TITLE, _gpu_lines(report)))
+    if report.get("gpu_faults"):
+        sections.append((FAULTS_TITLE, fault_lines(report["gpu_faults"])))
     sections.append(("Other incidents of this service", _other_lines(report) or ["none"]))
     sections.append(("Similar incidents on this host", _similar_lines(report) or ["none"]))
     return sections
@@ -232,6 +236,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     if report["gpu_memory"]:
         out += ["", f"## {GPU_TITLE}", "", markdown_code_block(_gpu_lines(report))]
+    if report.get("gpu_faults"):
+        out += [
+            "",
+            f"## {FAULTS_TITLE}",
+            "",
+            markdown_code_block(fault_lines(report["gpu_faults"])),
+        ]
     for title, lines in (
         ("Other incidents of this service", _other_lines(report)),
         ("Similar incidents on this host", _similar_lines(report)),

@@ -236,8 +236,13 @@ def test_sigkill_at_random_points_then_restart(
         assert alive == []
     final = subprocess.run(argv, capture_output=True, timeout=300, check=False)
     assert final.returncode == 0, final.stderr
-    events = list(store.read())
+    stored = list(store.read())
+    events = [e for e in stored if e.type == "log.recorded"]
     assert len(events) == lines
+    # Beside the lines, one `gpu.fault` per kernel Xid line (ingest.gpu_faults), once each too.
+    faults = [e for e in stored if e.type == "gpu.fault"]
+    xids = path.read_bytes().count(b"NVRM: Xid (")
+    assert len(stored) == lines + xids and len({e.key for e in faults}) == len(faults) == xids
     cursors = [e.payload.cursor for e in events]  # type: ignore[union-attr]
     assert len(set(cursors)) == lines
     source_cursors = [orjson.loads(line)["__CURSOR"] for line in path.read_bytes().splitlines()]

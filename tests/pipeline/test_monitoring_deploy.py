@@ -30,7 +30,7 @@ _METRIC = re.compile(r"\b(advisor_[a-z_]+)(\{[^}]*\})?")
 _MATCHER = re.compile(r"([a-z_]+)\s*(?:=~|!~|!=|=)")
 _BY = re.compile(r"\bby\s*\(([^)]*)\)")
 _LEGEND = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
-_HISTOGRAM = ("_bucket", "_count", "_sum")
+_HISTOGRAM = ("_bucket", "_count", "_sum", "_total")  # and a counter's samples
 SCRAPE_LABELS = {"instance", "job"}  # added by Prometheus when it scrapes
 
 
@@ -49,6 +49,20 @@ class _OneGpu:
                 memory_free_bytes=2**36 - 2**31,
                 processes=(worker,),
             )
+        ]
+
+    def faults(self, time_us: int) -> list[dict[str, Any]]:
+        """An Xid from NVML's event API, as `NvmlSampler.faults` gives it."""
+        fault = {"type": "gpu.fault", "origin": "nvml", "kind": "xid", "host": self.host}
+        fault |= {"gpu": 0, "xid": 79, "severity": "hardware", "action": "RESTART_BM"}
+        return [
+            {
+                "stream": f"{self.host}/gpu0",
+                "time_us": time_us,
+                "source": f"nvml-health:{self.host}",
+                "key": 1,
+                "payload": fault,
+            }
         ]
 
 
