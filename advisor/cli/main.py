@@ -62,6 +62,11 @@ COMMANDS: dict[str, Lazy] = {
         "Incidents: a failed run, or a run of failed restarts counted once.",
     ),
     "ingest": Lazy("advisor.cli.ingest:ingest", "Bring observations into the event store."),
+    "label": Lazy(
+        "advisor.cli.actions:label",
+        "Correct incident INCIDENT's diagnosis: it is LABEL (one of docs/taxonomy.md's). The "
+        "diagnosis stays; `explain` shows both, and `model train --store` learns from it.",
+    ),
     "model": Lazy("advisor.cli.diagnose:model_group", "Train and evaluate the learned model."),
     "query": Lazy(
         "advisor.cli.analytics:query",

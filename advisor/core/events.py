@@ -34,6 +34,7 @@ from advisor.core.payloads import (
     IncidentOpened,
     IncidentRecurred,
     IncidentResolved,
+    LabelCorrected,
     LogRecorded,
     Payload,
     PipelineSkipped,
@@ -76,7 +77,8 @@ AnyPayload = Annotated[
     | ActionSkipped
     | ActionRolledBack
     | StoreRetained
-    | PipelineSkipped,
+    | PipelineSkipped
+    | LabelCorrected,
     Field(discriminator="type"),
 ]
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
@@ -97,6 +99,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rolled_back": ActionRolledBack,
     "store.retained": StoreRetained,
     "pipeline.skipped": PipelineSkipped,
+    "label.corrected": LabelCorrected,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 
