@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from advisor.core.errors import InputError
 from advisor.core.events import NewEvent
-from advisor.core.payloads import LabelCorrected
+from advisor.core.payloads import MAX_WHY, LabelCorrected
 from advisor.core.records import stable_key
 from advisor.core.taxonomy import LABELS, MODEL_LABELS
 from advisor.diagnosis.classify import diagnose
@@ -26,6 +26,7 @@ from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
 from advisor.parsing.lines import LogLine
 from advisor.store import EventStore
+from advisor.views.fold.projector import Projector
 from advisor.views.read.console import incident_by_id, resolve_incident
 from advisor.views.read.corrections import Correction, latest_corrections
 from advisor.views.read.reading import run_lines
@@ -50,6 +51,8 @@ def record(store: EventStore, given: str, label: str, by: str, why: str = "") ->
     incident, or a label the incident already has from its operators."""
     if label not in LABELS:
         raise InputError(f"no label {label!r}: one of {', '.join(LABELS)}")
+    if len(why) > MAX_WHY:
+        raise InputError(f"--why: at most {MAX_WHY} characters, not {len(why)}")
     incident_id = resolve_incident(store, given)
     row = incident_by_id(store, incident_id)
     if row is None:  # (resolved a moment ago: only a rebuild in between can do this)
@@ -66,6 +69,7 @@ def record(store: EventStore, given: str, label: str, by: str, why: str = "") ->
     key = stable_key(f"corrected:{incident_id}:{label}:{by}:{now}".encode())
     event = NewEvent(stream=row.stream, time_us=now, source=SOURCE, key=key, payload=payload)
     store.append([event])
+    Projector(store).catch_up()  # (the fold passes it by: read-only readers then need not)
     return latest_corrections(store, incident_id)[incident_id]
 
 
