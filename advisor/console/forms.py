@@ -1,8 +1,8 @@
-"""The console's forms (POST): logging in and out, and the decisions on a plan — approve a step
-or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what is
-approved — and an operator's correction of an incident's label. Each goes through the front door (`advisor.front.Advisor`: `decide`, `run`,
-`label`) to the very function the command line calls (`advisor approve`, `reject`, `rollback`,
-`remediate`, `label`),
+"""The console's forms (POST): logging in and out, the decisions on a plan — approve a step
+or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what
+is approved — and an operator's correction of an incident's label. Each goes through the
+front door (`advisor.front.Advisor`: `decide`, `run`, `label`) to the very function the
+command line calls (`advisor approve`, `reject`, `rollback`, `remediate`, `label`),
 through the same backend (`backend_for`, telling the `[notify]` targets of the settings) and
 taking ids as it does (the whole id, a prefix, a prefix of the short id); a plan runs in the
 background and the page follows its events as they arrive. The store work runs off the event
