@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from advisor.core.errors import InputError
 from advisor.core.events import NewEvent
 from advisor.core.payloads import MAX_WHY, LabelCorrected
@@ -63,9 +65,12 @@ def record(store: EventStore, given: str, label: str, by: str, why: str = "") ->
         said = f"already labelled {label} by {before.payload.by}"
         raise InputError(f"incident {incident_id} is {said}")
     now = time.time_ns() // 1000
-    payload = LabelCorrected(
-        incident_id=incident_id, label=label, by=by, why=why, replaces=replaces
-    )
+    try:
+        payload = LabelCorrected(
+            incident_id=incident_id, label=label, by=by, why=why, replaces=replaces
+        )
+    except ValidationError as e:  # `by`: a name, no control characters
+        raise InputError(f"label: {e.errors()[0]['msg']}") from e
     key = stable_key(f"corrected:{incident_id}:{label}:{by}:{now}".encode())
     event = NewEvent(stream=row.stream, time_us=now, source=SOURCE, key=key, payload=payload)
     store.append([event])

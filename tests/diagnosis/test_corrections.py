@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
+from advisor.core.errors import InputError
 from advisor.core.ids import short_id
 from advisor.core.taxonomy import HEALTHY, KV_CACHE_OOM, SAMPLER_WARMUP_OOM, UNKNOWN
 from advisor.diagnosis.corrections import CORRECTION_WEIGHT, training_records
@@ -110,6 +112,8 @@ def test_corrections_are_refused_when_wrong_and_the_latest_wins(
         adv = Advisor(store)
         assert adv.corrections()[FIRST].payload.label == UNKNOWN
         assert training_records(store) == []
+        with pytest.raises(InputError, match="label: String should match pattern"):
+            adv.label(FIRST, HEALTHY, "back", by="human:\x1b[31mops")
         adv.label(FIRST, HEALTHY, "back", by="human:ops")
         (record,) = training_records(store)
         assert record["label"] == HEALTHY and record["weight"] == CORRECTION_WEIGHT
