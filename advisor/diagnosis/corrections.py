@@ -13,7 +13,7 @@ with the operators.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -23,7 +23,7 @@ from advisor.core.events import NewEvent
 from advisor.core.payloads import MAX_WHY, LabelCorrected
 from advisor.core.records import stable_key
 from advisor.core.taxonomy import LABELS, MODEL_LABELS
-from advisor.diagnosis.classify import diagnose
+from advisor.diagnosis.classify import Candidate, diagnose
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
 from advisor.parsing.lines import LogLine
@@ -116,22 +116,24 @@ def training_records(store: EventStore) -> list[dict[str, Any]]:
 
 def agreement(store: EventStore, rules: RuleSet, model: LinearModel | None) -> dict[str, Any]:
     """Per operator label: how many incidents operators gave it (n), and how often the label
-    rules and model give the incident's lines now (`agreement`) and the diagnosis recorded
-    at the time (`agreement_recorded`) are theirs."""
+    rules and model give the incident's lines now (`agreement`), the model's own label
+    (`agreement_model_only`: a rule of confidence 0.85 or more keeps its label against the
+    model) and the diagnosis recorded at the time (`agreement_recorded`) are theirs."""
     tally: dict[str, dict[str, int]] = {}
     for _, correction, lines in _corrected(store):
         primary = diagnose(lines, rules, model).primary
-        now = primary.label if primary is not None else None
-        then = correction.payload.replaces
-        t = tally.setdefault(correction.payload.label, {"n": 0, "now": 0, "then": 0})
+        said = correction.payload.label
+        t = tally.setdefault(said, {"n": 0, "now": 0, "then": 0, "model": 0})
         t["n"] += 1
-        t["now"] += now == correction.payload.label
-        t["then"] += then == correction.payload.label
+        t["now"] += primary is not None and primary.label == said
+        t["then"] += correction.payload.replaces == said
+        t["model"] += primary is not None and _model_label(primary.candidates) == said
     per_label = {
         label: {
             "n": t["n"],
             "agreement": round(t["now"] / t["n"], 3),
             "agreement_recorded": round(t["then"] / t["n"], 3),
+            "agreement_model_only": round(t["model"] / t["n"], 3),
         }
         for label, t in sorted(tally.items())
     }
@@ -143,6 +145,12 @@ def agreement(store: EventStore, rules: RuleSet, model: LinearModel | None) -> d
     }
 
 
+def _model_label(candidates: Sequence[Candidate]) -> str | None:
+    """The model's own label among a verdict's candidates (None: no model, or it said none)."""
+    said = [c for c in candidates if c.source == "model"]
+    return max(said, key=lambda c: c.confidence).label if said else None
+
+
 def format_agreement(report: dict[str, Any]) -> str:
     """`agreement`'s report for a person: one line per operator label."""
     if not report["corrections"]:
@@ -150,10 +158,11 @@ def format_agreement(report: dict[str, Any]) -> str:
     lines = [
         f"operators: {report['corrections']} corrected incident(s), rules and model agree "
         f"with {report['agreement']:.1%} of them",
-        f"  {'operator label':<20} {'n':>5} {'agree':>6} {'at the time':>11}",
+        f"  {'operator label':<20} {'n':>5} {'agree':>6} {'model':>6} {'at the time':>11}",
     ]
     for label, s in report["per_label"].items():
         lines.append(
-            f"  {label:<20} {s['n']:>5} {s['agreement']:>6.3f} {s['agreement_recorded']:>11.3f}"
+            f"  {label:<20} {s['n']:>5} {s['agreement']:>6.3f} "
+            f"{s['agreement_model_only']:>6.3f} {s['agreement_recorded']:>11.3f}"
         )
     return "\n".join(lines)

@@ -85,6 +85,13 @@ def test_a_correction_round_trips_through_the_store(
     assert agreement["corrections"] == 1
     row = agreement["per_label"][KV_CACHE_OOM]
     assert row["n"] == 1 and row["agreement_recorded"] == 0.0 and row["agreement"] == 0.0
+    assert row["agreement_model_only"] == 0.0  # the shipped model says what the rule says
+    # the model trained with the correction says what the operator said; the sampler rule
+    # (confidence 0.85 or more) still keeps its label in the combined one
+    learned = json.loads(
+        _ok(runner, "model", "evaluate", "--store", store_url, "--model", str(out), "--json")
+    )["operators"]["per_label"][KV_CACHE_OOM]
+    assert learned["agreement_model_only"] == 1.0 and learned["agreement"] == 0.0
     text = _ok(runner, "model", "evaluate", "--store", store_url)
     assert "operators: 1 corrected incident(s)" in text and KV_CACHE_OOM in text
 
