@@ -1,5 +1,6 @@
 """`advisor actions`, `approve`, `reject`, `rollback`, `auto`: plans, their approval, and
-carrying them out by policy (`remediate` and `replan`: advisor.cli.remediate)."""
+carrying them out by policy (`remediate` and `replan`: advisor.cli.remediate); and `label`,
+an operator's correction of an incident's diagnosis."""
 
 from __future__ import annotations
 
@@ -106,6 +107,33 @@ def reject(action_id: str, why: str, as_json: bool, db_url: str | None) -> None:
         "store": adv.store.display_url,
     }
     answer(as_json, result, shorten_ids(f"rejected {rejected}"))
+
+
+@click.command()
+@click.argument("incident")
+@click.argument("label")
+@click.option("--why", default="", help="Why (recorded with the correction; 2000 characters).")
+@json_option
+@db_option
+def label(incident: str, label: str, why: str, as_json: bool, db_url: str | None) -> None:
+    """Correct incident INCIDENT's diagnosis: it is LABEL (one of docs/taxonomy.md's). The
+    diagnosis stays; `explain` shows both, and `model train --store` learns from it.
+
+    \b
+    Examples:
+      advisor label 3f9a1c2b7d4e kv_cache_oom --why 'the KV cache, not the weights'
+      advisor label 3f9a1c2b7d4e healthy --json
+    """
+    adv = advisor_for(db_url)
+    done = adv.label(incident, label, why)
+    p = done.payload
+    result = {
+        **with_short("incident_id", p.incident_id),
+        **done.as_json(),
+        "store": adv.store.display_url,
+    }
+    was = p.replaces or "no label"
+    answer(as_json, result, shorten_ids(f"labelled {p.incident_id} {p.label} (was {was})"))
 
 
 @click.command()

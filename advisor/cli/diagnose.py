@@ -1,4 +1,5 @@
-"""`advisor classify`, `advisor rules …` and `advisor model …`: diagnosis without a store."""
+"""`advisor classify`, `advisor rules …` and `advisor model …`: diagnosis without a store (the
+model's commands read one's operators' corrections with --store)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import click
 
-from advisor.cli.common import echo_json, json_option, write_file
+from advisor.cli.common import advisor_for, echo_json, json_option, write_file
 from advisor.cli.group import AdvisorGroup
 from advisor.core.errors import InputError
 from advisor.front import Advisor
@@ -179,6 +180,14 @@ def model_group() -> None:
     """
 
 
+store_option = click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="A store (sqlite:///PATH or postgresql+psycopg://...) whose operators' corrections "
+    "(`advisor label`) to use.",
+)
 corpus_option = click.option(
     "--corpus",
     type=click.Path(path_type=Path),
@@ -195,18 +204,27 @@ corpus_option = click.option(
     default=None,
     help="Where to write the model (default: the shipped advisor/diagnosis/model.json).",
 )
+@store_option
 @rules_option
 @json_option
 def model_train(
-    corpus: Path | None, out: Path | None, rules_dirs: tuple[Path, ...], as_json: bool
+    corpus: Path | None,
+    out: Path | None,
+    store_url: str | None,
+    rules_dirs: tuple[Path, ...],
+    as_json: bool,
 ) -> None:
-    """Train the model on the corpus (deterministic) and write it as JSON.
+    """Train the model on the corpus (deterministic) and write it as JSON. With --store,
+    also on the incidents the store's operators corrected (`advisor label`): each one's
+    first run, labelled as they said, weighted 3 times a corpus example.
 
     \b
     Examples:
       advisor model train --out model.json
+      advisor model train --store sqlite:////var/lib/advisor/events.db --out model.json
     """
-    result, target = Advisor(None).train(corpus, rules_dirs, out)
+    adv = Advisor(None) if store_url is None else advisor_for(store_url, read_only=True)
+    result, target = adv.train(corpus, rules_dirs, out, with_store=store_url is not None)
     write_file(target, result.model.to_json())
     if as_json:
         echo_json(
@@ -249,28 +267,54 @@ def model_train(
     default=None,
     help="Also score the shipped model on a folder of golden logs (label folders).",
 )
+@click.option(
+    "--calibration",
+    is_flag=True,
+    help="With --hold-out: the reliability diagram (confidence bins against observed "
+    "accuracy) and the expected calibration error.",
+)
+@store_option
 @rules_option
+@model_option
 @json_option
 def model_evaluate(
     corpus: Path | None,
     folds: int,
     hold_out: str | None,
     golden: Path | None,
+    calibration: bool,
+    store_url: str | None,
     rules_dirs: tuple[Path, ...],
+    model_path: Path | None,
     as_json: bool,
 ) -> None:
     """Stratified cross-validation: per-label precision, recall, F1, confusion matrix.
 
     With --hold-out, a generalisation check: per fold (the group left out) n, accuracy and
-    macro-F1, then the pooled scores of the label rules and model combine into.
+    macro-F1, then the pooled scores of the label rules and model combine into (with
+    --calibration, how often a label given at each confidence is right). With --store,
+    how often rules and model (the shipped one, or --model) agree with the labels the
+    store's operators gave (instead of the cross-validation, unless --hold-out).
 
     \b
     Examples:
       advisor model evaluate --folds 5 --golden tests/golden
       advisor model evaluate --hold-out engines --json
+      advisor model evaluate --hold-out shapes --calibration
+      advisor model evaluate --store sqlite:////var/lib/advisor/events.db
     """
-    reports = Advisor(None).evaluate(
-        corpus, folds=folds, hold_out=hold_out, golden=golden, rules_dirs=rules_dirs
+    if calibration and hold_out is None:
+        raise click.UsageError("--calibration needs --hold-out")
+    adv = Advisor(None) if store_url is None else advisor_for(store_url, read_only=True)
+    reports = adv.evaluate(
+        corpus,
+        folds=folds,
+        hold_out=hold_out,
+        golden=golden,
+        rules_dirs=rules_dirs,
+        calibration=calibration,
+        with_store=store_url is not None,
+        model_path=model_path,
     )
     if as_json:
         echo_json(reports)

@@ -74,6 +74,11 @@ COMMANDS: dict[str, Lazy] = {
         "metrics on), /etc/advisor/advisor.toml (never over yours) and policy.toml.example, "
         "the state folder; then enable and start it. Run again, it changes nothing.",
     ),
+    "label": Lazy(
+        "advisor.cli.actions:label",
+        "Correct incident INCIDENT's diagnosis: it is LABEL (one of docs/taxonomy.md's). The "
+        "diagnosis stays; `explain` shows both, and `model train --store` learns from it.",
+    ),
     "model": Lazy("advisor.cli.diagnose:model_group", "Train and evaluate the learned model."),
     "query": Lazy(
         "advisor.cli.analytics:query",

@@ -107,6 +107,7 @@ def routes() -> list[Any]:
         Route("/reject", forms.reject, methods=["POST"]),
         Route("/rollback", forms.rollback, methods=["POST"]),
         Route("/run", forms.run, methods=["POST"]),
+        Route("/label", forms.label, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

@@ -1,7 +1,8 @@
-"""The console's forms (POST): logging in and out, and the decisions on a plan — approve a step
-or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what is
-approved. Each goes through the front door (`advisor.front.Advisor`: `decide`, `run`) to the
-very function the command line calls (`advisor approve`, `reject`, `rollback`, `remediate`),
+"""The console's forms (POST): logging in and out, the decisions on a plan — approve a step
+or the whole plan, reject a step, choose an alternative, roll back a step's drop-in, run what
+is approved — and an operator's correction of an incident's label. Each goes through the
+front door (`advisor.front.Advisor`: `decide`, `run`, `label`) to the very function the
+command line calls (`advisor approve`, `reject`, `rollback`, `remediate`, `label`),
 through the same backend (`backend_for`, telling the `[notify]` targets of the settings) and
 taking ids as it does (the whole id, a prefix, a prefix of the short id); a plan runs in the
 background and the page follows its events as they arrive. The store work runs off the event
@@ -100,7 +101,10 @@ async def _decide(request: Request, kind: str) -> Response:
         if kind == "run":
             note, task = await gate_of(request).run(_run_in_background, console, ident)
         else:
-            note = await gate_of(request).run(_record, console, kind, ident, why, who(request))
+            chosen = _field(form, "label")
+            note = await gate_of(request).run(
+                _record, console, kind, ident, why, who(request), chosen
+            )
     except Busy:
         return busy()
     except AdvisorError as e:
@@ -110,7 +114,10 @@ async def _decide(request: Request, kind: str) -> Response:
     return RedirectResponse(_back(form), status_code=303, background=task)
 
 
-def _record(console: Any, kind: str, ident: str, why: str, by: str) -> str:
+def _record(console: Any, kind: str, ident: str, why: str, by: str, label: str = "") -> str:
+    if kind == "label":
+        done = console.front().label(ident, label, why, by).payload
+        return f"labelled {done.incident_id} {done.label} (was {done.replaces or 'no label'})"
     return str(
         console.front().decide(
             kind, ident, by=by, why=why, backend=console.backend, systemd_root=console.systemd_root
@@ -152,3 +159,8 @@ async def rollback(request: Request) -> Response:
 
 async def run(request: Request) -> Response:
     return await _decide(request, "run")
+
+
+async def label(request: Request) -> Response:
+    """An operator's correction: incident `id` is `label`, because `why`."""
+    return await _decide(request, "label")

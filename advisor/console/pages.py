@@ -13,6 +13,7 @@ from advisor.console.charts import fleet_charts, incident_charts, plotly_src
 from advisor.console.shape import bare_report, headline_fix, incident_filter
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.payloads import MAX_KEY
+from advisor.core.taxonomy import LABELS
 from advisor.reports.render import event_json
 
 LIST_LIMIT = 200
@@ -106,6 +107,7 @@ def incident_page(request: Request) -> Response:
         "fix": headline_fix(report["plan"], service),
         "backend": request.app.state.console.backend_name,
         "charts": incident_charts(report, samples),
+        "labels": LABELS,  # what an operator may say it was (the correction form)
     }
     return render(request, "incident.html", context, seq=seq)
 

@@ -36,6 +36,7 @@ from advisor.core.payloads import (
     IncidentOpened,
     IncidentRecurred,
     IncidentResolved,
+    LabelCorrected,
     LogRecorded,
     Payload,
     PipelineSkipped,
@@ -80,6 +81,7 @@ AnyPayload = Annotated[
     | StoreRetained
     | PipelineSkipped
     | GpuFault
+    | LabelCorrected
     # agent liveness (advisor.core.heartbeat)
     | AgentHeartbeat,
     Field(discriminator="type"),
@@ -102,9 +104,10 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "action.rolled_back": ActionRolledBack,
     "store.retained": StoreRetained,
     "pipeline.skipped": PipelineSkipped,
+    "gpu.fault": GpuFault,
+    "label.corrected": LabelCorrected,
     # agent liveness (advisor.core.heartbeat)
     "agent.heartbeat": AgentHeartbeat,
-    "gpu.fault": GpuFault,
 }
 ACTION_EVENT_TYPES: tuple[str, ...] = tuple(t for t in PAYLOAD_TYPES if t.startswith("action."))
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from advisor.core.taxonomy import LABELS
 from advisor.core.xids import Action, Severity
 
 MAX_KEY = 2**63 - 1
+MAX_WHY = 2000  # characters of an operator's reason for a correction
 
 
 class Payload(BaseModel):
@@ -150,6 +152,28 @@ class IncidentResolved(Payload):
     type: Literal["incident.resolved"] = "incident.resolved"
     incident_id: str
     run_id: str
+
+
+class LabelCorrected(Payload):
+    """A person says what incident `incident_id` really was (`advisor label`): `label` (one
+    of the taxonomy's labels) in place of `replaces` (the label the incident had when they
+    said it, None for none), by whom (`human:<user>`) and why. The diagnosis stays as it
+    was; the latest correction of an incident is the operator's label `explain` shows and
+    `advisor model train --store` learns from."""
+
+    type: Literal["label.corrected"] = "label.corrected"
+    incident_id: str = Field(min_length=1, max_length=1024)
+    label: str
+    by: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    why: str = Field(default="", max_length=MAX_WHY)
+    replaces: str | None = None
+
+    @field_validator("label")
+    @classmethod
+    def _known_label(cls, label: str) -> str:
+        if label not in LABELS:
+            raise ValueError(f"not a label: {label!r} (see docs/taxonomy.md)")
+        return label
 
 
 class ChainAnchor(BaseModel):

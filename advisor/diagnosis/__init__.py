@@ -3,7 +3,9 @@ diagnoser that labels the runs the views hold.
 """
 
 __all__ = [
+    "calibration",
     "classify",
+    "corrections",
     "holdout",
     "live",
     "model",

@@ -21,6 +21,7 @@ from typing import Any, Final
 from advisor.core.engines import ALL
 from advisor.core.errors import InputError
 from advisor.core.taxonomy import UNKNOWN
+from advisor.diagnosis.calibration import BINS, THRESHOLDS, format_reliability, reliability
 from advisor.diagnosis.rules import RuleSet
 from advisor.diagnosis.training import (
     Example,
@@ -151,9 +152,17 @@ def _summary(truth: Sequence[str], combined: Sequence[str], model: Sequence[str]
     }
 
 
-def evaluate_holdout(records: Iterator[dict[str, Any]], rules: RuleSet, by: str) -> dict[str, Any]:
+def evaluate_holdout(
+    records: Iterator[dict[str, Any]],
+    rules: RuleSet,
+    by: str,
+    *,
+    calibration: bool = False,
+    thresholds: Sequence[float] = THRESHOLDS,
+) -> dict[str, Any]:
     """Leave out one group at a time; per-fold and pooled scores of the combined label (rules
-    and model, what `classify` answers), with the model alone and the rules alone beside."""
+    and model, what `classify` answers), with the model alone and the rules alone beside;
+    with `calibration`, the reliability diagrams of both (`advisor.diagnosis.calibration`)."""
     if by not in HOLD_OUTS:
         raise InputError(f"cannot hold out {by!r}: one of {', '.join(HOLD_OUTS)}")
     kept = list(records)
@@ -167,10 +176,14 @@ def evaluate_holdout(records: Iterator[dict[str, Any]], rules: RuleSet, by: str)
     temperature = fit_temperature([s for s, _ in known], [k for _, k in known])
     truth = [e.label for e in examples]
     combined, model, rules_only = [], [], []
+    combined_conf, model_conf = [], []
     for ex, (classes, row) in zip(examples, scored, strict=True):
         probabilities = _probabilities(classes, row, temperature)
         model.append(max(probabilities, key=lambda k: probabilities[k]))
-        combined.append(_combined(ex, probabilities)[0])
+        model_conf.append(max(probabilities.values()))
+        label, confidence = _combined(ex, probabilities)
+        combined.append(label)
+        combined_conf.append(confidence)
         rules_only.append(ex.rule_label or UNKNOWN)
     folds = []
     for name, train_idx, test_idx in splits:
@@ -182,6 +195,11 @@ def evaluate_holdout(records: Iterator[dict[str, Any]], rules: RuleSet, by: str)
         folds.append({"left_out": name, "train": len(train_idx), **fold})
     pooled = _summary(truth, combined, model)
     table = pooled.pop("table")
+    if calibration:
+        pooled["calibration"] = {
+            "combined": reliability(combined_conf, _right(truth, combined), BINS, thresholds),
+            "model_only": reliability(model_conf, _right(truth, model), BINS, thresholds),
+        }
     return {
         "hold_out": by,
         **pooled,
@@ -191,6 +209,10 @@ def evaluate_holdout(records: Iterator[dict[str, Any]], rules: RuleSet, by: str)
         "confusion": table["confusion"],
         "folds": folds,
     }
+
+
+def _right(truth: Sequence[str], predicted: Sequence[str]) -> list[bool]:
+    return [t == p for t, p in zip(truth, predicted, strict=True)]
 
 
 def format_holdout(report: dict[str, Any]) -> str:
@@ -209,4 +231,6 @@ def format_holdout(report: dict[str, Any]) -> str:
             f"{f['macro_f1_model_only']:>6.3f} {f['accuracy_rules_only']:>6.3f}"
         )
     lines.append(format_report(f"pooled (hold-out {by}, combined label)", report))
+    for name, diagram in report.get("calibration", {}).items():
+        lines.append(format_reliability(diagram, f"calibration (hold-out {by}, {name})"))
     return "\n".join(lines)

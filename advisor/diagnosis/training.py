@@ -50,6 +50,7 @@ class Example:
     rule_confidence: float | None
     healthy_seen: bool
     trouble: bool
+    weight: float = 1.0  # how many corpus examples it counts as (an operator's label: more)
 
 
 def primary_run(runs: Sequence[Run], parsed: Sequence[Parsed], rules: RuleSet) -> Run:
@@ -61,7 +62,9 @@ def primary_run(runs: Sequence[Run], parsed: Sequence[Parsed], rules: RuleSet) -
     return runs[-1]
 
 
-def example_from_lines(ident: str, label: str, texts: Sequence[str], rules: RuleSet) -> Example:
+def example_from_lines(
+    ident: str, label: str, texts: Sequence[str], rules: RuleSet, weight: float = 1.0
+) -> Example:
     parsed = parse(lines_from_texts(texts))
     runs = segment(parsed)
     if not runs:
@@ -76,6 +79,7 @@ def example_from_lines(ident: str, label: str, texts: Sequence[str], rules: Rule
         hits[0].confidence if hits else None,
         any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         shows_trouble(run, parsed),
+        weight,
     )
 
 
@@ -99,7 +103,9 @@ def load_corpus(path: Path | None) -> Iterator[dict[str, Any]]:
 
 def examples_of(records: Iterator[dict[str, Any]], rules: RuleSet) -> list[Example]:
     return [
-        example_from_lines(str(r.get("id", n)), r["label"], r["lines"], rules)
+        example_from_lines(
+            str(r.get("id", n)), r["label"], r["lines"], rules, float(r.get("weight", 1.0))
+        )
         for n, r in enumerate(records)
     ]
 
@@ -141,7 +147,9 @@ def _fit(examples: Sequence[Example]) -> tuple[Any, list[str]]:
     x = _matrix(examples, vocabulary)
     y = [ex.label for ex in examples]
     clf = LogisticRegression(C=C, max_iter=1000, tol=1e-4, random_state=SEED)
-    clf.fit(x, y)
+    weights = [ex.weight for ex in examples]
+    # Unweighted (the corpus alone) is fitted exactly as before: the shipped model's bytes.
+    clf.fit(x, y, sample_weight=weights if any(w != 1.0 for w in weights) else None)
     return clf, vocabulary
 
 
@@ -212,6 +220,9 @@ def train(records: Iterator[dict[str, Any]], rules: RuleSet, folds: int = 5) -> 
             for label in sorted({e.label for e in examples})
         },
     }
+    weighted = [e for e in examples if e.weight != 1.0]
+    if weighted:  # (the corpus alone writes exactly what it always did)
+        info["weighted"] = {"examples": len(weighted), "weight": max(e.weight for e in weighted)}
     model = _as_model(clf, vocabulary, temperature, info)
     return TrainResult(model, len(examples), time.perf_counter() - started)
 

@@ -1,6 +1,7 @@
 """The front door's actions: plan and replan a service's incident, decide on a step
-(approve, reject, roll back), run the approved steps, and apply by policy (`auto`). Each
-delegates to advisor.execution and advisor.pipeline.remediate; nothing is decided here."""
+(approve, reject, roll back), run the approved steps, apply by policy (`auto`), and correct
+an incident's label (`label`). Each delegates to advisor.execution, advisor.pipeline.remediate
+and advisor.diagnosis.corrections; nothing is decided here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from advisor.execution.backends import Backend
     from advisor.execution.recovery import Replanned
     from advisor.pipeline.remediate import OpenPlan, Outcome
+    from advisor.views.read.corrections import Correction
     from advisor.views.read.rows import ActionRow
 
 
@@ -73,6 +75,20 @@ class Acting(Front):
         from advisor.execution.decisions import reject
 
         return reject(self.store, ident, human() if by is None else by, why)
+
+    def label(self, incident: str, label: str, why: str = "", by: str | None = None) -> Correction:
+        """Record that `incident` (an id, a prefix, a short id's prefix) is `label` (a
+        `label.corrected` event; the diagnosis stays), `by` whom (default: this terminal's
+        user) and `why`; the correction as stored."""
+        from advisor.diagnosis.corrections import record
+
+        return record(self.store, incident, label, human() if by is None else by, why)
+
+    def corrections(self, incident_id: str | None = None) -> dict[str, Correction]:
+        """The latest operator's correction of each corrected incident (or of one)."""
+        from advisor.views.read.corrections import latest_corrections
+
+        return latest_corrections(self.store, incident_id)
 
     def resolve_action(self, ident: str) -> str:
         """The whole id of action `ident` (the id, a prefix of it or of its short id)."""

@@ -79,14 +79,26 @@ class Diagnosing(Front):
         return try_rule(rule, lines)
 
     def train(
-        self, corpus: Path | None, rules_dirs: Iterable[Path] = (), out: Path | None = None
+        self,
+        corpus: Path | None,
+        rules_dirs: Iterable[Path] = (),
+        out: Path | None = None,
+        *,
+        with_store: bool = False,
     ) -> tuple[TrainResult, Path]:
-        """The model trained on `corpus` (default: the checkout's), and where it belongs:
-        `out`, else the shipped model's path. Nothing is written here."""
+        """The model trained on `corpus` (default: the checkout's) and, `with_store`, on the
+        incidents the store's operators corrected (`advisor.diagnosis.corrections`); and
+        where it belongs: `out`, else the shipped model's path. Nothing is written here."""
+        from itertools import chain
+
         from advisor.diagnosis import training
+        from advisor.diagnosis.corrections import training_records
         from advisor.diagnosis.rules import load_rules
 
-        result = training.train(training.load_corpus(corpus), load_rules(rules_dirs))
+        records = training.load_corpus(corpus)
+        if with_store:
+            records = chain(records, training_records(self.store))
+        result = training.train(records, load_rules(rules_dirs))
         return result, out or training.shipped_model_path()
 
     def evaluate(
@@ -97,22 +109,38 @@ class Diagnosing(Front):
         hold_out: str | None = None,
         golden: Path | None = None,
         rules_dirs: Iterable[Path] = (),
+        calibration: bool = False,
+        with_store: bool = False,
+        model_path: Path | None = None,
     ) -> dict[str, Any]:
-        """Cross-validation (or, with `hold_out`, a whole group left out at a time), and
-        with `golden` the shipped model scored on a folder of golden logs: name → report."""
+        """Cross-validation (or, with `hold_out`, a whole group left out at a time, with
+        `calibration` its reliability diagrams), with `golden` the shipped model scored on a
+        folder of golden logs, and `with_store` the agreement of rules and model (the
+        shipped one, or `model_path`) with the store's operators, instead of the
+        cross-validation when there is no `hold_out`: name → report."""
         from advisor.diagnosis import holdout, training
         from advisor.diagnosis.rules import load_rules
         from advisor.pipeline.inputs import read_log
 
         rules = load_rules(rules_dirs)
-        records = training.load_corpus(corpus)
-        reports = (
-            {"hold_out": holdout.evaluate_holdout(records, rules, hold_out)}
-            if hold_out is not None
-            else {"cross_validation": training.evaluate(records, rules, folds=folds)}
-        )
+        reports: dict[str, Any] = {}
+        if hold_out is not None:
+            records = training.load_corpus(corpus)
+            report = holdout.evaluate_holdout(
+                records, rules, hold_out, calibration=calibration, thresholds=_thresholds()
+            )
+            reports["hold_out"] = _with_threshold(report)
+        elif not with_store:
+            reports["cross_validation"] = training.evaluate(
+                training.load_corpus(corpus), rules, folds=folds
+            )
         if golden is not None:
             reports["golden"] = training.evaluate_golden(golden, rules, read_log)
+        if with_store:
+            from advisor.diagnosis.corrections import agreement
+            from advisor.diagnosis.model import load_model
+
+            reports["operators"] = agreement(self.store, rules, load_model(model_path))
         return reports
 
     @staticmethod
@@ -122,4 +150,32 @@ class Diagnosing(Front):
 
         if name == "hold_out":
             return holdout.format_holdout(report)
+        if name == "operators":
+            from advisor.diagnosis.corrections import format_agreement
+
+            return format_agreement(report)
         return training.format_report(name, report)
+
+
+def _with_threshold(report: dict[str, Any]) -> dict[str, Any]:
+    """A hold-out report with calibration, and what it says of the planner's threshold
+    (`ACT_BELOW`: a diagnosis less sure than it only notifies): the accuracy of the
+    combined labels at or above it."""
+    from advisor.planning.recommend import ACT_BELOW
+
+    combined = report.get("calibration", {}).get("combined")
+    if combined is not None:
+        combined["act_below"] = ACT_BELOW
+        combined["at_act_below"] = next(
+            (t for t in combined["at_least"] if t["threshold"] == ACT_BELOW), None
+        )
+    return report
+
+
+def _thresholds() -> tuple[float, ...]:
+    """The confidences calibration reports the accuracy at or above: its own and the
+    planner's `ACT_BELOW`."""
+    from advisor.diagnosis.calibration import THRESHOLDS
+    from advisor.planning.recommend import ACT_BELOW
+
+    return tuple(sorted({*THRESHOLDS, ACT_BELOW}))

@@ -43,7 +43,7 @@ def _page(title: str, body: Sequence[str]) -> str:
 
 def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) -> str:
     """The post-mortem page: header, the incident's figure, then the text sections."""
-    from advisor.reports.writeup import render_text
+    from advisor.reports.writeup import operator_words, render_text
 
     inc: ReportIncident = report["incident"]
     title = f"{inc['host']}/{inc['unit']}: {inc['label']}"
@@ -56,6 +56,9 @@ def render(report: dict[str, Any], samples: dict[str, list[tuple[int, float]]]) 
             f"<p>confidence {inc['confidence']:.2f}, failing phase "
             f"{escape(str(inc['phase']))}, {inc['runs']} failed run(s), "
             f"{escape(inc['status'])}</p>",
+            f'<p id="operator-label">{escape(said)}</p>'
+            if (said := operator_words(report))
+            else "",
             "<h2>Timeline and GPU memory per GPU</h2>",
             ""
             if has_samples

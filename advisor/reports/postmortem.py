@@ -27,6 +27,7 @@ from advisor.reports.writeup import render_text as render_text  # the text form 
 from advisor.store import EventFilter, EventStore
 from advisor.views.fold.projector import Projector
 from advisor.views.read.actions import all_actions
+from advisor.views.read.corrections import latest_corrections
 from advisor.views.read.gpufaults import runs_faults
 from advisor.views.read.incidents import incident_rows
 from advisor.views.read.reading import read_rows, run_log_events
@@ -264,7 +265,14 @@ def build(
         "gpu_faults": faults,
         "similar": _similar(store, incident),
         "others": _others(chosen),
+        "operator": _operator(store, incident.incident_id),
     }
+
+
+def _operator(store: EventStore, incident_id: str) -> dict[str, Any] | None:
+    """The operators' label of the incident (its latest correction), None when none."""
+    found = latest_corrections(store, incident_id).get(incident_id)
+    return None if found is None else found.as_json()
 
 
 def report_json(report: dict[str, Any]) -> dict[str, Any]:

@@ -144,6 +144,16 @@ def _similar_lines(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def operator_words(report: dict[str, Any]) -> str | None:
+    """What the operators say the incident is (`advisor label`), beside the diagnosis: the
+    label, who and when, and why; None when no one corrected it."""
+    said = report.get("operator")
+    if not said:
+        return None
+    why = f": {clip(str(said['why']), EVIDENCE_CHARS)}" if said.get("why") else ""
+    return f"operator label {said['label']} (by {said['by']}, {said['time']}){why}"
+
+
 def render_text(report: dict[str, Any], markdown: bool = False) -> str:
     """The post-mortem as text for a terminal (log text made safe: `safe_text`), or as
     Markdown (`render_markdown`)."""
@@ -159,6 +169,9 @@ def render_text(report: dict[str, Any], markdown: bool = False) -> str:
             f"{_summary(report)}"
         ),
     ]
+    said = operator_words(report)
+    if said is not None:
+        out.insert(1, safe_text(f"{said}; the diagnosis said {inc['label']}"))
     for title, lines in _sections(report):
         out.append(f"\n{title}\n" + "-" * len(title))
         out += [safe_text(line) for line in lines]
@@ -209,6 +222,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- opened: {markdown_code(report['opened'])}",
         f"- failed runs: {inc['runs']}, {markdown_text(inc['status'])}",
         f"- failing phase: {markdown_code(str(inc['phase'] or _NO_PHASE))}",
+        *([f"- {markdown_text(said)}"] if (said := operator_words(report)) else []),
         "",
         "## Timeline",
         "",

@@ -18,6 +18,7 @@ from advisor.core.errors import InputError
 from advisor.core.taxonomy import MODEL_LABELS
 from advisor.diagnosis import holdout, training
 from advisor.diagnosis.rules import load_rules
+from advisor.planning.recommend import ACT_BELOW
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_FAILURE = 5  # 55 examples, every vLLM, SGLang and TGI version series among them
@@ -165,6 +166,24 @@ def test_evaluate_prints_a_row_per_fold(small_corpus: Path) -> None:
     assert set(rows) == shapes
     assert "pooled (hold-out shapes, combined label)" in result.output
     assert "confusion (rows: truth, columns: predicted)" in result.output
+
+
+def test_calibration_of_the_hold_out_split(small_corpus: Path) -> None:
+    """`--calibration`: the reliability diagrams, consistent with the pooled accuracy, and
+    the accuracy at the planner's ACT_BELOW; the same numbers as text."""
+    argv = ["model", "evaluate", "--corpus", str(small_corpus), "--hold-out", "shapes"]
+    result = CliRunner().invoke(cli, [*argv, "--calibration", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)["hold_out"]
+    combined = report["calibration"]["combined"]
+    assert combined["examples"] == report["examples"] == sum(b["n"] for b in combined["bins"])
+    right = sum(b["n"] * b["accuracy"] for b in combined["bins"])
+    assert right / combined["examples"] == pytest.approx(report["accuracy"], abs=1e-3)
+    assert 0.0 <= combined["ece"] <= 1.0 and combined["act_below"] == ACT_BELOW
+    assert combined["at_act_below"]["threshold"] == ACT_BELOW
+    assert set(report["calibration"]) == {"combined", "model_only"}
+    text = CliRunner().invoke(cli, [*argv, "--calibration"]).output
+    assert f"ECE {combined['ece']:.4f}" in text and "confidence >= 0.90" in text
 
 
 def test_an_unknown_hold_out_is_a_usage_error(small_corpus: Path) -> None:

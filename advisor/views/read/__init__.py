@@ -7,6 +7,7 @@ see the latest events folds what is new first (`rows.fresh`, through
 __all__ = [
     "actions",
     "console",
+    "corrections",
     "gpufaults",
     "history",
     "hosts",
