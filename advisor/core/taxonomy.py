@@ -146,6 +146,8 @@ _SPECS: Final = (
     LabelSpec(
         WEDGED_STOP,
         "the stop timed out: the server did not exit and was killed",
+        # systemd's and Docker's word that a stop timed out is weaker than the engine's own
+        # word on why it failed earlier in the run (as for the hand-written stop rules)
         cap=0.86,
         unit_remedy="wedged",
     ),
@@ -163,6 +165,8 @@ _SPECS: Final = (
     LabelSpec(
         OTHER_CRASH,
         "a clear fatal error that fits no other label",
+        # a catalogued crash message (most are relays: "Scheduler hit an exception") counts
+        # only when nothing says more
         catalogue=MappingProxyType({"tier": "fallback"}),
         advice="a crash with no automatic remedy: read the evidence",
     ),
@@ -171,6 +175,7 @@ _SPECS: Final = (
         HEALTHY,
         "the run came up and nothing failed",
         False,
+        # a catalogued readiness line means health only for a run that did not die
         catalogue=MappingProxyType({"tier": "healthy", "died": False}),
     ),
 )
