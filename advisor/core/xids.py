@@ -18,6 +18,7 @@ from advisor.core.errors import InputError
 from advisor.core.toml import load_toml, validate_tables
 
 Severity = Literal["application", "hardware", "driver", "info", "unlisted"]
+HARDWARE: Final = "hardware"  # the severity of a fault of the GPU itself
 Action = Literal[
     "IGNORE", "RESTART_APP", "RESET_GPU", "RESTART_BM", "DRAIN_AND_RESET", "CONTACT_SUPPORT"
 ]

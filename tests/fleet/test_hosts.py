@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from advisor.core.events import NewEvent
 from advisor.core.heartbeat import AgentHeartbeat, agent_version
-from advisor.core.payloads import GpuSampled
+from advisor.core.payloads import GpuFault, GpuSampled
 from advisor.fleet.ship import ship
 from advisor.front import Advisor
 from advisor.pipeline.heartbeat import Heartbeat, start_heartbeat
@@ -253,3 +254,29 @@ def test_the_first_heartbeat_waits_for_the_gpus_and_a_stop_ends_the_beats(
     started = time.monotonic()
     idle.run(stopped, said.append, gpus=True)
     assert time.monotonic() - started < 5 and {b.host for b in beats()} == {HOST}
+
+
+def test_a_hosts_gpu_faults_are_its_hardware_fault_events(
+    store_url: str, opener: Callable[[str], EventStore]
+) -> None:
+    """A GPU fault of hardware severity counts on its host even where no incident names it
+    (a fault NVML saw between runs); a fault of another severity does not."""
+    store = opener(store_url)
+    beat(store, CENTRAL, [])
+
+    def fault(key: int, xid: int, severity: str, action: str) -> NewEvent:
+        payload = GpuFault(
+            origin="nvml", kind="xid", host=CENTRAL, gpu=0, xid=xid, severity=severity,
+            action=action,
+        )  # fmt: skip
+        at = int(time.time() * 1e6)
+        return NewEvent.model_validate(
+            {"stream": f"{CENTRAL}/gpu0", "time_us": at, "source": "nvml", "key": key,
+             "payload": payload}
+        )  # fmt: skip
+
+    store.append([fault(1, 79, "hardware", "RESET_GPU"), fault(2, 13, "application", "IGNORE")])
+    (own,) = Advisor(store).hosts()
+    assert (own.host, own.gpu_faults, own.open_incidents) == (CENTRAL, 1, 0)
+    store.append([fault(3, 48, "hardware", "RESET_GPU")])
+    assert [h.gpu_faults for h in Advisor(store).hosts()] == [2]

@@ -28,8 +28,10 @@ from sqlalchemy import func, select
 
 from advisor.core.events import load_payload
 from advisor.core.heartbeat import DEFAULT_INTERVAL_S, HEARTBEAT, AgentHeartbeat, agent_stream
+from advisor.core.payloads import GpuFault
 from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
+from advisor.core.xids import HARDWARE
 from advisor.store.schema import events, incidents, sources
 from advisor.store.store import SHIP_PREFIX
 
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
 GPU_STREAM: Final = re.compile(r"/gpu\d+\Z")  # HOST/gpuN holds GPU samples, never log lines
 SILENT_AFTER: Final = 2.0  # heartbeat intervals without one: silent
+GPU_FAULT: Final = GpuFault.model_fields["type"].default
 
 
 def log_hosts(store: EventStore, at_most: int = 2) -> set[str]:
@@ -86,7 +89,9 @@ class HostHealth:
     ship_lag_s: float | None  # None: not shipped here
     gpus: tuple[dict[str, Any], ...]  # index, name, uuid, memory_total_bytes, driver_version
     open_incidents: int
-    gpu_faults: int  # incidents labelled gpu_hardware_fault (superseded ones left out)
+    # hardware GPU faults: `gpu.fault` events of hardware severity (docs/gpu-health.md), or
+    # incidents labelled gpu_hardware_fault where more of those (a store without the events)
+    gpu_faults: int
     silent: bool
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,6 +106,9 @@ def host_health(store: EventStore, now_s: float | None = None) -> list[HostHealt
     with store.connect() as conn:
         newest = _newest_by_host(conn)
         counts = _incident_counts(conn)
+        for host, n in _hardware_faults(conn).items():
+            open_n, faults = counts.get(host, (0, 0))
+            counts[host] = (open_n, max(faults, n))
         names = sorted(set(newest) | set(counts))
         lags = {h: _ship_lag(conn, h, now) for h in names}
         beats = {h: _heartbeat(conn, h) for h in names}
@@ -167,6 +175,19 @@ def _incident_counts(conn: Connection) -> dict[str, tuple[int, int]]:
             faults += n
         counts[host] = (open_n, faults)
     return counts
+
+
+def _hardware_faults(conn: Connection) -> dict[str, int]:
+    """host → its `gpu.fault` events of hardware severity (they are few: an Xid, or a health
+    counter that grew)."""
+    found: dict[str, int] = {}
+    rows = conn.execute(select(events.c.payload).where(events.c.type == GPU_FAULT))
+    for (raw,) in rows:
+        payload = orjson.loads(raw) if isinstance(raw, str | bytes) else raw
+        if isinstance(payload, dict) and payload.get("severity") == HARDWARE:
+            host = str(payload.get("host"))
+            found[host] = found.get(host, 0) + 1
+    return found
 
 
 def _ship_lag(conn: Connection, host: str, now: float) -> float | None:
