@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from advisor.fleet.hostfiles import unsafe_for_root
 from advisor.sim.box import SystemdBox
 from tests.conftest import ROOT, run_advisor
 from tests.waiting import wait
@@ -61,7 +62,10 @@ def test_install_upgrade_and_uninstall_on_real_systemd(host: SystemdBox, tmp_pat
         pytest.skip(f"no installed advisor command at {ADVISOR}")
     first = advisor(host, tmp_path, "install", "--metrics", f"127.0.0.1:{PORT}")
     assert first["executable"] == str(ADVISOR)
-    assert first["warnings"] == []  # the virtual environment is root's
+    # The warning is there exactly when the virtual environment is not root's alone (a
+    # checkout under /tmp, say, which anyone may write).
+    unsafe = unsafe_for_root(ADVISOR)
+    assert first["warnings"] == ([] if unsafe is None else [unsafe])
     assert [argv[1] for argv in first["systemctl"]] == ["daemon-reload", "enable", "start"]
     now = state(host)
     assert (now["LoadState"], now["ActiveState"]) == ("loaded", "active")
