@@ -152,7 +152,7 @@ def test_a_new_action_kind_is_one_registry_entry_and_its_handler(tree: Path) -> 
     done = run(
         tree,
         "-c",
-        "from advisor.core.events import ActionStep\n"
+        "from advisor.core.actions import ActionStep\n"
         "from advisor.execution.handlers import describe\n"
         "print(describe(ActionStep(kind='drain', unit='x.service', why='w')))",
     )

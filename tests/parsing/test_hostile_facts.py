@@ -25,7 +25,7 @@ from advisor.core.events import NewEvent
 from advisor.core.payloads import GpuSampled
 from advisor.diagnosis.live import Diagnoser
 from advisor.fleet.ship import ship
-from advisor.parsing import facts as facts_module
+from advisor.parsing import values as values_module
 from advisor.parsing.catalog import shipped_catalog
 from advisor.parsing.facts import read_facts
 from advisor.parsing.lines import lines_from_texts
@@ -558,5 +558,5 @@ def test_domains_are_sane() -> None:
     for key, (low, high) in NUMBER_DOMAINS.items():
         assert FACT_TYPES[key] in (int, float)
         assert -(2**63) <= low <= high <= 2**63 - 1 and math.isfinite(high)
-    assert facts_module.convert("max_num_seqs", BIG) is None
-    assert facts_module.convert("max_num_seqs", "1,024") == 1024
+    assert values_module.convert("max_num_seqs", BIG) is None
+    assert values_module.convert("max_num_seqs", "1,024") == 1024
