@@ -251,8 +251,8 @@ def hold_text() -> str:
     )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` (temp file in the same folder, fsync, rename)."""
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` (temp file in the same folder, fsync, rename), with `mode`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -260,7 +260,7 @@ def write_atomically(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

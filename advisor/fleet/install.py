@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from advisor.core.errors import AdvisorError, PrerequisiteError
+from advisor.execution.dropins import write_atomically
 from advisor.fleet.hostfiles import (
     UNIT,
     Layout,
@@ -79,18 +79,7 @@ def _put(path: Path, text: str, mode: int) -> bool:
     same_mode = path.is_file() and (path.stat().st_mode & 0o7777) == mode
     if same_mode and path.read_text(encoding="utf-8", errors="replace") == text:
         return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text, mode)
     return True
 
 
