@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from advisor.core.actions import (
     ActionApproved,
     ActionFailed,
+    ActionPayload,
     ActionProposed,
     ActionRejected,
     ActionRolledBack,
@@ -70,14 +71,7 @@ AnyPayload = Annotated[
     | IncidentClassified
     | IncidentRecurred
     | IncidentResolved
-    | ActionProposed
-    | ActionApproved
-    | ActionRejected
-    | ActionStarted
-    | ActionSucceeded
-    | ActionFailed
-    | ActionSkipped
-    | ActionRolledBack
+    | ActionPayload
     | StoreRetained
     | PipelineSkipped
     | GpuFault
