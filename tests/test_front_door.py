@@ -58,15 +58,19 @@ def _within(module: str, allowed: tuple[str, ...]) -> bool:
     return any(module == a or module.startswith(a + ".") for a in allowed)
 
 
-@pytest.mark.parametrize("path", CLI, ids=lambda p: p.name)
-def test_a_cli_module_imports_only_the_front_door(path: Path) -> None:
+def around_the_front_door(path: Path, allowed: tuple[str, ...]) -> list[str]:
+    """The first-party modules `path` imports at run time outside `allowed`."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    allowed = ALLOWED + EXCEPTIONS.get(path.name, ())
-    others = sorted(
+    return sorted(
         m
         for m in run_time_imports(tree)
         if m.split(".")[0] in FIRST_PARTY and not _within(m, allowed)
     )
+
+
+@pytest.mark.parametrize("path", CLI, ids=lambda p: p.name)
+def test_a_cli_module_imports_only_the_front_door(path: Path) -> None:
+    others = around_the_front_door(path, ALLOWED + EXCEPTIONS.get(path.name, ()))
     assert others == [], f"advisor/cli/{path.name} goes around the front door: {others}"
 
 
@@ -90,11 +94,5 @@ def test_importing_the_front_door_loads_nothing_heavy() -> None:
 
 @pytest.mark.parametrize("path", CONSOLE, ids=lambda p: p.name)
 def test_a_console_module_reads_and_decides_through_the_front_door(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    allowed = CONSOLE_ALLOWED + CONSOLE_EXCEPTIONS.get(path.name, ())
-    others = sorted(
-        m
-        for m in run_time_imports(tree)
-        if m.split(".")[0] in FIRST_PARTY and not _within(m, allowed)
-    )
+    others = around_the_front_door(path, CONSOLE_ALLOWED + CONSOLE_EXCEPTIONS.get(path.name, ()))
     assert others == [], f"advisor/console/{path.name} goes around the front door: {others}"

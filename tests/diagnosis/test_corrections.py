@@ -4,7 +4,6 @@ shows both labels (after a rebuild too) → `model train --store` learns from it
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -18,23 +17,12 @@ from advisor.core.ids import short_id
 from advisor.core.taxonomy import HEALTHY, KV_CACHE_OOM, SAMPLER_WARMUP_OOM, UNKNOWN
 from advisor.diagnosis.corrections import CORRECTION_WEIGHT, training_records
 from advisor.front import Advisor, open_store
+from tests.diagnosis.test_model import corpus_subset
 from tests.reports.seeded import FIRST, UNIT, seeded
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data" / "corpus.jsonl.gz"
 WHY = "the KV cache ran out, not the sampler <b>"
-
-
-def _subset(tmp_path: Path, per_label: int) -> Path:
-    kept: dict[str, int] = {}
-    out = tmp_path / "small.jsonl.gz"
-    with gzip.open(CORPUS, "rb") as src, gzip.open(out, "wb") as dst:
-        for line in src:
-            label = json.loads(line)["label"]
-            if kept.get(label, 0) < per_label:
-                kept[label] = kept.get(label, 0) + 1
-                dst.write(line)
-    return out
 
 
 def _ok(runner: CliRunner, *argv: str) -> str:
@@ -70,7 +58,7 @@ def test_a_correction_round_trips_through_the_store(
     html = _ok(runner, "explain", UNIT, "--incident", FIRST, "--format", "html", *db)
     assert 'id="operator-label"' in html and "&lt;b&gt;" in html and "<b>" not in html
     # the model learns from it: one more example, weighted
-    corpus = _subset(tmp_path, 6)
+    corpus = corpus_subset(tmp_path, 6)
     out = tmp_path / "model.json"
     trained = json.loads(
         _ok(runner, "model", "train", "--corpus", str(corpus), "--out", str(out), "--store",

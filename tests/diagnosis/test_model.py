@@ -28,7 +28,7 @@ CORPUS = ROOT / "data" / "corpus.jsonl.gz"
 GOLDEN = ROOT / "tests" / "golden"
 
 
-def _subset(tmp_path: Path, per_label: int) -> Path:
+def corpus_subset(tmp_path: Path, per_label: int) -> Path:
     kept: dict[str, int] = {}
     out = tmp_path / "small.jsonl.gz"
     with gzip.open(CORPUS, "rb") as src, gzip.open(out, "wb") as dst:
@@ -49,7 +49,7 @@ def test_the_corpus_is_rebuilt_byte_for_byte(tmp_path: Path) -> None:
 
 
 def test_training_is_deterministic(tmp_path: Path) -> None:
-    corpus = _subset(tmp_path, 25)
+    corpus = corpus_subset(tmp_path, 25)
     rules = load_rules()
     first = training.train(training.load_corpus(corpus), rules, folds=3).model.to_json()
     second = training.train(training.load_corpus(corpus), rules, folds=3).model.to_json()
@@ -85,7 +85,7 @@ def test_a_model_file_is_data_never_code(tmp_path: Path) -> None:
 
 
 def test_evaluate_prints_per_label_scores_and_a_confusion_matrix(tmp_path: Path) -> None:
-    corpus = _subset(tmp_path, 12)
+    corpus = corpus_subset(tmp_path, 12)
     result = CliRunner().invoke(
         cli, ["model", "evaluate", "--corpus", str(corpus), "--folds", "3", "--json"]
     )
