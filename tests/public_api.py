@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.import_graph import ROOT, modules
+from tests.import_graph import ROOT, imports_of, modules
 
 
 def _walk_top(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -122,19 +122,11 @@ class Library:
         prefix = package + "."
         mods = self.submodules(package)
         used: set[str] = set()
-        for importer, tree in self.trees.items():
+        for importer, path in self.paths.items():
             if importer == package or importer.startswith(prefix):
                 continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    targets = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                else:
-                    continue
-                for target in targets:
-                    if target.startswith(prefix):
-                        head = target[len(prefix) :].split(".")[0]
-                        if head in mods:
-                            used.add(head)
+            for target in imports_of(path, self.paths):
+                head = target.removeprefix(prefix).split(".")[0]
+                if target.startswith(prefix) and head in mods:
+                    used.add(head)
         return used
