@@ -1,6 +1,7 @@
 """Soak of `advisor watch`: memory stays flat and the daemon stays cheap under a steady load.
 
     .venv/bin/python bench/soak.py [--duration 7200] [--rate 2000] [--crash-every 60] [--report]
+        [--tracemalloc DIR [--snapshot-s 600]]
 
 Runs `advisor watch --journal-file J --no-gpu` on a fresh SQLite store, as bench/latency.py
 does, and appends to the binary journal J (with systemd-journal-remote, as journald would)
@@ -51,6 +52,7 @@ TARGET_SLOPE_MB_H = 5.0
 TARGET_GROWTH_MB = 20.0
 TARGET_CPU_PCT = 2.0  # of one core, at TARGET_CPU_RATE lines/s
 TARGET_CPU_RATE = 200
+TRACE_FRAMES = 4  # frames kept per traced allocation (--tracemalloc)
 DROPPED = {"__CURSOR", "__REALTIME_TIMESTAMP", "__MONOTONIC_TIMESTAMP", "_BOOT_ID"}
 
 Fields = list[tuple[str, bytes | str]]
@@ -210,10 +212,25 @@ def run(args: argparse.Namespace) -> tuple[Soak, float]:
         t0 = time.time_ns() // 1000
         latency.append(journal, latency.crash(0, t0), export=beside(journal))
         argv = [sys.executable, "-m", "advisor", "watch", "--journal-file", str(journal.parent)]
+        if args.tracemalloc is not None:
+            argv[1:4] = [
+                f"-Xtracemalloc={TRACE_FRAMES}",
+                str(ROOT / "bench" / "traced.py"),
+                str(args.tracemalloc),
+                str(args.sample_s),
+                str(args.snapshot_s),
+                "--",
+                "watch",
+            ]
+        if args.tracemalloc is not None:
+            args.tracemalloc.mkdir(parents=True, exist_ok=True)
+        errors = (
+            (args.tracemalloc / "watch.stderr").open("wb")
+            if args.tracemalloc is not None
+            else subprocess.DEVNULL
+        )
         watch = subprocess.Popen(
-            [*argv, "--no-gpu", "--db", url],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [*argv, "--no-gpu", "--db", url], stdout=subprocess.DEVNULL, stderr=errors
         )
         soak = Soak()
         try:
@@ -322,6 +339,16 @@ def main() -> int:
         "--warmup", type=float, help="seconds left out of the slope (10%% of the run, 30-600)"
     )
     parser.add_argument("--report", action="store_true", help="print the figures for report.py")
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run watch under tracemalloc (bench/traced.py): its traced heap and snapshots "
+        "go to DIR, and the allocations that grew most after the warm-up are printed",
+    )
+    parser.add_argument(
+        "--snapshot-s", type=float, default=600.0, help="seconds between snapshots (600)"
+    )
     args = parser.parse_args()
     if latency.REMOTE is None or shutil.which("journalctl") is None:
         print("needs journalctl and systemd-journal-remote", file=sys.stderr)
@@ -353,9 +380,40 @@ def main() -> int:
         f"watch CPU: {f.cpu_pct:.2f} % of one core after warm-up ({f.cpu_all_pct:.2f} % over "
         f"the whole run; target < {TARGET_CPU_PCT:g} % at {TARGET_CPU_RATE} lines/s)"
     )
+    if args.tracemalloc is not None:
+        print_traced(args.tracemalloc, warmup)
     if args.report:
         figures.emit(report(f, args.rate))
     return 0
+
+
+def print_traced(folder: Path, warmup_s: float, top: int = 15) -> None:
+    """The traced Python heap's slope after the warm-up, and the allocation sites (file and
+    line, innermost frame) that grew most between the first snapshot after the warm-up and
+    the last."""
+    import tracemalloc
+
+    rows = []
+    for line in (folder / "heap.csv").read_text().splitlines():
+        t, traced, own = line.split(",")
+        rows.append(Sample(float(t), int(traced) / MB, 0.0, int(own) / MB))
+    after = [r for r in rows if r.t >= warmup_s] or rows[-1:]
+    if after:
+        print(
+            f"traced Python heap: after warm-up {after[0].rss_mb:.1f} MB, end "
+            f"{after[-1].rss_mb:.1f} MB ({after[-1].rss_mb - after[0].rss_mb:+.1f} MB), slope "
+            f"{slope_mb_h(after):+.2f} MB/h; tracemalloc's own {after[-1].own_mb:.1f} MB"
+        )
+    snaps = sorted(folder.glob("snapshot-*.pickle"))
+    later = [p for p in snaps if int(p.stem.split("-")[1]) >= warmup_s]
+    if len(later) < 2:
+        print("fewer than two snapshots after the warm-up: no comparison")
+        return
+    first = tracemalloc.Snapshot.load(str(later[0]))
+    last = tracemalloc.Snapshot.load(str(later[-1]))
+    print(f"grew most from {later[0].name} to {later[-1].name} (innermost frame):")
+    for stat in last.compare_to(first, "lineno")[:top]:
+        print(f"  {stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks  {stat.traceback}")
 
 
 if __name__ == "__main__":
