@@ -413,7 +413,8 @@ def print_traced(folder: Path, warmup_s: float, top: int = 15) -> None:
     last = tracemalloc.Snapshot.load(str(later[-1]))
     print(f"grew most from {later[0].name} to {later[-1].name} (innermost frame):")
     for stat in last.compare_to(first, "lineno")[:top]:
-        print(f"  {stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks  {stat.traceback}")
+        size, count = stat.size_diff / 1024, stat.count_diff
+        print(f"  {size:+10.1f} KiB {count:+8d} blocks  {stat.traceback}")
 
 
 if __name__ == "__main__":
