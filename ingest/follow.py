@@ -22,7 +22,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,12 +44,18 @@ class Selection(Protocol):
         """Called when the stream pauses and at least every half second while it flows."""
 
 
+# Does this entry (the event `entry_event` built) need storing at once? One that does not
+# may wait for company (`flush_on_idle`). The pipeline says which (`pipeline.pacing`).
+Urgent = Callable[[Mapping[str, Any]], bool]
+
+
 @dataclass(frozen=True)
 class Timing:
     idle_s: float = 0.005  # a pause this long commits what is pending
     burst: int = 8  # quick commits at once...
     min_gap_s: float = 0.05  # ...then one this often, under load...
     max_wait_s: float = 0.1  # ...and a record waits at most this long while entries flow
+    routine_wait_s: float = 1.0  # what `urgent` calls routine waits this long for company
     tick_s: float = 0.5  # the selection's tick, at least this often
     save_every_s: float = 5.0  # the position past dropped entries, at most this often
     max_block_s: float = 60.0  # nothing pending: wake this seldom (a bound, not a poll)
@@ -99,12 +105,16 @@ def flush_on_idle(
     selection: Selection | None = None,
     timing: Timing = Timing(),
     stop: threading.Event | None = None,
+    urgent: Urgent | None = None,
 ) -> None:
     """Add records as they come and commit them as the module says, until the records end
     or `stop` is set.
 
     Entries the selection drops move the saved position too, committed at most every
-    `save_every_s` (a restart re-reads at most those, and drops them again)."""
+    `save_every_s` (a restart re-reads at most those, and drops them again). With `urgent`,
+    a batch with no urgent entry (a busy server's request lines) is committed once its
+    oldest has waited `routine_wait_s` (or when it is full): one transaction a second
+    rather than one every `min_gap_s`; an urgent entry commits as before."""
     pending: queue.Queue[object] = queue.Queue(maxsize=10_000)
 
     def pump() -> None:
@@ -123,7 +133,7 @@ def flush_on_idle(
     threading.Thread(target=pump, name="journalctl-reader", daemon=True).start()
     if stop is not None:
         threading.Thread(target=stopper, name="follow-stop", daemon=True).start()
-    loop = _Loop(ingester, selection, timing)
+    loop = _Loop(ingester, selection, timing, urgent)
     try:
         while True:
             try:
@@ -144,11 +154,19 @@ def flush_on_idle(
 class _Loop:
     """When to commit, tick and save: the clock of `flush_on_idle`."""
 
-    def __init__(self, ingester: Reader, selection: Selection | None, timing: Timing) -> None:
+    def __init__(
+        self,
+        ingester: Reader,
+        selection: Selection | None,
+        timing: Timing,
+        urgent: Urgent | None = None,
+    ) -> None:
         self.ingester = ingester
         self.selection = selection
         self.timing = timing
+        self.urgent = urgent
         self.first_at: float | None = None  # when the oldest pending record came
+        self.hurry = False  # an urgent record is pending
         self.tokens = float(timing.burst)  # quick commits left (see the module)
         self.counted_at = time.monotonic()
         self.next_tick = 0.0
@@ -160,6 +178,8 @@ class _Loop:
         if self.selection is not None and now >= self.next_tick:
             self.selection.tick()
             self.next_tick = now + t.tick_s
+        if self.first_at is not None and not self.hurry:
+            return max(0.0, self.first_at + t.routine_wait_s - now)
         if self.first_at is not None:
             short = 1.0 - self._tokens(now)
             quiet = max(t.idle_s, short * t.min_gap_s)
@@ -176,11 +196,15 @@ class _Loop:
             return
         if record.event is not None and not self.ingester.pending:
             self.first_at = None  # a full batch committed itself
+            self.hurry = False
             return
+        if not self.hurry:
+            self.hurry = self.urgent is None or record.event is None or self.urgent(record.event)
         now = time.monotonic()
+        wait = self.timing.max_wait_s if self.hurry else self.timing.routine_wait_s
         if self.first_at is None:
             self.first_at = now
-        elif now - self.first_at >= self.timing.max_wait_s:
+        elif now - self.first_at >= wait:
             self._commit()
 
     def quiet(self) -> None:
@@ -194,6 +218,7 @@ class _Loop:
     def _commit(self) -> None:
         self.ingester.flush()
         self.first_at = None
+        self.hurry = False
         now = time.monotonic()
         self.tokens = max(0.0, self._tokens(now) - 1.0)
         self.counted_at = now

@@ -28,7 +28,7 @@ from advisor.core.units import mangle
 from ingest.batches import DEFAULT_BATCH, Ingester, IngestReport, check_strict
 from ingest.filejob import ingest_file
 from ingest.files import FileCursor
-from ingest.follow import Reader, Selection, flush_on_idle, kept
+from ingest.follow import Reader, Selection, Urgent, flush_on_idle, kept
 from ingest.journal import EntryError, entry_event, json_line_record
 
 if TYPE_CHECKING:
@@ -167,9 +167,11 @@ def ingest_journalctl(
     selection: Selection | None = None,
     resume_from: Sequence[str] = (),
     stop: threading.Event | None = None,
+    urgent: Urgent | None = None,
 ) -> IngestReport:
     """Read through journalctl's export stream, resuming at the saved cursor; following, until
-    the stream ends or `stop` is set.
+    the stream ends or `stop` is set (with `urgent`: which entries to commit at once,
+    `ingest.follow.flush_on_idle`).
 
     Following with `units` (or any `selection`), journalctl reads every entry and the
     selection keeps its own; the cursor saved is the last entry read, kept or not.
@@ -205,7 +207,7 @@ def ingest_journalctl(
     with spawn(argv) as out:
         records = export_records(export_entries(out), default_host=default_host, skip_cursor=cursor)
         if follow:
-            flush_on_idle(ingester, records, selection, stop=stop)
+            flush_on_idle(ingester, records, selection, stop=stop, urgent=urgent)
         else:
             _read_all(ingester, records, selection, stop)
     return ingester.report

@@ -34,6 +34,7 @@ __all__ = [
     "LineFacts",
     "merge_config",
     "read_facts",
+    "states_nothing",
 ]
 
 
@@ -221,13 +222,19 @@ _REQUEST_PREFIXES: Final = (
 _ACCESS_LOG = re.compile(r'^[\d.:\[\]a-f]+:\d+ - "[A-Z]+ ')
 
 
-def read_facts(body: str, engine: str | None) -> LineFacts:
-    """Everything one line (without its wrappers) states."""
-    if (
+def states_nothing(body: str) -> bool:
+    """Is the line (without its wrappers) one of a serving log's routine lines: a request's,
+    an access log's, a throughput line's? They state no fact, phase or event."""
+    return bool(
         body.startswith(_REQUEST_PREFIXES)
         or _ACCESS_LOG.match(body)
-        or "{parameters=GenerateParameters" in body
-    ):  # TGI's per-request span
+        or "{parameters=GenerateParameters" in body  # TGI's per-request span
+    )
+
+
+def read_facts(body: str, engine: str | None) -> LineFacts:
+    """Everything one line (without its wrappers) states."""
+    if states_nothing(body):
         return LineFacts(noise=True)
     result = LineFacts()
     if engine is None and body.lstrip().startswith(("Active: ", "Main PID: ")):

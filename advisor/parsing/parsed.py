@@ -9,7 +9,7 @@ from typing import Final
 from advisor.core.engines import ALL, ENGINES
 from advisor.core.slots import quick_init
 from advisor.parsing.catalog import Catalog, shipped_catalog
-from advisor.parsing.facts import LineFacts, read_facts
+from advisor.parsing.facts import LineFacts, read_facts, states_nothing
 from advisor.parsing.lines import VLLM, LogLine, Split, clean_text, split_line
 from advisor.parsing.phases import engine_hint
 from advisor.parsing.values import CONFIG_FACTS
@@ -90,6 +90,13 @@ def _tag(catalog: Catalog, body: str, facts: LineFacts) -> tuple[tuple[str, ...]
             facts.phase = spec.phase
     writer = found[0][0].producer.writes if found else None
     return tuple(message.id for message, _ in found), writer
+
+
+def routine(text: str, identifier: str | None = None, transport: str | None = None) -> bool:
+    """Would `parse` call this line noise (a request's, an access log's, a throughput line)?
+    Such a line changes no diagnosis: whatever reads it can wait. Cheaper than `parse`."""
+    split = split_line(clean_text(text), journal_identifier=identifier, transport=transport)
+    return states_nothing(split.body)
 
 
 def own_pids(parsed: Iterable[Parsed]) -> set[int]:

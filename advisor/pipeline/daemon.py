@@ -199,6 +199,7 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> Calla
 def _follow(
     store: EventStore, config: WatchConfig, watching: Watching, stop: threading.Event
 ) -> None:
+    from advisor.pipeline.pacing import urgent_entry
     from ingest.journal_sources import ingest_journalctl
 
     ingest_journalctl(
@@ -208,6 +209,7 @@ def _follow(
         selection=watching.selection,
         resume_from=watching.resume_from,
         stop=stop,
+        urgent=urgent_entry,
     )
 
 

@@ -7,7 +7,6 @@ end of a file, after every committed batch while following) and by `advisor rebu
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,9 @@ from advisor.core.taxonomy import UNKNOWN
 from advisor.diagnosis.live import Diagnoser
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import RuleSet, load_rules
+from advisor.pipeline.pacing import Passes
 from advisor.planning.planner import Planner
 from advisor.store import EventStore
-from advisor.store.types import AppendResult
 from advisor.views.fold.projector import Projector
 from advisor.views.fold.skipped import environmental, reason_of, skipped_event
 from advisor.views.read.rows import RunView
@@ -50,49 +49,34 @@ class Processor:
         )
         self.planner = Planner(store)
         self.store = store
-        self._busy = False
-        self._lock = threading.Lock()
         self._after: Callable[[], None] | None = None
 
     def follow(self, after: Callable[[], None] | None = None) -> None:
         """Diagnose after every batch the store commits (live ingestion); then call `after`
         (auto-remediation). Batches from several threads (journal, GPU sampler) are taken one
-        at a time; a batch that arrives meanwhile is folded by the pass in progress or the
-        next one."""
+        at a time; one that comes during a pass makes the pass go round again
+        (`pipeline.pacing.Passes`)."""
         self._after = after
-        self.store.on_append(self._after_append)
+        self.store.on_append(Passes(self._pass))
 
-    def _after_append(self, _result: AppendResult) -> None:
-        if self._busy or not self._lock.acquire(blocking=False):
-            return  # our own diagnosis events come back through here; or another pass runs
-        try:
-            self.run(final=False)
-            if self._after is not None:
-                self._busy = True
-                try:
-                    self._after()
-                finally:
-                    self._busy = False
-        finally:
-            self._lock.release()
+    def _pass(self) -> None:
+        self.run(final=False)
+        if self._after is not None:
+            self._after()
 
     def run(self, *, final: bool) -> ProcessReport:
         """Catch up, diagnose and plan; `final` when the input is complete (no more lines
         coming). Each run's incident is planned right after its diagnosis is folded."""
-        self._busy = True
-        try:
-            report = ProcessReport(folded=self.projector.catch_up())
-            self._plan(report)
-            for run in self.diagnoser.pending(final=final):
-                events = self._diagnose(run)
-                report.diagnosed += 1
-                if events:
-                    report.diagnosis_events += self._append(run, events)
-                    report.folded += self.projector.catch_up()
-                    self._plan(report)
-            return report
-        finally:
-            self._busy = False
+        report = ProcessReport(folded=self.projector.catch_up())
+        self._plan(report)
+        for run in self.diagnoser.pending(final=final):
+            events = self._diagnose(run)
+            report.diagnosed += 1
+            if events:
+                report.diagnosis_events += self._append(run, events)
+                report.folded += self.projector.catch_up()
+                self._plan(report)
+        return report
 
     def _plan(self, report: ProcessReport) -> None:
         """Plan the incidents classified since the last pass (their events are counted with

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from advisor.core.events import Prepared
 from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
-from ingest.follow import Reader, flush_on_idle
+from ingest.follow import Reader, Timing, flush_on_idle
 from ingest.journal import json_line_record
 from tests.journal_fixtures import entry, json_line
 
@@ -130,3 +131,44 @@ def test_a_stop_ends_the_follow_between_records_and_commits_what_came() -> None:
     assert done.wait(PATIENCE_S / 2), "the follower did not stop while its source was silent"
     follower.join()
     assert commits.stored == 3 and commits.batches[-1][1] == "c2"
+
+
+def test_routine_entries_wait_for_company_and_an_urgent_one_commits_them_at_once() -> None:
+    """With `urgent`, routine entries are not committed when the stream pauses (they wait
+    up to `routine_wait_s`, here an hour); the first urgent one commits them all at once.
+    (The pause gives a follower that commits routine entries on a pause the chance to.)"""
+    commits = Commits()
+    seen: list[int] = []
+
+    def records() -> Iterator[Record]:
+        yield record(0)
+        yield record(1)
+        time.sleep(0.3)  # a pause sixty times idle_s
+        seen.append(len(commits.batches))
+        yield record(2)  # urgent
+        seen.append(int(commits.happened.wait(PATIENCE_S)))
+        yield record(3)
+
+    def urgent(event: Mapping[str, Any]) -> bool:
+        return str(event["payload"]["message"]) == "line 2"
+
+    timing = Timing(routine_wait_s=3600.0)
+    flush_on_idle(reader(commits), records(), timing=timing, urgent=urgent)
+    assert seen == [0, 1]
+    assert commits.batches[0] == (3, "c2")  # the routine two and the urgent one, together
+    assert commits.stored == 4
+
+
+def test_routine_entries_are_committed_once_the_oldest_has_waited() -> None:
+    commits = Commits()
+    committed: list[bool] = []
+
+    def records() -> Iterator[Record]:
+        yield record(0)
+        committed.append(commits.happened.wait(PATIENCE_S))  # no urgent entry comes
+        yield record(1)
+
+    timing = Timing(routine_wait_s=0.05)
+    flush_on_idle(reader(commits), records(), timing=timing, urgent=lambda _event: False)
+    assert committed == [True]
+    assert commits.batches[0] == (1, "c0")

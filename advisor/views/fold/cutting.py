@@ -15,7 +15,7 @@ from advisor.core.payloads import LogRecorded
 from advisor.parsing.runfold import starts_new_run
 from advisor.store.schema import events, fold_pending, runs
 from advisor.views.fold.foldbase import IN, PAGE, FoldBase, Line, parsed_line
-from advisor.views.fold.keys import order_key, run_id_of
+from advisor.views.fold.keys import cut_into_runs, order_key, run_id_of
 from advisor.views.fold.logpages import log_event, log_query, log_rows
 from advisor.views.fold.runrow import RunRow
 from advisor.views.fold.skipped import environmental, reason_of, unusable
@@ -36,8 +36,7 @@ class RunCutting(FoldBase):
         return self.current[stream]
 
     def _log(self, event: StoredEvent, p: LogRecorded) -> None:
-        _host, _, unit = event.stream.partition("/")
-        if not unit or unit == "kernel":
+        if not cut_into_runs(event.stream):
             return
         self.lines.setdefault(event.stream, []).append(
             Line(

@@ -73,6 +73,13 @@ def order_key(time_us: int, p: LogRecorded) -> str:
     return f"{when} 2{_number(p.monotonic_us):020d} {_digest(canonical_payload(p))}"
 
 
+def cut_into_runs(stream: str) -> bool:
+    """Are `stream`'s log lines cut into runs: a unit's (`HOST/UNIT`), not the kernel's and
+    not a host's own? (The others' lines are read only as evidence, when a run is judged.)"""
+    _host, _, unit = stream.partition("/")
+    return bool(unit) and unit != "kernel"
+
+
 def run_content(
     first_key: str,
     last_key: str,
