@@ -1,15 +1,20 @@
-"""Create or upgrade the store schema with Alembic, safely when several processes start at once."""
+"""Create or upgrade the store schema with Alembic, safely when several processes start at once.
+
+Alembic is imported only to upgrade: a store already at the head revision is opened without
+it (its import is a tenth of a second of every command's start-up). The head is read from
+the migration files' names — each is named after its revision, the revisions numbered in
+the order they chain (`tests/store/test_store.py` checks that against Alembic's own view).
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -24,18 +29,33 @@ from advisor.store.engine import (
     retry_busy,
 )
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATION_LOCK_ID = 0x616476_6D6967  # pg advisory lock key for schema changes
 
 
+MIGRATIONS = Path(advisor.migrations.__file__).parent
+_REVISION_FILE = re.compile(r"(\d{4})_\w+\.py")
+
+
 def _config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(advisor.migrations.__file__).parent))
+    cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
 @functools.lru_cache(maxsize=1)  # the migrations on disk do not change while we run
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_config()).get_current_head()
+    """The newest revision: the highest number among the migration files' names."""
+    numbers = [
+        m.group(1)
+        for p in (MIGRATIONS / "versions").iterdir()
+        if (m := _REVISION_FILE.fullmatch(p.name))
+    ]
+    return max(numbers, default=None)
 
 
 def current_revision(conn: Connection) -> str | None:
@@ -115,6 +135,8 @@ def _upgrade(engine: Engine, shared_schema: bool) -> str | None:
                     "?options=-csearch_path%3DSCHEMA), or run `advisor db upgrade "
                     "--shared-schema` to create them beside the others"
                 )
+            from alembic import command
+
             cfg = _config()
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")

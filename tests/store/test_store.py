@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from advisor.core.errors import InvalidEventError, StoreError
 from advisor.core.events import UPCASTERS, StoredEvent, validate_batch
 from advisor.core.payloads import LogRecorded
-from advisor.store import Checkpoint, EventFilter, EventStore
+from advisor.store import Checkpoint, EventFilter, EventStore, migrate, open_store
 from advisor.store.integrity.audit import status, verify
 
 Opener = Callable[[str], EventStore]
@@ -268,3 +271,30 @@ def test_last_seq_of_some_types(store_url: str, opener: Opener) -> None:
     assert last_seq(store, ("pipeline.skipped",)) == 2
     assert last_seq(store, ("pipeline.skipped", "log.recorded")) == 4
     assert last_seq(store, ("incident.opened",)) == 0
+
+
+def test_the_head_read_from_file_names_is_alembic_s_and_the_chain_is_numbered_in_order() -> None:
+    """`migrate.head_revision` reads the head from the migration files' names, so opening a
+    current store needs no Alembic: each file is named after its revision, and each revision
+    follows the one numbered before it."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(migrate._config())
+    assert migrate.head_revision() == scripts.get_current_head()
+    revisions = sorted(scripts.walk_revisions(), key=lambda r: r.revision)
+    for before, script in zip([None, *revisions], revisions, strict=False):
+        assert Path(script.path).name.startswith(f"{script.revision}_")
+        assert script.down_revision == (None if before is None else before.revision)
+
+
+def test_opening_a_current_store_does_not_import_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    open_store(url).close()  # created (and migrated) here
+    probe = (
+        "import sys\n"
+        "from advisor.store import open_store\n"
+        f"open_store({url!r}).close()\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
