@@ -56,8 +56,8 @@ from advisor.execution.state import UnitSnapshot
 from advisor.execution.subject import incident_of, subject_of
 from advisor.store import EventStore, leases
 from advisor.views.fold.projector import Projector
-from advisor.views.read.reading import read_rows
 from advisor.views.read.rows import ActionRow
+from advisor.views.read.runs import came_up_ready
 
 __all__ = [
     "LEASE_TTL_S",
@@ -161,7 +161,7 @@ class Executor:
             if not self._step(row, report):
                 return
 
-    def _context(self, row: ActionRow) -> Context:
+    def _context(self, row: ActionRow, now: UnitSnapshot | None) -> Context:
         done = [r for r in plan_rows(self.store, row.plan_id) if r.step < row.step]
         previous = [
             r
@@ -172,10 +172,11 @@ class Executor:
         ]
         incident = incident_of(self.store, row)
         incident_open = incident is None or incident["status"] == IncidentStatus.OPEN
-        ready = frozenset(
-            r["invocation_id"]
-            for r in read_rows(self.store, "runs", unit=row.unit, host=row.host)
-            if r["ready_us"] is not None and r["invocation_id"]
+        current = now.invocation_id if now is not None else None
+        ready = (
+            frozenset({current})
+            if current and row.unit and came_up_ready(self.store, row.unit, row.host, current)
+            else frozenset()
         )
         return Context(
             incident_open=incident_open,
@@ -208,7 +209,7 @@ class Executor:
         try:
             step = attested_step(self.store, row)  # as the chain says, not the table alone
             before = self._observe(step)
-            verdict = judge(step, before, self._context(row))
+            verdict = judge(step, before, self._context(row, before))
             if verdict.action != "run":
                 return self._skip(row, verdict, before, report)
             change = self.backend.prepare(step, before)

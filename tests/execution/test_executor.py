@@ -32,6 +32,11 @@ from advisor.execution.run import Executor, execute
 from advisor.execution.state import ExecCommand, UnitSnapshot
 from advisor.planning.bounds import check_step
 from advisor.store import EventFilter, EventStore, leases
+from advisor.views.fold.projector import Projector
+from advisor.views.read.reading import read_rows
+from advisor.views.read.runs import came_up_ready
+from ingest.journal_sources import ingest_json_file
+from tests.journal_fixtures import entry, json_line
 
 UNIT = "vllm-minimax-m25.service"
 SAMPLER_PLAN = f"gpu-node-07/{UNIT}@2026-02-21T00:32:55.000000Z"
@@ -407,6 +412,48 @@ def test_a_unit_started_by_someone_else_mid_plan_makes_the_rest_stale(
     assert backend.done == [f"hold restarts of {UNIT}"]
     rows = {r.step: r for r in plan_rows(diagnosed, SAMPLER_PLAN)}
     assert rows[1].status == "stale" and rows[3].status == "approved"
+
+
+def test_a_hold_is_stale_when_the_unit_runs_an_invocation_that_came_up_ready(
+    diagnosed: EventStore, tmp_path: Path
+) -> None:
+    """The unit now runs an invocation the store saw come up ready (here one from before
+    the crash, so the incident stays open and only this guard can tell): holding its
+    restarts would stop a working server."""
+    invocation = "c" * 32  # an earlier run of the unit, which came up ready
+    lines = [
+        entry(
+            i,
+            text,
+            unit=UNIT,
+            host="gpu-node-07",
+            t0=1_771_600_000_000_000,
+            extra=[("_SYSTEMD_INVOCATION_ID", invocation)],
+        )
+        for i, text in enumerate(
+            ["INFO:     Started server process [4242]", "INFO:     Application startup complete."]
+        )
+    ]
+    journal = tmp_path / "later.jsonl"
+    journal.write_bytes(b"".join(json_line(fields) for fields in lines))
+    ingest_json_file(diagnosed, journal)
+    Projector(diagnosed).catch_up()
+    assert any(r["ready_us"] for r in read_rows(diagnosed, "runs", unit=UNIT))
+    approve(diagnosed, SAMPLER_PLAN, "human:test")
+
+    class Serving(DryRunBackend):
+        def observe(self, unit: str) -> UnitSnapshot | None:
+            return UnitSnapshot(
+                UNIT, active_state="active", sub_state="running", invocation_id=invocation
+            )
+
+    backend = Serving()
+    report = execute(diagnosed, backend, SAMPLER_PLAN)
+    assert report.state == "stale" and "came up ready after the plan was made" in report.why
+    assert backend.done == []
+    assert came_up_ready(diagnosed, UNIT, None, invocation)
+    assert not came_up_ready(diagnosed, UNIT, "another-host", invocation)
+    assert not came_up_ready(diagnosed, UNIT, None, "f" * 32)
 
 
 def _forge(store: EventStore, sql: str) -> None:

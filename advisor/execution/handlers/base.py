@@ -35,7 +35,7 @@ class Context:
     incident_open: bool = True
     previous_after: Mapping[str, object] | None = None  # the unit after the plan's last step
     previous_step: int | None = None
-    ready_invocations: frozenset[str] = frozenset()  # this unit's runs that came up ready
+    ready_invocations: frozenset[str] = frozenset()  # the unit's current one, if it came up ready
 
 
 def inv(value: object) -> str:

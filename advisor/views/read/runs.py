@@ -57,3 +57,17 @@ def unit_runs(store: EventStore, unit: str, host: str | None = None) -> list[Run
     with store.connect() as conn:
         rows = conn.execute(query.order_by(runs.c.started_us, runs.c.run_id)).all()
     return [RunView.from_row(row._mapping) for row in rows]
+
+
+def came_up_ready(store: EventStore, unit: str, host: str | None, invocation_id: str) -> bool:
+    """Did `unit`'s (on `host`, or any) run of `invocation_id` come up ready? One indexed
+    read, not the unit's every run."""
+    query = (
+        select(runs.c.run_id)
+        .where(runs.c.unit == unit, runs.c.invocation_id == invocation_id)
+        .where(runs.c.ready_us.is_not(None))
+    )
+    if host is not None:
+        query = query.where(runs.c.host == host)
+    with store.connect() as conn:
+        return conn.execute(query.limit(1)).first() is not None
