@@ -55,7 +55,7 @@ class Timing:
     burst: int = 8  # quick commits at once...
     min_gap_s: float = 0.05  # ...then one this often, under load...
     max_wait_s: float = 0.1  # ...and a record waits at most this long while entries flow
-    routine_wait_s: float = 1.0  # what `urgent` calls routine waits this long for company
+    routine_wait_s: float = 5.0  # what `urgent` calls routine waits this long for company
     tick_s: float = 0.5  # the selection's tick, at least this often
     save_every_s: float = 5.0  # the position past dropped entries, at most this often
     max_block_s: float = 60.0  # nothing pending: wake this seldom (a bound, not a poll)
@@ -113,7 +113,7 @@ def flush_on_idle(
     Entries the selection drops move the saved position too, committed at most every
     `save_every_s` (a restart re-reads at most those, and drops them again). With `urgent`,
     a batch with no urgent entry (a busy server's request lines) is committed once its
-    oldest has waited `routine_wait_s` (or when it is full): one transaction a second
+    oldest has waited `routine_wait_s` (or when it is full): one transaction every few seconds
     rather than one every `min_gap_s`; an urgent entry commits as before."""
     pending: queue.Queue[object] = queue.Queue(maxsize=10_000)
 

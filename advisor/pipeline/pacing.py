@@ -3,9 +3,9 @@
 The journal follower commits an entry at once (within milliseconds) unless it is routine —
 a request's line, an access log's, a throughput line (`parsing.parsed.routine`), or a line of
 a stream the fold does not cut into runs (the kernel's) — which changes no diagnosis and
-waits up to a second for company (`urgent_entry`, given to `ingest.follow.flush_on_idle`).
-A busy server's traffic then costs one commit and one pass a second rather than one every
-50 ms, and a crash's lines are never held back.
+waits up to five seconds for company (`urgent_entry`, given to `ingest.follow.flush_on_idle`).
+A busy server's traffic then costs a commit and a pass every few seconds rather than one
+every 50 ms, and a crash's lines are never held back.
 
 Appends come from several threads (the journal follower, the GPU sampler, the heartbeat):
 one pass runs at a time (`Passes`). A batch committed by another thread while a pass runs
