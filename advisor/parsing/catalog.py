@@ -59,9 +59,9 @@ else:
     Writer = Literal[(*ENGINES, *OTHER_WRITERS)]
 DEFAULT_CONFIDENCE: Final = 0.9
 # The catalogue files advisor ships: the test suite matches their examples against their
-# templates, so loading them does not. Any other file in the folder (an operator's own) has
-# its examples checked when it is loaded, and a broken one stops the load with a one-line
-# error. tests/parsing/test_catalog.py keeps this list and the folder in step.
+# templates, so loading them does not. Any other file in the folder (an operator's own, or a
+# new engine's until it is listed here) has its examples checked when it is loaded, and a
+# broken one stops the load with a one-line error.
 SHIPPED_FILES: Final = frozenset(
     {
         "candle-vllm.toml",

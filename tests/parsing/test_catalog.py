@@ -60,10 +60,11 @@ def test_coverage_by_producer_and_label(catalog: Catalog) -> None:
     assert len(catalog.messages) >= 300
 
 
-def test_the_shipped_files_are_the_folder() -> None:
-    """Loading skips the example check of the files named in SHIPPED_FILES only because the
-    test below checks theirs: the list names exactly the folder's files."""
-    assert {name for name, _ in catalog_module.shipped_catalog_files()} == SHIPPED_FILES
+def test_the_shipped_files_are_in_the_folder() -> None:
+    """Loading skips the example check of the files named in SHIPPED_FILES because the test
+    below checks theirs: each is a file of the folder (one the list leaves out, a new
+    engine's, is checked on load like an operator's)."""
+    assert {name for name, _ in catalog_module.shipped_catalog_files()} >= SHIPPED_FILES
 
 
 def test_every_example_is_its_own_message(catalog: Catalog) -> None:
