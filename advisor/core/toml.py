@@ -3,7 +3,6 @@ with the errors as InputError."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,13 +24,19 @@ def load_toml(path: Path, what: str, text: str | None = None) -> dict[str, Any]:
     alike); a file rtoml refuses is read again by tomllib, whose error says where."""
     try:
         source = text if text is not None else path.read_text(encoding="utf-8")
-        try:
-            return rtoml.loads(source)
-        except rtoml.TomlParsingError:
-            return tomllib.loads(source)
     except OSError as e:
         raise InputError(f"{path}: cannot read {what}: {e.strerror or e}") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not valid TOML: {e}") from e
+    try:
+        return rtoml.loads(source)
+    except (rtoml.TomlParsingError, ValueError):
+        pass  # tomllib decides, as it always did
+    import tomllib  # only to say where a file is wrong: not imported at start-up
+
+    try:
+        return tomllib.loads(source)
+    except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML: {e}") from e
 
 
