@@ -121,11 +121,19 @@ class MessageSpec(BaseModel):
     @field_validator("versions")
     @classmethod
     def _specifier(cls, value: str) -> str:
-        try:
-            SpecifierSet(value)
-        except InvalidSpecifier as e:
-            raise ValueError(f"versions {value!r} is not a PEP 440 specifier set") from e
+        if not _is_specifier_set(value):
+            raise ValueError(f"versions {value!r} is not a PEP 440 specifier set")
         return value
+
+
+@cache
+def _is_specifier_set(value: str) -> bool:
+    """Whether `value` is a PEP 440 specifier set (the catalogue repeats a few hundred)."""
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        return False
+    return True
 
 
 class _CatalogFile(BaseModel):

@@ -41,6 +41,7 @@ _SIZE_KINDS: Final = frozenset({"gib", "mib", "kib", "bytes", "gb", "mb", "size"
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 _CONDITION = re.compile(r"^\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*([+-]?[0-9]+(?:\.[0-9]+)?)\s*$")
 WORD = re.compile(r"[A-Za-z]{4,}")
+_SPACES = re.compile(r" +")
 _OPS: Final = {
     "<": float.__lt__,
     "<=": float.__le__,
@@ -123,7 +124,7 @@ def compile_template(template: str) -> Template:
 
 
 def _literal(text: str) -> str:
-    return " +".join(re.escape(chunk) for chunk in re.split(r" +", text))
+    return " +".join(map(re.escape, _SPACES.split(text)))
 
 
 def _inner_words(text: str) -> list[str]:
