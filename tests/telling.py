@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.backends import DryRunBackend
 from advisor.execution.handlers import Primitives, perform_step
 from advisor.execution.notices import Notices, notify_outcome

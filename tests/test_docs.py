@@ -12,10 +12,10 @@ from typing import Any, get_args
 import orjson
 import pytest
 
-from advisor.core.actions import ActionStep
 from advisor.core.engines import ALL as ENGINE_LIST
 from advisor.core.engines.model import Engine, Flag, Range
 from advisor.core.kinds import ActionKind
+from advisor.core.steps import ActionStep
 from advisor.core.taxonomy import LABELS
 from advisor.diagnosis.rules import load_rules
 from advisor.parsing.values import FACT_KEYS

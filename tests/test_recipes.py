@@ -114,7 +114,7 @@ HANDLER = '''"""`drain`: tell the load balancer to send the unit nothing (a made
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
@@ -152,7 +152,7 @@ def test_a_new_action_kind_is_one_registry_entry_and_its_handler(tree: Path) -> 
     done = run(
         tree,
         "-c",
-        "from advisor.core.actions import ActionStep\n"
+        "from advisor.core.steps import ActionStep\n"
         "from advisor.execution.handlers import describe\n"
         "print(describe(ActionStep(kind='drain', unit='x.service', why='w')))",
     )

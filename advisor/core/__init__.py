@@ -26,6 +26,7 @@ __all__ = [
     "settings",
     "slots",
     "statuses",
+    "steps",
     "taxonomy",
     "timefmt",
     "toml",

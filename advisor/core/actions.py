@@ -1,5 +1,5 @@
-"""The payloads of a plan and of carrying it out: `ActionStep` as `recommend` computes it, the
-proposal, the decision on it, and what the executor did.
+"""The payloads of a plan and of carrying it out: the proposal of a step (`ActionStep`,
+advisor.core.steps), the decision on it, and what the executor did.
 """
 
 from __future__ import annotations
@@ -7,33 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from advisor.core.kinds import ActionKind
 from advisor.core.payloads import Payload
-
-
-class ActionStep(BaseModel):
-    """One step of a plan, as `recommend` computes it, with the numbers behind it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: ActionKind
-    unit: str | None = None
-    flag: str | None = None
-    value: int | float | str | None = None
-    option: str | None = None
-    seconds: float | None = None
-    pid: int | None = None
-    why: str
-    arithmetic: tuple[str, ...] = ()
-    expected: str | None = None
-    alternative: bool = False  # instead of the set_flag before it, not as well
-    # What the plan was made for, so the executor can tell a stale step (version 2): the
-    # invocation of the run it is about, and the value a set_flag changes (as the log said).
-    invocation_id: str | None = None
-    from_value: int | float | str | None = None
-    gpus: tuple[int, ...] | None = None  # wait_gpu_free: the GPUs the unit used
+from advisor.core.steps import ActionStep
 
 
 class ActionProposed(ActionStep, Payload):

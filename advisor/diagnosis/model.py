@@ -80,8 +80,8 @@ def from_json(data: bytes, name: str) -> LinearModel:
         if obj.get("format") != FORMAT:
             raise ValueError(f"format is {obj.get('format')!r}, expected {FORMAT!r}")
         labels = tuple(str(label) for label in obj["labels"])
-        weights = {str(t): tuple(float(x) for x in w) for t, w in obj["weights"].items()}
-        intercept = tuple(float(x) for x in obj["intercept"])
+        weights = {str(t): tuple(map(float, w)) for t, w in obj["weights"].items()}
+        intercept = tuple(map(float, obj["intercept"]))
         if any(len(w) != len(labels) for w in weights.values()) or len(intercept) != len(labels):
             raise ValueError("weights do not match the labels")
         temperature = float(obj["temperature"])

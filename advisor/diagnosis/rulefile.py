@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -25,7 +26,7 @@ from advisor.core.errors import InputError
 from advisor.core.taxonomy import OOM, TAXONOMY, Phase, RuleLabel
 from advisor.core.toml import load_toml, validate_tables
 from advisor.parsing.catalog import Catalog
-from advisor.parsing.templates import Condition, ConditionText, parse_condition
+from advisor.parsing.templates import Condition, ConditionText, Template, parse_condition
 from advisor.parsing.values import FACT_KEYS, FACT_TYPES
 
 Tier = Literal["failure", "fallback", "healthy"]  # tiers of rules, not a label
@@ -65,7 +66,9 @@ class RuleSpec(BaseModel):
 
     @field_validator("match", "also", "absent")
     @classmethod
-    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    def _compiles(cls, patterns: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if info.context is _TEMPLATE and info.field_name == "match":
+            return patterns  # a catalogue template's: compiled when a line first needs it
         for pattern in patterns:
             try:
                 compiled = re.compile(pattern)
@@ -87,6 +90,11 @@ class RuleSpec(BaseModel):
         return facts
 
 
+# Validation context of a catalogue message's rule: its pattern is the template's, valid by
+# construction (advisor.parsing.templates) and compiled only when a line needs it.
+_TEMPLATE: Final = {"pattern": "catalogue template"}
+
+
 class _RuleFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rule: list[dict[str, Any]] = Field(default_factory=list)
@@ -104,13 +112,20 @@ class Rule:
     absent: tuple[re.Pattern[str], ...]
     when: tuple[Condition, ...] = ()
     # A rule made from a catalogue message: it looks only at lines parsing tagged with that
-    # message, and reads its facts the message's way (units, signs).
+    # message, and reads its facts the message's way (units, signs). Its pattern is the
+    # message's template (`match` is empty): compiled when a line first needs it.
     message: str | None = None
     reader: Reader | None = None
+    template: Template | None = None
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    @property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The `match` patterns compiled (a catalogue rule's: its template's)."""
+        return self.match if self.template is None else (self.template.regex,)
 
 
 def compile_rule(spec: RuleSpec, origin: str) -> Rule:
@@ -164,7 +179,7 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
         origin = f"{message.origin} (catalogue)"
         base = {
             "description": spec.meaning,
-            "match": (message.template.regex.pattern,),
+            "match": (message.template.pattern,),
             "when": spec.when,
         }
         if spec.label == OOM:
@@ -188,19 +203,20 @@ def catalog_rules(catalog: Catalog) -> list[Rule]:
             ]
         for rule_id, label, confidence, extra in variants:
             rule_spec = RuleSpec.model_validate(
-                {**base, **extra, "id": rule_id, "label": label, "confidence": confidence}
+                {**base, **extra, "id": rule_id, "label": label, "confidence": confidence},
+                context=_TEMPLATE,
             )
-            compiled = compile_rule(rule_spec, origin)
             out.append(
                 Rule(
                     rule_spec,
                     origin,
-                    (message.template.regex,),
                     (),
                     (),
-                    compiled.when,
+                    (),
+                    tuple(parse_condition(t) for t in rule_spec.when),
                     message.id,
                     message.template.read,
+                    message.template,
                 )
             )
     return out

@@ -255,7 +255,7 @@ def _try(
         body = parsed[i].body
         if rule.message is not None and rule.message not in parsed[i].messages:
             continue
-        for pattern in rule.match:
+        for pattern in rule.patterns:
             m = pattern.search(body)
             if m is None:
                 continue
@@ -274,7 +274,9 @@ def _try(
             if rule.when and not all(c.holds({**facts, **stated}) for c in rule.when):
                 continue
             more = [
-                j for j in candidates if j > i and any(p.search(parsed[j].body) for p in rule.match)
+                j
+                for j in candidates
+                if j > i and any(p.search(parsed[j].body) for p in rule.patterns)
             ][:MORE_EVIDENCE]
             return Hit(
                 rule, i, phase, {k: v for k, v in stated.items() if v is not None}, support + more

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import orjson
 
-from advisor.core.actions import ActionApproved, ActionProposed, ActionStep, step_from_spec
+from advisor.core.actions import ActionApproved, ActionProposed, step_from_spec
 from advisor.core.errors import IntegrityError
+from advisor.core.steps import ActionStep
 from advisor.store import EventFilter, EventStore
 from advisor.views.read.rows import ActionRow
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers import handler_for
 from advisor.execution.primitives import (
     Expected,

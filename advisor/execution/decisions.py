@@ -8,12 +8,13 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from advisor.core.actions import ActionApproved, ActionPayload, ActionRejected, ActionStep
+from advisor.core.actions import ActionApproved, ActionPayload, ActionRejected
 from advisor.core.errors import InputError
 from advisor.core.events import NewEvent
 from advisor.core.ids import matching, resolve_id
 from advisor.core.records import stable_key
 from advisor.core.statuses import ActionStatus
+from advisor.core.steps import ActionStep
 from advisor.store import EventStore
 from advisor.views.fold.projector import Projector
 from advisor.views.read.actions import action_by_id, all_actions, plan_actions

@@ -14,7 +14,7 @@ says it (`advisor.execution.handlers`: `kill`, `wait_gpu_free`, `hold_restarts`,
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers import handler_for
 from advisor.execution.handlers.base import RUN, Context, Verdict
 from advisor.execution.state import UnitSnapshot

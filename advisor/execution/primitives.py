@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from advisor.core.actions import ActionStep
 from advisor.core.errors import AdvisorError, InputError
+from advisor.core.steps import ActionStep
 from advisor.core.units import is_unit_name, not_a_server
 from advisor.execution.state import UnitSnapshot
 from advisor.planning.bounds import check_step

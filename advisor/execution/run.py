@@ -31,12 +31,12 @@ from advisor.core.actions import (
     ActionPayload,
     ActionSkipped,
     ActionStarted,
-    ActionStep,
     ActionSucceeded,
 )
 from advisor.core.errors import AdvisorError, InputError
 from advisor.core.kinds import KINDS, RESTART, SET_FLAG
 from advisor.core.statuses import ActionStatus, IncidentStatus
+from advisor.core.steps import ActionStep
 from advisor.core.units import not_a_server
 from advisor.execution.asfound import hand_back, rollback_hint, undo_flags
 from advisor.execution.attest import attested_step

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from advisor.core.actions import ActionStep
 from advisor.core.sampler import SamplerLike
+from advisor.core.steps import ActionStep
 from advisor.execution import gpuwait, unitgpus
 from advisor.execution.bus import SERVICE, UNIT, BusError, SystemdBus
 from advisor.execution.commands import program_index

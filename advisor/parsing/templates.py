@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator
@@ -40,6 +41,7 @@ _SIZE_KINDS: Final = frozenset({"gib", "mib", "kib", "bytes", "gb", "mb", "size"
 PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 _CONDITION = re.compile(r"^\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*([+-]?[0-9]+(?:\.[0-9]+)?)\s*$")
 WORD = re.compile(r"[A-Za-z]{4,}")
+_SPACES = re.compile(r" +")
 _OPS: Final = {
     "<": float.__lt__,
     "<=": float.__le__,
@@ -53,13 +55,18 @@ _OPS: Final = {
 # ------------------------------------------------------------------ templates
 @dataclass(frozen=True)
 class Template:
-    """A template compiled: its regular expression, the kind of each fact group, its literal
-    text (for the word index) and its placeholders in order."""
+    """A template read: its regular expression (compiled when first used: a catalogue's
+    word index tries only a few templates per line), the kind of each fact group, its
+    literal text and the words for the word index."""
 
-    regex: re.Pattern[str]
+    pattern: str
     kinds: dict[str, str]
     literal: str
     words: tuple[str, ...]
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
 
     def read(self, m: re.Match[str]) -> dict[str, Any]:
         """The facts of a match, each in its fact's type and domain (others left out)."""
@@ -74,7 +81,8 @@ class Template:
 
 
 def compile_template(template: str) -> Template:
-    """The template as a regular expression; ValueError naming what is wrong."""
+    """The template as a regular expression (its text: `Template.regex` compiles it when
+    first used); ValueError naming what is wrong."""
     parts: list[str] = []
     literal: list[str] = []
     kinds: dict[str, str] = {}
@@ -112,11 +120,11 @@ def compile_template(template: str) -> Template:
         raise ValueError(
             f"template has {len(joined.strip())} literal characters, fewer than {MIN_LITERAL}"
         )
-    return Template(re.compile("".join(parts)), kinds, joined, tuple(words))
+    return Template("".join(parts), kinds, joined, tuple(words))
 
 
 def _literal(text: str) -> str:
-    return " +".join(re.escape(chunk) for chunk in re.split(r" +", text))
+    return " +".join(map(re.escape, _SPACES.split(text)))
 
 
 def _inner_words(text: str) -> list[str]:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from advisor.core.actions import ActionStep
 from advisor.core.engines import FLAG_BOUNDS
 from advisor.core.engines.model import Range
 from advisor.core.errors import InputError
 from advisor.core.kinds import SET_FLAG, SET_UNIT_OPTION
+from advisor.core.steps import ActionStep
 
 __all__ = [
     "TIMEOUT_STOP_BOUNDS_S",

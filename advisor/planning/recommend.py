@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from advisor.core.actions import ActionStep
 from advisor.core.engines import DEFAULT_ENGINE, by_name
 from advisor.core.engines.model import Engine
 from advisor.core.kinds import HOLD_RESTARTS, NOTIFY, RESTART, SET_FLAG
+from advisor.core.steps import ActionStep
 from advisor.core.taxonomy import HEALTHY, TAXONOMY, UNKNOWN
 from advisor.core.units import is_unit_name, not_a_server
 from advisor.planning.context import PlanContext, checked_facts

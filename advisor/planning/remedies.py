@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import (
     KILL,
     NOTIFY,
@@ -18,6 +17,7 @@ from advisor.core.kinds import (
     WAIT_GPU_FREE,
     ActionKind,
 )
+from advisor.core.steps import ActionStep
 from advisor.core.units import is_unit_name
 from advisor.planning.bounds import in_bounds
 from advisor.planning.context import PlanContext

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.gpuwait import FREE_FRACTION, STABLE_SAMPLES
 from advisor.execution.handlers import perform_step, prepare_step
 from advisor.execution.locate import same_value

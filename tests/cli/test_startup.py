@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -61,6 +62,17 @@ def test_help_imports_no_heavy_library(path: tuple[str, ...]) -> None:
     assert "click" in modules and "advisor.cli.main" in modules  # the log was read
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert not heavy, f"advisor {' '.join(path)} --help imports {heavy}"
+
+
+def test_classify_imports_no_heavy_library_but_pydantic(tmp_path: Path) -> None:
+    """`classify` validates the rule and catalogue files (pydantic) and nothing more: no
+    store, no learning library (the model is JSON weights), no console."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 12-04 10:00:00 api_server.py:1] vLLM API server version 0.8.0\n")
+    modules = imported("classify", str(log))
+    assert "advisor.diagnosis.rules" in modules  # the log was read
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert all(m.split(".")[0] in ("pydantic", "pydantic_core") for m in heavy), heavy
 
 
 def test_root_help_imports_no_command_module() -> None:

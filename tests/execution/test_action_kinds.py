@@ -11,7 +11,7 @@ from typing import get_args
 
 import pytest
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution import systemd
 from advisor.execution.backends import DryRunBackend
 from advisor.execution.guards import judge

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
-from advisor.core.actions import ActionStep
 from advisor.core.errors import InputError
 from advisor.core.events import NewEvent
+from advisor.core.steps import ActionStep
 from advisor.execution.backends import DryRunBackend
 from advisor.execution.decisions import approve, plan_rows, reject
 from advisor.execution.dropins import (

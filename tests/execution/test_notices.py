@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from advisor.core.actions import ActionStep
 from advisor.core.errors import InputError
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
+from advisor.core.steps import ActionStep
 from advisor.execution.alertmanager import ALERT_NAME
 from advisor.execution.decisions import approve
 from advisor.execution.notices import Notice, Notices, notify_outcome

@@ -11,7 +11,7 @@ from functools import partial
 
 import pytest
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.dropins import ADVISOR_DROPIN, HOLD_DROPIN
 from advisor.execution.guards import judge
 from advisor.execution.handlers.base import Context

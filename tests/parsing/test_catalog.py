@@ -15,7 +15,15 @@ import pytest
 from advisor.core.errors import InputError
 from advisor.core.taxonomy import FAILURE_LABELS
 from advisor.diagnosis.rules import load_rules, match_run
-from advisor.parsing.catalog import Catalog, Message, Writer, load_catalog_file, shipped_catalog
+from advisor.parsing import catalog as catalog_module
+from advisor.parsing.catalog import (
+    SHIPPED_FILES,
+    Catalog,
+    Message,
+    Writer,
+    load_catalog_file,
+    shipped_catalog,
+)
 from advisor.parsing.lines import lines_from_texts
 from advisor.parsing.parsed import parse
 from advisor.parsing.sequence import segment
@@ -52,7 +60,15 @@ def test_coverage_by_producer_and_label(catalog: Catalog) -> None:
     assert len(catalog.messages) >= 300
 
 
+def test_the_shipped_files_are_in_the_folder() -> None:
+    """Loading skips the example check of the files named in SHIPPED_FILES because the test
+    below checks theirs: each is a file of the folder (one the list leaves out, a new
+    engine's, is checked on load like an operator's)."""
+    assert {name for name, _ in catalog_module.shipped_catalog_files()} >= SHIPPED_FILES
+
+
 def test_every_example_is_its_own_message(catalog: Catalog) -> None:
+    """The shipped files' examples (not matched when they are loaded: this is their check)."""
     for message in catalog.messages:
         for example in message.spec.examples:
             assert message.read(example) is not None, (message.id, example)
@@ -201,6 +217,25 @@ def test_a_bad_entry_is_one_line_naming_file_and_message(
         load_catalog_file(path)
     assert str(path) in str(info.value) and error in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_an_operators_file_is_checked_on_load_a_shipped_one_in_the_tests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file in the catalogue folder that advisor does not ship has its examples matched when
+    the catalogue loads (a broken one is a one-line error naming it); a shipped one's are
+    left to the test above."""
+    broken = _HEAD + _GOOD + 'examples = ["nothing like it"]\n'
+    shipped = catalog_module.shipped_catalog_files()
+    monkeypatch.setattr(
+        catalog_module, "shipped_catalog_files", lambda: [*shipped, ("mine.toml", broken)]
+    )
+    with pytest.raises(InputError) as info:
+        shipped_catalog.__wrapped__()
+    assert "mine.toml: message x.a: example 1 does not match" in str(info.value)
+    assert "\n" not in str(info.value)
+    [message] = load_catalog_file(Path("x.toml"), broken, check_examples=False)
+    assert message.read("nothing like it") is None
 
 
 def test_the_checker_runs_as_a_program(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.core.actions import ActionStep
 from advisor.core.ids import short_id
 from advisor.core.settings import NotifySettings
+from advisor.core.steps import ActionStep
 from advisor.execution.backends import DryRunBackend
 from advisor.execution.decisions import approve
 from advisor.execution.notices import Notices

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from advisor.cli.main import cli
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.core.units import is_unit_name
 from advisor.parsing.values import FACT_KEYS
 from advisor.planning.context import Holder, PlanContext

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import (
     BackendError,

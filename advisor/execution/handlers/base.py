@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import KINDS, ActionKind
+from advisor.core.steps import ActionStep
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot
 

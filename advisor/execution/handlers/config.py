@@ -4,7 +4,7 @@ reloaded, read back)."""
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import ConfigEdit, FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

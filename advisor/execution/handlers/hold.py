@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import HOLD_RESTARTS
+from advisor.core.steps import ActionStep
 from advisor.execution.dropins import HOLD_DROPIN, hold_text
 from advisor.execution.handlers.base import RUN, Context, Verdict, inv, moved
 from advisor.execution.handlers.config import ConfigHandler

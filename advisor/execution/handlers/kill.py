@@ -8,8 +8,8 @@ a leftover PID always runs; the backend kills only while the PID is still the un
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import KILL
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict, inv
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import NOTIFY
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

@@ -4,8 +4,8 @@ received the values the plan set (the executor hands them to the backend's resta
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import RESTART
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import Handler
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 

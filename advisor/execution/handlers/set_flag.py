@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import SET_FLAG
+from advisor.core.steps import ActionStep
 from advisor.execution.dropins import (
     ADVISOR_DROPIN,
     ADVISOR_ENV,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import SET_UNIT_OPTION
+from advisor.core.steps import ActionStep
 from advisor.execution.dropins import ADVISOR_DROPIN, advisor_dropin
 from advisor.execution.handlers.base import RUN, Context, Verdict
 from advisor.execution.handlers.config import ConfigHandler

@@ -3,8 +3,8 @@ running."""
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import STOP
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

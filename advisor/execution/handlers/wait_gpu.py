@@ -3,8 +3,8 @@ within the step's bound. Skipped when the unit runs again: no memory to wait for
 
 from __future__ import annotations
 
-from advisor.core.actions import ActionStep
 from advisor.core.kinds import WAIT_GPU_FREE
+from advisor.core.steps import ActionStep
 from advisor.execution.handlers.base import RUN, Context, Handler, Verdict, moved
 from advisor.execution.primitives import FileChange, Outcome, Primitives
 from advisor.execution.state import UnitSnapshot

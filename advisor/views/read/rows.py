@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
-from advisor.core.actions import ActionStep, step_from_spec
+from advisor.core.actions import step_from_spec
 from advisor.core.statuses import ActionStatus, IncidentStatus
+from advisor.core.steps import ActionStep
 from advisor.store import EventStore
 
 
