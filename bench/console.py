@@ -2,6 +2,7 @@
 and the fleet) on a store with many incidents.
 
     .venv/bin/python bench/console.py [--incidents 10000] [--hosts 20] [--repeat 20] [--workdir DIR]
+        [--report]
     .venv/bin/python bench/console.py --load 2000 --at-once 200 [--incidents 10000] [--workdir DIR]
         [--db postgresql+psycopg://postgres@127.0.0.1:5432/bench] [--writes-per-s 2]
 
@@ -47,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import figures  # noqa: E402
 from bench_events import journal_event  # noqa: E402
 
 from advisor.core.events import NewEvent  # noqa: E402
@@ -56,6 +58,7 @@ from advisor.store.integrity.retained import last_seq  # noqa: E402
 from advisor.views.read.incidents import incident_rows  # noqa: E402
 
 T0 = 1_780_000_000_000_000
+PAGE_TARGET_MS = 200  # an incident page, whatever the number of incidents and actions
 OOM = (
     "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:671] torch.OutOfMemoryError: "
     "CUDA out of memory. Tried to allocate 782.00 MiB. GPU 0 has a total capacity of 94.97 GiB "
@@ -117,14 +120,39 @@ def _get(url: str) -> float:
     return time.perf_counter() - started
 
 
-def _time(name: str, url: str, repeat: int) -> None:
+def _time(name: str, url: str, repeat: int) -> tuple[float, float]:
+    """The first request's time and the median of the rest, in seconds."""
     first = _get(url)
     rest = [_get(url) for _ in range(repeat)]
+    median = statistics.median(rest)
     print(
-        f"{name:<28} first {first * 1000:7.0f} ms   median {statistics.median(rest) * 1000:7.0f} ms"
+        f"{name:<28} first {first * 1000:7.0f} ms   median {median * 1000:7.0f} ms"
         f"   slowest {max(rest) * 1000:7.0f} ms   ({repeat} requests)",
         flush=True,
     )
+    return first, median
+
+
+def page_figures(times: dict[str, tuple[float, float]], incidents: int) -> list[figures.Figure]:
+    """The report's rows: the first page asked for after the start (it may come before the
+    console's warm-up ends), another incident's page seen the first time, and pages again."""
+    newest, middle = times["newest"], times["middle"]
+    rows = (
+        ("incident page, first request after start", newest[0], None),
+        (f"incident page, first view ({incidents:,} incidents)", middle[0], PAGE_TARGET_MS),
+        ("incident page, seen again (median)", newest[1], PAGE_TARGET_MS),
+    )
+    return [
+        figures.Figure(
+            "console",
+            name,
+            round(seconds * 1000, 1),
+            "ms",
+            "(the console warming up)" if target is None else f"≤ {target} ms",
+            target is None or seconds * 1000 <= target,
+        )
+        for name, seconds, target in rows
+    ]
 
 
 def _start(url: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -249,19 +277,23 @@ def last_seq_of(url: str) -> int:
         store.close()
 
 
-def serve_and_time(url: str, ids: list[str], repeat: int) -> None:
+def serve_and_time(url: str, ids: list[str], repeat: int) -> dict[str, tuple[float, float]]:
+    """Time the pages; each page's first request and the median of the rest, in seconds."""
     proc, base = _start(url)
     try:
-        for name, incident in (
-            ("incident page, newest", ids[-1]),
-            ("incident page, middle", ids[len(ids) // 2]),
-        ):
-            _time(name, f"{base}/incident/{urllib.parse.quote(incident)}", repeat)
-        _time("incident list (200 shown)", f"{base}/", repeat)
-        _time("fleet page", f"{base}/fleet", max(1, repeat // 4))
+        return {
+            "newest": _time("incident page, newest", _page(base, ids[-1]), repeat),
+            "middle": _time("incident page, middle", _page(base, ids[len(ids) // 2]), repeat),
+            "list": _time("incident list (200 shown)", f"{base}/", repeat),
+            "fleet": _time("fleet page", f"{base}/fleet", max(1, repeat // 4)),
+        }
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _page(base: str, incident: str) -> str:
+    return f"{base}/incident/{urllib.parse.quote(incident)}"
 
 
 def main() -> int:
@@ -279,6 +311,7 @@ def main() -> int:
     parser.add_argument("--load", type=int, metavar="N", help="N GETs under load instead")
     parser.add_argument("--at-once", type=int, default=200, help="requests in flight (--load)")
     parser.add_argument("--timeout", type=float, default=150, help="seconds a GET may take")
+    parser.add_argument("--report", action="store_true", help="print the figures for report.py")
     args = parser.parse_args()
     folder = args.workdir or Path(tempfile.mkdtemp(prefix="advisor-console-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -294,7 +327,9 @@ def main() -> int:
     if args.load:
         load(url, ids[-1], args.load, args.at_once, args.timeout, args.writes_per_s)
     else:
-        serve_and_time(url, ids, args.repeat)
+        times = serve_and_time(url, ids, args.repeat)
+        if args.report:
+            figures.emit(page_figures(times, len(ids)))
     return 0
 
 

@@ -27,7 +27,7 @@ from figures import Figure, parse  # noqa: E402
 @dataclass(frozen=True)
 class Bench:
     name: str
-    argv: tuple[str, ...]  # formatted with the options: {lines}, {crashes}, {soak_seconds}
+    argv: tuple[str, ...]  # formatted with the options: {lines}, {crashes}, {incidents}…
     pg_argv: tuple[str, ...] = ()  # added with --pg ({pg}: a database of the bench's own)
     pg_fresh: bool = False  # that database dropped and made again before each run
 
@@ -46,6 +46,7 @@ BENCHES = (
     Bench(
         "analytics", ("bench/analytics.py", "--events", "{lines}"), ("--pg", "{pg}"), pg_fresh=True
     ),
+    Bench("console", ("bench/console.py", "--incidents", "{incidents}", "--repeat", "10")),
     Bench("explain_html", ("bench/explain_html.py",)),
     Bench("startup", ("bench/startup.py",)),
 )
@@ -57,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crashes", type=int, default=30, help="crashes timed by latency.py")
     p.add_argument("--soak-seconds", type=int, default=300, help="watch at 2,000 lines/s")
     p.add_argument("--idle-seconds", type=int, default=120, help="watch at 200 lines/s")
+    p.add_argument("--incidents", type=int, default=2000, help="the console's store")
     p.add_argument(
         "--pg",
         help="also PostgreSQL: a server URL; each benchmark gets a database of its own there "
@@ -92,6 +94,7 @@ def command(bench: Bench, args: argparse.Namespace) -> list[str]:
         "crashes": args.crashes,
         "soak_seconds": args.soak_seconds,
         "idle_seconds": args.idle_seconds,
+        "incidents": args.incidents,
         "pg": pg_database(args.pg, bench) if args.pg and bench.pg_argv else None,
     }
     argv = [*bench.argv, *(bench.pg_argv if args.pg else ())]

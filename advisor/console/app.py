@@ -151,9 +151,11 @@ def _warm(console: Console) -> None:
     post-mortem, plotly) and the templates compiled."""
     import advisor.reports.incident_charts
     import advisor.reports.postmortem  # noqa: F401
+    from advisor.console.charts import warm
 
     for name in console.templates.list_templates():
         console.templates.get_template(name)
+    warm()
 
 
 @contextlib.asynccontextmanager

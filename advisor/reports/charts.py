@@ -34,7 +34,7 @@ from typing import Final
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from advisor.reports.chart_base import CONFIG
+from advisor.reports.chart_base import CONFIG, finished
 
 __all__ = [
     "CSP",
@@ -84,12 +84,12 @@ def to_html_fragment(fig: go.Figure, include_js: bool = False, div_id: str | Non
     """`fig` as a `<div>` and the `<script>` that draws it into that div; `include_js`:
     plotly.js inlined first (else the page must hold it already)."""
     fragment = pio.to_html(
-        fig,
+        finished(fig),  # validated there
         config=CONFIG,
         include_plotlyjs=False,
         include_mathjax=False,
         full_html=False,
         div_id=div_id,
-        validate=True,
+        validate=False,
     )
     return (script_tag() if include_js else "") + str(fragment)

@@ -32,6 +32,7 @@ from advisor.reports.chart_base import (
     TIME_TITLE,
     base_layout,
     label,
+    new_figure,
     when,
 )
 from advisor.reports.timeline import HEALTHY_STEPS, PHASE_ENDS, TimelineEntry, TimelineKind
@@ -316,6 +317,7 @@ def incident_figures(report: dict[str, Any], samples: GpuSeries) -> list[go.Figu
         shared_xaxes=True,
         vertical_spacing=0.02 if gpus else 0.0,
         row_heights=[lane_px] + [GPU_PX] * len(gpus),
+        figure=new_figure(),
     )
     for trace in lanes:
         fig.add_trace(trace, row=1, col=1)

@@ -10,7 +10,14 @@ from typing import Any, Final
 
 import plotly.graph_objects as go
 
-from advisor.reports.chart_base import COLOURS, FAILURE, base_layout, count_range, label
+from advisor.reports.chart_base import (
+    COLOURS,
+    FAILURE,
+    base_layout,
+    count_range,
+    label,
+    new_figure,
+)
 
 BAR_PX: Final = 34
 
@@ -18,7 +25,7 @@ BAR_PX: Final = 34
 def _bars(rows: list[tuple[str, int, int]], title: str, what: str) -> go.Figure:
     """Grouped horizontal bars: incidents and failed runs per `what`."""
     names = [label(name, 80) for name, _, _ in rows]
-    fig = go.Figure()
+    fig = new_figure()
     for n, (series, values) in enumerate(
         (("incidents", [i for _, i, _ in rows]), ("failed runs", [r for _, _, r in rows]))
     ):
@@ -66,7 +73,7 @@ def weekly_figure(rows: list[dict[str, Any]]) -> go.Figure:
     xs = [f"{w.isocalendar().year}-W{w.isocalendar().week:02d}" for w, _ in weeks]
     ys = [n for _, n in weeks]
     mondays = [w.isoformat() for w, _ in weeks]
-    fig = go.Figure(
+    fig = new_figure(
         [
             go.Bar(
                 x=xs,

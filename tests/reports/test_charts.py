@@ -258,3 +258,26 @@ def test_the_vendored_plotly_js_is_the_one_its_readme_names() -> None:
     assert plotly_js_version().split(".")[0] == get_plotlyjs_version().split(".")[0]
     assert len(text.encode()) < 1_300_000  # not the full bundle (4.6 MiB)
     assert script_tag().count(text) == 1
+
+
+def test_every_figure_is_written_with_plotly_white_and_built_without_a_template() -> None:
+    """Figures are made without a template (building one is most of a page's chart time);
+    the look is added as they are written: the JSON plotly.js reads holds `plotly_white`
+    exactly as plotly's own template object writes it."""
+    import json
+
+    import plotly.io as pio
+
+    from advisor.reports.chart_base import finished
+
+    report = {
+        "crashes_by_label": [{"label": "sampler", "incidents": 2, "failed_runs": 3}],
+        "crashes_by_service": [],
+        "crashes_by_week": [{"week": "2026-W08", "incidents": 1}],
+    }
+    white = json.loads(pio.to_json(go.Figure(layout={"template": "plotly_white"})))
+    for fig in stats_figures(report).values():
+        assert "layout" not in fig.layout.template.to_plotly_json()  # no look built in
+        assert finished(fig)["layout"]["template"] == white["layout"]["template"]
+    fragment = to_html_fragment(stats_figures(report)["crashes_by_week"])
+    assert '"template":{' in fragment and '"colorway"' in fragment
