@@ -209,28 +209,17 @@ class JournalEvent(dict[str, Any]):
     """A raw event as `entry_event` built it: valid by construction (a cleaned, bounded
     stream; a time of at most 18 digits; a 63-bit key; a `log.recorded` payload of str, int
     and True values under its own field names, none None), so `journal_prepared` serialises
-    it without validating it again. tests/ingest/test_journal_prepared.py holds it to that:
-    for hostile entries, `prepare` accepts each and makes the same bytes."""
+    it without validating it again (tests/ingest/test_journal_prepared.py holds it to that)."""
 
     __slots__ = ()
-
-
-_LOG_VERSION = LogRecorded.version
 
 
 def journal_prepared(event: JournalEvent) -> Prepared:
     """`prepare` for one JournalEvent, without the validation (see JournalEvent)."""
     payload = event["payload"]
     body = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    return (
-        event["stream"],
-        payload["type"],
-        _LOG_VERSION,
-        event["time_us"],
-        event["source"],
-        event["key"],
-        body,
-    )
+    time_us, source, key = event["time_us"], event["source"], event["key"]
+    return (event["stream"], payload["type"], LogRecorded.version, time_us, source, key, body)
 
 
 def entry_event(
