@@ -54,6 +54,7 @@ class AdvisorRun:
     peak_pss_mb: float | None = None  # the same for PSS (shared pages split between processes)
     maxrss_mb: float | None = None  # kernel's ru_maxrss of the advisor process (wait4)
     children_maxrss_mb: float | None = None  # getrusage(RUSAGE_CHILDREN): any child so far
+    cpu_s: float | None = None  # user+sys of advisor and the parser it reaped (wait4)
     returncode: int | None = None
     error: str | None = None
     command: list[str] = field(default_factory=list)
@@ -184,7 +185,7 @@ def run_advisor(
         seconds = time.perf_counter() - start
     if reaped is None:
         return AdvisorRun(False, error=f"timed out after {timeout:.0f} s", command=argv)
-    peak, peak_pss, own_maxrss_kib = reaped
+    peak, peak_pss, own_maxrss_kib, cpu_s = reaped
     children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
     if popen.returncode != 0:
         tail = "\n  ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
@@ -204,6 +205,7 @@ def run_advisor(
         peak_pss_mb=peak_pss / MB,
         maxrss_mb=own_maxrss_kib / 1024,
         children_maxrss_mb=children_kib / 1024,
+        cpu_s=cpu_s,
         returncode=0,
         command=argv,
     )
@@ -217,9 +219,9 @@ def time_diagnose(cmd: list[str], db: pathlib.Path) -> float:
     return time.perf_counter() - start
 
 
-def watch(popen: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, int] | None:
+def watch(popen: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, int, float] | None:
     """Sample the tree's memory until the child exits; (peak RSS bytes, peak PSS bytes, its
-    ru_maxrss KiB).
+    ru_maxrss KiB, its CPU seconds with the children it reaped: user + sys).
 
     Reaps with wait4 so the kernel's max RSS of this one child is known exactly. None (and the
     child killed) when the deadline passes.
@@ -230,7 +232,7 @@ def watch(popen: subprocess.Popen[bytes], deadline: float) -> tuple[int, int, in
         pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
         if pid:
             popen.returncode = os.waitstatus_to_exitcode(status)
-            return peak, peak_pss, usage.ru_maxrss
+            return peak, peak_pss, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         rss, pss = tree_memory(watched)
         peak, peak_pss = max(peak, rss), max(peak_pss, pss)
         if time.perf_counter() > deadline:
@@ -337,6 +339,11 @@ def print_table(
     print(
         f"{'  getrusage(CHILDREN)':26}{'':>11}{'':>9}{'':>9}{'':>10}"
         f"{_num(adv.children_maxrss_mb, '.1f'):>13}"
+    )
+    per_line = None if adv.cpu_s is None else 1e6 * adv.cpu_s / max(lines, 1)
+    print(
+        f"{'  CPU s (user+sys, tree)':26}{'':>11}{'':>9}{_num(adv.cpu_s, '.2f'):>9}"
+        f"{'':>10}   ({_num(per_line, '.1f')} µs a line, on the machine's load)"
     )
     print(
         f"{'DuckDB read_json':26}{_num(duck.rows, ','):>11}{size / MB:>9,.0f}"

@@ -8,11 +8,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from advisor.core.errors import InvalidEventError, MalformedInputError
 from advisor.core.events import Prepared, prepare
 from advisor.core.records import Record
 from advisor.store.types import AppendResult, Checkpoint
 from ingest.gpu_faults import with_faults
+from ingest.journal import JournalEvent, journal_prepared
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
@@ -52,12 +55,23 @@ class IngestReport:
         }
 
 
+def _prepare(raw: list[dict[str, Any]]) -> list[Prepared]:
+    """`prepare`, skipping the validation of a batch of journal entries' events alone (valid
+    by construction: `ingest.journal.JournalEvent`; 5 of the parser's ~28 µs a line)."""
+    if all(event.__class__ is JournalEvent for event in raw):
+        try:
+            return [journal_prepared(event) for event in raw]  # type: ignore[arg-type]
+        except orjson.JSONEncodeError:  # (text orjson cannot write): as prepare takes it
+            pass
+    return prepare(raw)
+
+
 def _validate(
     records: list[Record], report: IngestReport, strict: bool, name: str
 ) -> list[Prepared]:
     raw = with_faults([r.event for r in records if r.event is not None])
     try:
-        return prepare(raw)
+        return _prepare(raw)
     except InvalidEventError:
         pass
     valid: list[Prepared] = []

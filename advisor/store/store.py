@@ -59,6 +59,8 @@ _IN_CHUNK = 500
 # constants and no statistics on the table (a new partition, autovacuum off or behind), it
 # takes `idem_key IN (…)` to match every row, and scans all of the source's events instead
 # of probing the (source_id, idem_key) index: 0.5 s a look-up at 1,000,000 events, not 1 ms.
+# The array is sent as its text (`{1,2,…}`, `_pg_bigints`): psycopg dumps a list of ints
+# an element at a time in Python, 1.3 µs a key of the appender's CPU where the text costs 0.3.
 _PG_EXISTING_KEYS = text(
     "SELECT idem_key FROM events WHERE source_id = :sid "
     "AND idem_key = ANY(ARRAY(SELECT unnest(CAST(:keys AS bigint[]))))"
@@ -70,7 +72,13 @@ _EVENT_COLUMNS = (
     "source_id, idem_key, payload, hash, origin"
 )
 _SQLITE_INSERT = f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES ({', '.join(['?'] * 11)})"
-_PG_COPY = f"COPY events ({_EVENT_COLUMNS}) FROM STDIN"
+_PG_COPY = f"COPY events ({_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+# The columns' types, in _EVENT_COLUMNS' order, for binary COPY: a row whose value does not
+# fit its column fails the append, as it would in text (tests/store checks them against the
+# table as migrated).
+_PG_COPY_TYPES: Final = (
+    "int8", "text", "varchar", "int4", "int8", "int8", "int4", "int8", "text", "bytea", "text",
+)  # fmt: skip
 
 
 class EventStore:
@@ -186,12 +194,14 @@ class EventStore:
         return result
 
     def _insert(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-        """PostgreSQL: by COPY, in this transaction (an INSERT per row cost the server and
-        psycopg a statement each: 68 µs an event where COPY takes a few); SQLite: one
-        prepared INSERT run for every row."""
+        """PostgreSQL: by binary COPY, in this transaction (an INSERT per row cost the server
+        and psycopg a statement each: 68 µs an event where COPY takes a few; binary, not text,
+        halves what COPY costs both sides: 2.8 → 1.4 µs a row here, 6 → 3 in the server);
+        SQLite: one prepared INSERT run for every row."""
         if self.dialect == "postgresql":
             dbapi: Any = conn.connection.dbapi_connection  # psycopg's: it has copy()
             with dbapi.cursor() as cursor, cursor.copy(_PG_COPY) as copy:
+                copy.set_types(_PG_COPY_TYPES)
                 for row in rows:
                     copy.write_row(row)
             return
@@ -230,7 +240,7 @@ class EventStore:
                 found.update(
                     (sid, k)
                     for (k,) in conn.execute(
-                        _PG_EXISTING_KEYS, {"sid": sid, "keys": sorted(set(keys))}
+                        _PG_EXISTING_KEYS, {"sid": sid, "keys": _pg_bigints(set(keys))}
                     )
                 )
             return found
@@ -328,6 +338,11 @@ class EventStore:
                 if after is None or len(rows) < chunk:
                     return
                 after = rows[-1][0]
+
+
+def _pg_bigints(values: set[int]) -> str:
+    """A PostgreSQL array literal of integers (`{1,2,3}`), in order."""
+    return "{" + ",".join(map(str, sorted(values))) + "}"
 
 
 def read_payload(seq: int, type_: str, version: int, text: str, tolerant: bool = False) -> Any:

@@ -298,3 +298,23 @@ def test_opening_a_current_store_does_not_import_alembic(tmp_path: Path) -> None
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_postgresql_binary_copy_types_are_the_columns_types(pg_url: str, opener: Opener) -> None:
+    """Appends COPY rows in binary, each value sent as the type named for its column: those
+    names must be the columns' own, as migrated (a wider or narrower one fails every append)."""
+    from advisor.store.store import _EVENT_COLUMNS, _PG_COPY_TYPES
+
+    store = opener(pg_url)
+    columns = [c.strip() for c in _EVENT_COLUMNS.split(",")]
+    with store.connect() as conn:
+        udt = dict(
+            conn.execute(
+                text(
+                    "SELECT column_name, udt_name FROM information_schema.columns "
+                    "WHERE table_name = 'events' AND table_schema = current_schema()"
+                )
+            ).all()
+        )
+    assert [udt[c] for c in columns] == list(_PG_COPY_TYPES)
+    assert len(columns) == len(udt)  # every column is written
