@@ -161,7 +161,7 @@ class Executor:
             if not self._step(row, report):
                 return
 
-    def _context(self, row: ActionRow, now: UnitSnapshot | None) -> Context:
+    def _context(self, row: ActionRow, now: UnitSnapshot | None = None) -> Context:
         done = [r for r in plan_rows(self.store, row.plan_id) if r.step < row.step]
         previous = [
             r
