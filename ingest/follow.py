@@ -179,7 +179,10 @@ class _Loop:
             self.selection.tick()
             self.next_tick = now + t.tick_s
         if self.first_at is not None and not self.hurry:
-            return max(0.0, self.first_at + t.routine_wait_s - now)
+            wait = self.first_at + t.routine_wait_s - now
+            if self.selection is not None:
+                wait = min(wait, self.next_tick - now)  # the tick goes on meanwhile
+            return max(0.0, wait)
         if self.first_at is not None:
             short = 1.0 - self._tokens(now)
             quiet = max(t.idle_s, short * t.min_gap_s)
@@ -208,7 +211,14 @@ class _Loop:
             self._commit()
 
     def quiet(self) -> None:
-        """Nothing came for the time `timeout` said: commit what waits, or the position."""
+        """Nothing came for the time `timeout` said: commit what waits, or the position —
+        unless what waits is routine and its time has not come (the time-out was a tick)."""
+        if (
+            self.first_at is not None
+            and not self.hurry
+            and time.monotonic() < self.first_at + self.timing.routine_wait_s
+        ):
+            return
         if self.first_at is not None or (
             self.ingester.unsaved
             and time.monotonic() - self.ingester.saved_at >= self.timing.save_every_s

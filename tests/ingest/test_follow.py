@@ -172,3 +172,34 @@ def test_routine_entries_are_committed_once_the_oldest_has_waited() -> None:
     flush_on_idle(reader(commits), records(), timing=timing, urgent=lambda _event: False)
     assert committed == [True]
     assert commits.batches[0] == (1, "c0")
+
+
+@dataclass
+class Ticking:
+    """A selection that keeps every entry and counts its ticks."""
+
+    name: str = "all"
+    ticks: int = 0
+
+    def keep(self, event: Mapping[str, Any]) -> bool:
+        return True
+
+    def tick(self) -> None:
+        self.ticks += 1
+
+
+def test_the_selection_ticks_on_while_routine_entries_wait() -> None:
+    commits, selection = Commits(), Ticking()
+    seen: list[tuple[int, int]] = []
+
+    def records() -> Iterator[Record]:
+        yield record(0)
+        time.sleep(0.3)  # six ticks' time
+        seen.append((len(commits.batches), selection.ticks))
+        yield record(1)
+
+    timing = Timing(routine_wait_s=3600.0, tick_s=0.05)
+    flush_on_idle(reader(commits), records(), selection, timing, urgent=lambda _event: False)
+    ((batches, ticks),) = seen
+    assert batches == 0 and ticks >= 2  # ticked, and committed nothing for it
+    assert commits.batches == [(2, "c1")]  # both, at the end
