@@ -179,14 +179,14 @@ class _Loop:
             self.selection.tick()
             self.next_tick = now + t.tick_s
         if self.first_at is not None and not self.hurry:
-            wait = self.first_at + t.routine_wait_s - now
+            wait = self._due() - now
             if self.selection is not None:
                 wait = min(wait, self.next_tick - now)  # the tick goes on meanwhile
             return max(0.0, wait)
         if self.first_at is not None:
             short = 1.0 - self._tokens(now)
             quiet = max(t.idle_s, short * t.min_gap_s)
-            return max(0.0, min(quiet, self.first_at + t.max_wait_s - now))
+            return max(0.0, min(quiet, self._due() - now))
         wait = t.max_block_s
         if self.selection is not None:
             wait = min(wait, self.next_tick - now)
@@ -204,26 +204,29 @@ class _Loop:
         if not self.hurry:
             self.hurry = self.urgent is None or record.event is None or self.urgent(record.event)
         now = time.monotonic()
-        wait = self.timing.max_wait_s if self.hurry else self.timing.routine_wait_s
         if self.first_at is None:
             self.first_at = now
-        elif now - self.first_at >= wait:
+        elif now >= self._due():
             self._commit()
 
     def quiet(self) -> None:
         """Nothing came for the time `timeout` said: commit what waits, or the position —
         unless what waits is routine and its time has not come (the time-out was a tick)."""
-        if (
-            self.first_at is not None
-            and not self.hurry
-            and time.monotonic() < self.first_at + self.timing.routine_wait_s
-        ):
+        if self.first_at is not None and not self.hurry and time.monotonic() < self._due():
             return
         if self.first_at is not None or (
             self.ingester.unsaved
             and time.monotonic() - self.ingester.saved_at >= self.timing.save_every_s
         ):
             self._commit()
+
+    def _due(self) -> float:
+        """When what is pending is committed even while entries keep coming: the oldest's
+        arrival plus the wait of its kind (`max_wait_s`, or `routine_wait_s` while nothing
+        urgent is pending)."""
+        assert self.first_at is not None
+        wait = self.timing.max_wait_s if self.hurry else self.timing.routine_wait_s
+        return self.first_at + wait
 
     def _commit(self) -> None:
         self.ingester.flush()
