@@ -20,33 +20,27 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from advisor.parsing.parsed import routine as routine_line
+from advisor.core.payloads import LogRecorded
+from advisor.parsing.parsed import routine
 from advisor.store.types import AppendResult
 from advisor.views.fold.keys import cut_into_runs
 
-_LOG: Final = "log.recorded"  # the payload type of a log line (not an action kind)
-
-
-def routine(stream: str, type_: str, payload: Mapping[str, Any]) -> bool:
-    """Does this event change no run? A log line `parse` calls noise, or a line of a stream
-    the fold does not cut into runs (the kernel's: those are read as evidence when a run is
-    judged, which the run's own lines set off)."""
-    if type_ != _LOG:
-        return False
-    if not cut_into_runs(stream):
-        return True
-    return routine_line(
-        payload.get("message") or "", payload.get("identifier"), payload.get("transport")
-    )
+_LOG: Final = LogRecorded.model_fields["type"].default  # a log line's payload type
 
 
 def urgent_entry(event: Mapping[str, Any]) -> bool:
-    """For the journal follower (`ingest.follow.Urgent`): an entry (a raw event: stream,
-    payload) to store at once, not routine."""
+    """For the journal follower (`ingest.follow.Urgent`): must this entry (a raw event:
+    stream, payload) be stored at once? Not when it changes no run: a log line `parse` calls
+    noise, or a line of a stream the fold does not cut into runs (the kernel's: those are
+    read as evidence when a run is judged, which the run's own lines set off)."""
     payload = event.get("payload")
-    if not isinstance(payload, Mapping):
+    if not isinstance(payload, Mapping) or payload.get("type") != _LOG:
         return True
-    return not routine(str(event.get("stream")), str(payload.get("type")), payload)
+    if not cut_into_runs(str(event.get("stream"))):
+        return False
+    return not routine(
+        payload.get("message") or "", payload.get("identifier"), payload.get("transport")
+    )
 
 
 class Passes:
