@@ -18,6 +18,7 @@ from advisor.store.types import AppendResult, Checkpoint
 from ingest.follow import Reader, Timing, flush_on_idle
 from ingest.journal import json_line_record
 from tests.journal_fixtures import entry, json_line
+from tests.waiting import wait
 
 PATIENCE_S = 30.0
 
@@ -133,17 +134,32 @@ def test_a_stop_ends_the_follow_between_records_and_commits_what_came() -> None:
     assert commits.stored == 3 and commits.batches[-1][1] == "c2"
 
 
+@dataclass
+class Ticking:
+    """A selection that keeps every entry and counts its ticks."""
+
+    name: str = "all"
+    ticks: int = 0
+
+    def keep(self, event: Mapping[str, Any]) -> bool:
+        return True
+
+    def tick(self) -> None:
+        self.ticks += 1
+
+
 def test_routine_entries_wait_for_company_and_an_urgent_one_commits_them_at_once() -> None:
     """With `urgent`, routine entries are not committed when the stream pauses (they wait
-    up to `routine_wait_s`, here an hour); the first urgent one commits them all at once.
-    (The pause gives a follower that commits routine entries on a pause the chance to.)"""
-    commits = Commits()
+    up to `routine_wait_s`, here an hour), while the selection goes on ticking; the first
+    urgent one commits them all at once. (Each tick is a time-out of the follower's wait,
+    after which a follower that commits routine entries on a pause would have.)"""
+    commits, selection = Commits(), Ticking()
     seen: list[int] = []
 
     def records() -> Iterator[Record]:
         yield record(0)
         yield record(1)
-        time.sleep(0.3)  # a pause sixty times idle_s
+        wait("three ticks with the routine entries pending", lambda: selection.ticks >= 3)
         seen.append(len(commits.batches))
         yield record(2)  # urgent
         seen.append(int(commits.happened.wait(PATIENCE_S)))
@@ -152,8 +168,8 @@ def test_routine_entries_wait_for_company_and_an_urgent_one_commits_them_at_once
     def urgent(event: Mapping[str, Any]) -> bool:
         return str(event["payload"]["message"]) == "line 2"
 
-    timing = Timing(routine_wait_s=3600.0)
-    flush_on_idle(reader(commits), records(), timing=timing, urgent=urgent)
+    timing = Timing(routine_wait_s=3600.0, tick_s=0.01)
+    flush_on_idle(reader(commits), records(), selection, timing, urgent=urgent)
     assert seen == [0, 1]
     assert commits.batches[0] == (3, "c2")  # the routine two and the urgent one, together
     assert commits.stored == 4
@@ -172,34 +188,3 @@ def test_routine_entries_are_committed_once_the_oldest_has_waited() -> None:
     flush_on_idle(reader(commits), records(), timing=timing, urgent=lambda _event: False)
     assert committed == [True]
     assert commits.batches[0] == (1, "c0")
-
-
-@dataclass
-class Ticking:
-    """A selection that keeps every entry and counts its ticks."""
-
-    name: str = "all"
-    ticks: int = 0
-
-    def keep(self, event: Mapping[str, Any]) -> bool:
-        return True
-
-    def tick(self) -> None:
-        self.ticks += 1
-
-
-def test_the_selection_ticks_on_while_routine_entries_wait() -> None:
-    commits, selection = Commits(), Ticking()
-    seen: list[tuple[int, int]] = []
-
-    def records() -> Iterator[Record]:
-        yield record(0)
-        time.sleep(0.3)  # six ticks' time
-        seen.append((len(commits.batches), selection.ticks))
-        yield record(1)
-
-    timing = Timing(routine_wait_s=3600.0, tick_s=0.05)
-    flush_on_idle(reader(commits), records(), selection, timing, urgent=lambda _event: False)
-    ((batches, ticks),) = seen
-    assert batches == 0 and ticks >= 2  # ticked, and committed nothing for it
-    assert commits.batches == [(2, "c1")]  # both, at the end
