@@ -38,6 +38,7 @@ BENCHES = (
     Bench("classify", ("bench/classify.py", "--lines", "{lines}")),
     Bench("classify_memory", ("bench/classify_memory.py", "--lines", "{lines}")),
     Bench("latency", ("bench/latency.py", "--crashes", "{crashes}")),
+    Bench("long_run", ("bench/long_run.py", "--lines", "{lines}")),
     Bench(
         "soak",
         ("bench/soak.py", "--duration", "{soak_seconds}", "--rate", "2000"),

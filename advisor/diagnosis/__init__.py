@@ -6,6 +6,7 @@ __all__ = [
     "calibration",
     "classify",
     "corrections",
+    "held",
     "holdout",
     "live",
     "model",

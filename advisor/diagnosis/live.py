@@ -24,21 +24,23 @@ what the events just appended (and folded) leave to do, until nothing is left.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.core.events import NewEvent
 from advisor.core.records import stable_key
 from advisor.diagnosis.classify import RunVerdict, verdict_facts
+from advisor.diagnosis.held import HeldLines
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet
-from advisor.diagnosis.stream import judge_lines
+from advisor.diagnosis.stream import LineView, judge_lines
 from advisor.parsing.lines import LogLine, clean_text
 from advisor.store import EventStore
 from advisor.views.fold.keys import config_key
 from advisor.views.read.incidents import would_open_incident
-from advisor.views.read.reading import run_lines
+from advisor.views.read.reading import kernel_lines, run_lines
 from advisor.views.read.rows import RunView
 from advisor.views.read.runs import runs_to_diagnose
 
@@ -52,6 +54,9 @@ class Diagnoser:
     rules: RuleSet
     model: LinearModel | None
     model_name: str | None = None
+    held: HeldLines | None = None  # the fold's lines, when this process folds them
+    # how each run's lines were had: "held" (the fold's), "read" (back from the store)
+    judged_from: Counter[str] = field(default_factory=Counter, compare=False)
 
     def pending(self, *, final: bool = False) -> Iterator[RunView]:
         """Runs to look at now, in time order: ended ones not classified for their lines;
@@ -111,21 +116,28 @@ class Diagnoser:
 
     # -- helpers ---------------------------------------------------------------------
     def _judge(self, run: RunView) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
-        """The run's verdict, its evidence lines and its facts. Its lines are read from the
-        store as they are judged, and only those a streamed run keeps are held
-        (`diagnosis.stream`): a run of millions of lines costs no more memory than one of
-        thousands."""
+        """The run's verdict, its evidence lines and its facts. Its lines (its own and the
+        host's kernel lines around it) are the fold's, held as it cut them
+        (`diagnosis.held`), where this process folded exactly those; otherwise they are read
+        back from the store as they are judged. Either way only those a streamed run keeps
+        are held (`diagnosis.stream`): a run of millions of lines costs no more memory than
+        one of thousands, and, held, no more time."""
         peak = None
         if run.peak_gpu_used_bytes is not None and run.peak_gpu_total_bytes:
             peak = run.peak_gpu_used_bytes / run.peak_gpu_total_bytes
-        lines = run_lines(self.store, run)
-        verdict, kept = judge_lines(
-            lines, run.unit, run.invocation_id, self.rules, self.model, peak
+        kernel = kernel_lines(self.store, run)
+        if self.held is not None:
+            with self.held.judging(run, [event.seq for event in kernel]) as judging:
+                if judging is not None:
+                    self.judged_from["held"] += 1
+                    return _judged(
+                        *judging.judge(run.unit, run.invocation_id, self.rules, self.model, peak)
+                    )
+        self.judged_from["read"] += 1
+        lines = run_lines(self.store, run, kernel)
+        return _judged(
+            *judge_lines(lines, run.unit, run.invocation_id, self.rules, self.model, peak)
         )
-        facts = verdict_facts(verdict, kept)
-        evidence = [kept[i].line for i in verdict.evidence]
-        verdict.evidence = [line.number for line in evidence]
-        return verdict, evidence, facts
 
     def _event(
         self, run: RunView, payload: dict[str, Any], kind: str, ident: str | None = None
@@ -204,3 +216,13 @@ class Diagnoser:
                 "incident.classified",
             ),
         ]
+
+
+def _judged(
+    verdict: RunVerdict, kept: LineView
+) -> tuple[RunVerdict, list[LogLine], dict[str, Any]]:
+    """A verdict, its evidence lines and its facts, from the lines its run kept."""
+    facts = verdict_facts(verdict, kept)
+    evidence = [kept[i].line for i in verdict.evidence]
+    verdict.evidence = [line.number for line in evidence]
+    return verdict, evidence, facts

@@ -191,10 +191,17 @@ class _Kept:
 
     def _new_match(self, body: str) -> bool:
         """Is this the first line after the head an `also`/`absent` pattern finds?"""
-        if self._unseen is None:
-            head = [p.body for i, p in self.lines.items() if i <= self._head_end]
-            self._unseen = [w for w in self._watch.patterns if not any(_hits(w, b) for b in head)]
+        if self._unseen is None:  # the patterns no line of the head finds
+            self._unseen = list(self._watch.patterns)
             self._gates = _gates(self._unseen)
+            for i, p in self.lines.items():
+                if i <= self._head_end and self._unseen:
+                    self._seen_in(p.body)
+        return self._seen_in(body)
+
+    def _seen_in(self, body: str) -> bool:
+        """Does an unseen pattern find `body`? Those that do are seen from now on."""
+        assert self._unseen is not None
         if self._gates is not None:  # this runs on every line: most contain no gate
             for gate in self._gates:
                 if gate in body:
@@ -292,6 +299,50 @@ def _batches(lines: Iterable[LogLine]) -> Iterator[list[LogLine]]:
         yield batch
 
 
+class RunJudging:
+    """One stored run's lines on their way to its verdict: fed one at a time in the fold's
+    order (its boundaries decided already: a run the fold cut), kept as a streamed run keeps
+    them, and judged once fed. The fold hands its parsed lines to one of these as it cuts
+    them (`diagnosis.held`); a run's lines read back from the store feed one the same way
+    (`judge_lines`)."""
+
+    def __init__(self, rules: RuleSet, watch: _Watch | None = None) -> None:
+        self.kept = _Kept(rules, watch if watch is not None else _Watch.of(rules))
+        self.run = Run(unit=None, invocation_id=None, indexes=[])
+        self.total = 0
+
+    @staticmethod
+    def watch_of(rules: RuleSet) -> _Watch:
+        """What every run judged with `rules` watches for: built once, shared by many."""
+        return _Watch.of(rules)
+
+    def feed(self, p: Parsed) -> None:
+        self.run.absorb(self.total, p)
+        self.kept.add(self.total, p)
+        self.total += 1
+
+    @property
+    def held(self) -> int:
+        """How many lines it holds now (bounded whatever the run's length)."""
+        return len(self.kept.lines)
+
+    def judge(
+        self,
+        unit: str | None,
+        invocation_id: str | None,
+        rules: RuleSet,
+        model: LinearModel | None,
+        gpu_peak_fraction: float | None = None,
+    ) -> tuple[RunVerdict, LineView]:
+        """The run's verdict on the lines fed, and those it kept, by their position."""
+        run, kept = self.run, self.kept
+        run.unit, run.invocation_id = unit, invocation_id
+        run.indexes = sorted(kept.lines)
+        view = LineView(kept.lines, self.total)
+        settle(run, view, kept.stitcher.finish())
+        return judge_run(run, view, rules, model, gpu_peak_fraction), view
+
+
 def judge_lines(
     lines: Iterable[LogLine],
     unit: str | None,
@@ -303,19 +354,12 @@ def judge_lines(
     """All of `lines` as one run (its boundaries decided already: a stored run the fold cut),
     judged in bounded memory, on the lines a streamed run keeps; and those lines, by their
     position among `lines`."""
-    kept = _Kept(rules, _Watch.of(rules))
-    run = Run(unit=unit, invocation_id=invocation_id, indexes=[])
-    total = 0
+    judging = RunJudging(rules)
     with gc_paused():
         for batch in _batches(lines):
             for p in parse(batch):
-                run.absorb(total, p)
-                kept.add(total, p)
-                total += 1
-    run.indexes = sorted(kept.lines)
-    view = LineView(kept.lines, total)
-    settle(run, view, kept.stitcher.finish())
-    return judge_run(run, view, rules, model, gpu_peak_fraction), view
+                judging.feed(p)
+    return judging.judge(unit, invocation_id, rules, model, gpu_peak_fraction)
 
 
 def diagnose_stream(

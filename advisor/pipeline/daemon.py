@@ -164,6 +164,7 @@ def _serve_metrics(store: EventStore, config: WatchConfig, say: Say) -> Callable
 def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> Callable[[], None]:
     """Diagnose (and with --auto apply) after every batch, then tell what is new; first what
     arrived while the watcher was down. Returns a last pass, for when it stops."""
+    from advisor.core.gcpause import freeze_start_up
     from advisor.pipeline.auto import auto_lines, auto_once
     from advisor.pipeline.processing import Processor
     from advisor.pipeline.remediate import backend_for
@@ -193,6 +194,7 @@ def _start_processing(store: EventStore, config: WatchConfig, say: Say) -> Calla
     processor.follow(after=after)
     processor.run(final=False)
     teller.tell()
+    freeze_start_up()
     return catch_up
 
 

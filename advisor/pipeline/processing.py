@@ -13,13 +13,14 @@ from pathlib import Path
 
 from advisor.core.events import NewEvent
 from advisor.core.taxonomy import UNKNOWN
+from advisor.diagnosis.held import HELD_LINES, HeldLines
 from advisor.diagnosis.live import Diagnoser
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import RuleSet, load_rules
 from advisor.pipeline.pacing import Passes
 from advisor.planning.planner import Planner
 from advisor.store import EventStore
-from advisor.views.fold.projector import Projector
+from advisor.views.fold.projector import Projector, hand_lines
 from advisor.views.fold.skipped import environmental, reason_of, skipped_event
 from advisor.views.read.rows import RunView
 
@@ -40,12 +41,22 @@ class ProcessReport:
 
 class Processor:
     def __init__(
-        self, store: EventStore, rules: RuleSet | None = None, model_path: Path | None = None
+        self,
+        store: EventStore,
+        rules: RuleSet | None = None,
+        model_path: Path | None = None,
+        *,
+        held_lines: int = HELD_LINES,
     ) -> None:
+        """`held_lines`: how many of the fold's parsed lines may wait for the diagnoser
+        (`diagnosis.held`; 0: none, every run is read back from the store)."""
         model = load_model(model_path)
-        self.projector = Projector(store)
+        rules = rules or load_rules()
+        held = HeldLines(rules, held_lines)  # the fold's parsed lines, for the diagnoser
+        hand_lines(store, held)  # every fold of the store in this process hands them over
+        self.projector = Projector(store, held)
         self.diagnoser = Diagnoser(
-            store, rules or load_rules(), model, model.digest if model is not None else None
+            store, rules, model, model.digest if model is not None else None, held
         )
         self.planner = Planner(store)
         self.store = store

@@ -14,10 +14,11 @@ from advisor.core.events import StoredEvent, load_payload
 from advisor.core.payloads import LogRecorded
 from advisor.parsing.runfold import starts_new_run
 from advisor.store.schema import events, fold_pending, runs
-from advisor.views.fold.foldbase import IN, PAGE, FoldBase, Line, parsed_line
+from advisor.views.fold.foldbase import IN, PAGE, FoldBase, parsed_line
 from advisor.views.fold.keys import cut_into_runs, order_key, run_id_of
 from advisor.views.fold.logpages import log_event, log_query, log_rows
 from advisor.views.fold.runrow import RunRow
+from advisor.views.fold.sink import Line
 from advisor.views.fold.skipped import environmental, reason_of, unusable
 
 
@@ -37,17 +38,23 @@ class RunCutting(FoldBase):
 
     def _log(self, event: StoredEvent, p: LogRecorded) -> None:
         if not cut_into_runs(event.stream):
+            host, _, rest = event.stream.partition("/")
+            if self.sink is not None and rest == "kernel":  # runs are judged with these
+                self._hand_kernel(host, event, p)
             return
-        self.lines.setdefault(event.stream, []).append(
-            Line(
-                order_key(event.time_us, p),
-                event.seq,
-                event.time_us,
-                p.invocation_id,
-                parsed_line(event.seq, event.time_us, p),
-                event,
-            )
-        )
+        self.lines.setdefault(event.stream, []).append(_line(event, p))
+
+    def _hand_kernel(self, host: str, event: StoredEvent, p: LogRecorded) -> None:
+        """A kernel line to the sink; one that cannot be parsed is left out (a run judged
+        with it is then read back, and says why), not skipped by the fold."""
+        assert self.sink is not None
+        try:
+            line = _line(event, p)
+        except Exception as e:
+            if environmental(e):
+                raise
+            return
+        self.sink.kernel(host, line)
 
     def _place_lines(self) -> None:
         """Put the chunk's lines into their streams' runs, in each stream's order; a stream
@@ -115,6 +122,8 @@ class RunCutting(FoldBase):
             if line.event is not None:
                 self.skipped.append((line.event, reason_of(e)))
             return run
+        if self.sink is not None:
+            self.sink.line(taker.run_id, taker is not run, line, taker.ended_us)
         if taker is not run:
             self.runs[taker.run_id] = taker
             self.fresh.add(taker.run_id)
@@ -231,6 +240,8 @@ class RunCutting(FoldBase):
         self._remember(stored)
         if stored.run_id in self.fresh:
             return
+        if self.sink is not None:
+            self.sink.dropped(stored.run_id)
         self.runs.pop(stored.run_id, None)
         self.deleted.add(stored.run_id)
 
@@ -243,3 +254,14 @@ class RunCutting(FoldBase):
             .limit(1)
         ).first()
         return None if row is None else self._loaded(RunRow.from_row(row))
+
+
+def _line(event: StoredEvent, p: LogRecorded) -> Line:
+    return Line(
+        order_key(event.time_us, p),
+        event.seq,
+        event.time_us,
+        p.invocation_id,
+        parsed_line(event.seq, event.time_us, p),
+        event,
+    )

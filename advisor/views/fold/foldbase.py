@@ -15,20 +15,10 @@ from advisor.parsing.parsed import Parsed, parse
 from advisor.store.schema import runs
 from advisor.views.fold.keys import config_key
 from advisor.views.fold.runrow import RunRow
+from advisor.views.fold.sink import Line, LineSink
 
 PAGE: Final = 2000  # rows a re-derivation reads at a time
 IN: Final = 500  # ids in one IN (…)
-
-
-class Line(NamedTuple):
-    """A log line on its way into a run, at its place in the stream's order."""
-
-    key: str
-    seq: int
-    time_us: int
-    invocation_id: str | None
-    parsed: Parsed
-    event: StoredEvent | None  # this chunk's own lines: to report one that cannot be used
 
 
 class Loaded(NamedTuple):
@@ -79,9 +69,10 @@ def incidence(run: RunRow) -> tuple[Any, ...] | None:
 class FoldBase:
     """The state of one chunk's fold: rows loaded on first touch, written back at the end."""
 
-    def __init__(self, conn: Connection, upto: int) -> None:
+    def __init__(self, conn: Connection, upto: int, sink: LineSink | None = None) -> None:
         self.conn = conn
         self.upto = upto  # the chunk's last seq
+        self.sink = sink  # where each line put into a run is handed
         self.current: dict[str, RunRow | None] = {}  # stream → its latest run
         self.runs: dict[str, RunRow] = {}  # run_id → row, touched in this chunk
         self.fresh: set[str] = set()  # runs cut in this chunk

@@ -57,10 +57,11 @@ folded by another version empties the projections and folds every event again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from itertools import islice
 from typing import Any, Final
+from weakref import WeakKeyDictionary
 
 import orjson
 from sqlalchemy import Connection, delete, select, text
@@ -72,6 +73,7 @@ from advisor.store.checkpointing import latest_checkpoint, save_checkpoint
 from advisor.store.engine import retry_busy
 from advisor.store.schema import PROJECTION_TABLES, fold_pending
 from advisor.views.fold.chunk import Fold
+from advisor.views.fold.sink import LineSink
 from advisor.views.fold.skipped import fold_skips, record
 
 CHECKPOINT: Final = "projections"
@@ -90,8 +92,12 @@ def _position(position: Mapping[str, Any] | None) -> int:
 class Projector:
     """Folds events into the projection tables; one instance per process."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, sink: LineSink | None = None) -> None:
+        """`sink`: given each line as it is put into a run; by default the one a diagnoser
+        of this process gave for `store` (`hand_lines`), so that every fold of it in the
+        process (the executor's, `auto`'s) hands its lines over."""
         self.store = store
+        self.sink = sink if sink is not None else _SINKS.get(store)
         self._skipped: list[tuple[StoredEvent, str]] = []  # by the last chunk folded
 
     def position(self) -> int:
@@ -131,12 +137,14 @@ class Projector:
     def _settle(self) -> None:
         """Re-derive the streams older lines came to (`fold_pending`), in one transaction."""
         self._skipped = []
-        with self._writing() as conn:
+        with self._handing(), self._writing() as conn:
             marked = conn.execute(select(fold_pending).order_by(fold_pending.c.stream)).all()
             if not marked:
                 return
             current = latest_checkpoint(conn, CHECKPOINT)
-            fold = Fold(conn, _position(None if current is None else orjson.loads(current)))
+            fold = Fold(
+                conn, _position(None if current is None else orjson.loads(current)), self.sink
+            )
             for mark in marked:
                 fold.rederive(mark.stream, mark.first_key, mark.first_us, mark.last_key)
             conn.execute(delete(fold_pending))
@@ -152,12 +160,12 @@ class Projector:
 
     def _fold(self, batch: list[StoredEvent], after: int) -> bool:
         """Fold one chunk in one write transaction; False when another process folded it."""
-        with self._writing() as conn:
+        with self._handing(), self._writing() as conn:
             # Re-read under the write lock: another process may have folded them.
             current = latest_checkpoint(conn, CHECKPOINT)
             if _position(None if current is None else orjson.loads(current)) != after:
                 return False
-            fold = Fold(conn, batch[-1].seq)
+            fold = Fold(conn, batch[-1].seq, self.sink)
             fold.apply(batch)
             self._skipped = fold.skipped
             _save_position(conn, batch[-1].seq)
@@ -169,6 +177,11 @@ class Projector:
             _empty(conn)
         return self.catch_up()
 
+    def _handing(self) -> AbstractContextManager[None]:
+        """The lines a write transaction hands the sink count once it committed: entered
+        around `_writing`, whose exit commits."""
+        return nullcontext() if self.sink is None else self.sink.handing()
+
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
         """A write transaction (SQLite: BEGIN IMMEDIATE), committed on success."""
@@ -176,6 +189,15 @@ class Projector:
             if conn.dialect.name == "postgresql":  # one folder at a time, as SQLite's lock
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PROJECTION_LOCK_ID})
             yield conn
+
+
+_SINKS: WeakKeyDictionary[EventStore, LineSink] = WeakKeyDictionary()
+
+
+def hand_lines(store: EventStore, sink: LineSink) -> None:
+    """Every `Projector` of `store` made from now on in this process hands its lines to
+    `sink` (the diagnoser's: `pipeline.processing.Processor`)."""
+    _SINKS[store] = sink
 
 
 def _empty(conn: Connection) -> None:

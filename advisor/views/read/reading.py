@@ -103,11 +103,11 @@ def in_line_order(lines: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
     yield from flushed()
 
 
-def run_lines(store: EventStore, run: RunView) -> Iterator[LogLine]:
-    """What a diagnosis of `run` (a `runs` row) reads: its own lines and the host's kernel
-    lines around it, in the fold's order, as they are read."""
+def kernel_lines(store: EventStore, run: RunView) -> list[StoredEvent]:
+    """The host's kernel lines a diagnosis of `run` (a `runs` row) reads with its own: those
+    within `KERNEL_MARGIN_US` of its time window, in time order."""
     until = run.ended_us or run.last_us or run.started_us
-    kernel = sorted(
+    return sorted(
         (
             event
             for event in store.read(
@@ -121,6 +121,15 @@ def run_lines(store: EventStore, run: RunView) -> Iterator[LogLine]:
         ),
         key=lambda e: e.time_us,
     )
+
+
+def run_lines(
+    store: EventStore, run: RunView, kernel: list[StoredEvent] | None = None
+) -> Iterator[LogLine]:
+    """What a diagnosis of `run` (a `runs` row) reads: its own lines and the host's kernel
+    lines around it (`kernel`, when read already), in the fold's order, as they are read."""
+    if kernel is None:
+        kernel = kernel_lines(store, run)
     # (a payload's own attributes: what model_dump gives, without copying each line's)
     return (
         line_from_payload(event.seq, vars(event.payload), event.time_us)
