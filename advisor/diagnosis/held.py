@@ -95,6 +95,8 @@ class _Held:
 
     def kernel_lines(self, lines: Sequence[Line]) -> None:
         """Those of `lines` (a host's kernel lines after what it holds) in its window."""
+        if self.kernel and self.kernel[-1] < 0:
+            return  # it could not hold one already: the read-back will do
         for line in lines:
             if line.time_us < self.first_us - KERNEL_MARGIN_US:
                 continue

@@ -222,14 +222,7 @@ class RunCutting(FoldBase):
             event = log_event(row, stream, p)
             if unusable(event) is not None:
                 return None
-            return Line(
-                order_key(event.time_us, p),
-                event.seq,
-                event.time_us,
-                p.invocation_id,
-                parsed_line(event.seq, event.time_us, p),
-                None,
-            )
+            return _line(event, p)._replace(event=None)  # reported when first folded
         except Exception as e:
             if environmental(e):
                 raise
@@ -257,6 +250,7 @@ class RunCutting(FoldBase):
 
 
 def _line(event: StoredEvent, p: LogRecorded) -> Line:
+    """`event`'s line (its payload `p`), parsed, at its place in its stream's order."""
     return Line(
         order_key(event.time_us, p),
         event.seq,
