@@ -31,12 +31,9 @@ Opener = Callable[[str], EventStore]
 
 
 def _diagnosis(store: EventStore) -> list[dict[str, Any]]:
-    """What the diagnoser and planner wrote, in the order written, and the runs' labels."""
-    said = [
-        e.payload.model_dump(mode="json")
-        for e in store.read()
-        if e.source in ("diagnosis", "planner")
-    ]
+    """What the diagnoser and the planner wrote (their events' source: `diagnosis`), in the
+    order written, and the runs' labels."""
+    said = [e.payload.model_dump(mode="json") for e in store.read() if e.source == "diagnosis"]
     runs = [
         (r["run_id"], r["lines"], r["label"], r["confidence"]) for r in read_rows(store, "runs")
     ]
