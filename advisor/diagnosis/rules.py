@@ -149,33 +149,27 @@ class _RunSearch:
             # A line without one of the pattern's literals is not searched: most are not.
             if self._bodies is None:
                 self._bodies = [self.parsed[i].body for i in self.run.indexes]
-            self._cache[key] = _first(pattern, literal_cues(key), self.run.indexes, self._bodies)
+            cues = literal_cues(key)
+            self._cache[key] = next(
+                (
+                    i
+                    for i, body in zip(self.run.indexes, self._bodies, strict=True)
+                    if cued_search(pattern, cues, body)
+                ),
+                None,
+            )
         return self._cache[key]
-
-
-def _first(
-    pattern: re.Pattern[str], cues: tuple[str, ...] | None, indexes: list[int], bodies: list[str]
-) -> int | None:
-    """The first of `indexes` whose body `pattern` finds (`cued_search`, written out: a
-    run judged may keep thousands of lines, and this runs for each `also` and `absent`)."""
-    for i, body in zip(indexes, bodies, strict=True):
-        if cues is None:
-            if pattern.search(body) is not None:
-                return i
-            continue
-        for cue in cues:
-            if cue in body:
-                if pattern.search(body) is not None:
-                    return i
-                break
-    return None
 
 
 def cued_search(pattern: re.Pattern[str], cues: tuple[str, ...] | None, body: str) -> bool:
     """Does `pattern` find something in `body`? Searched only when `body` holds one of
     `cues` (`literal_cues`: literals one of which every match contains; None: unknown)."""
-    if cues is not None and not any(c in body for c in cues):
-        return False
+    if cues is not None:  # a loop, not any(): this runs on every line a run keeps
+        for cue in cues:
+            if cue in body:
+                break
+        else:
+            return False
     return pattern.search(body) is not None
 
 
