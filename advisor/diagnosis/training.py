@@ -24,8 +24,9 @@ from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_t
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet, match_run
-from advisor.parsing.lines import LogLine, lines_from_texts
+from advisor.parsing.lines import LogLine
 from advisor.parsing.parsed import Parsed, parse
+from advisor.parsing.pasted import lines_from_paste
 from advisor.parsing.sequence import Run, is_serving, segment
 
 SEED: Final = 20261201
@@ -65,7 +66,7 @@ def primary_run(runs: Sequence[Run], parsed: Sequence[Parsed], rules: RuleSet) -
 def example_from_lines(
     ident: str, label: str, texts: Sequence[str], rules: RuleSet, weight: float = 1.0
 ) -> Example:
-    parsed = parse(lines_from_texts(texts))
+    parsed = parse(lines_from_paste(texts))
     runs = segment(parsed)
     if not runs:
         raise InputError(f"corpus example {ident}: no lines")

@@ -5,6 +5,7 @@ __all__ = [
     "catalog",
     "lines",
     "parsed",
+    "pasted",
     "runfold",
     "sequence",
     "templates",

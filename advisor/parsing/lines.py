@@ -40,7 +40,12 @@ _DMESG_TIME = re.compile(  # dmesg, and dmesg -T
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 # The engines whose log prefixes the splitter knows (their registry names).
 VLLM, SGLANG, TGI = vllm.ENGINE.name, sglang.ENGINE.name, tgi.ENGINE.name
-_VLLM_PROCESS = re.compile(r"^\((?P<name>[A-Za-z][\w .=-]{0,60}?) pid=(?P<pid>\d{1,10})\) ")
+# vLLM's own "(EngineCore_DP0 pid=N) ", and Ray's actor and task prefixes, which vLLM's and
+# SGLang's Ray workers print through: "(RayWorkerWrapper pid=N, ip=10.0.0.2) ", "(pid=N) ".
+_VLLM_PROCESS = re.compile(
+    r"^\((?:(?P<name>[A-Za-z][\w .=-]{0,60}?) )?pid=(?P<pid>\d{1,10})"
+    r"(?:, ip=[0-9A-Fa-f.:]{2,45})?\) "
+)
 _VLLM_HEADER = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[(?P<file>[^\]\s]{1,200}):(?P<line>\d+)\]|(?P<file0>[\w.]{1,100}):(?P<line0>\d+)\])"
@@ -154,6 +159,33 @@ def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
     return text, identifier, pid
 
 
+# What begins a line of its own in any shape (a wrapper, a server's header, a traceback's
+# lines, an exception, a llama.cpp function prefix): a terminal's cut-off row does not.
+_RECORD_START = re.compile(
+    r"\s\s|\t|\[pod/|Traceback \(|During handling|The above exception|NVRM: |"
+    r"[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b|"
+    r"(?:llama|llm|ggml|srv|slot|main|common|print_info|load)\w*: "
+)
+
+
+def starts_a_record(text: str) -> bool:
+    """Whether `text` begins the way a log line of some known shape begins; a row that a
+    terminal cut from the line before it almost never does."""
+    if not text or _RECORD_START.match(text) or _STATUS_BULLET.match(text):
+        return True
+    head, _, _ = _strip_journal_wrapper(text)
+    if head is not text:
+        return True
+    return bool(
+        _VLLM_PROCESS.match(text)
+        or _RANK.match(text)
+        or _SGLANG.match(text)
+        or _VLLM_HEADER.match(text)
+        or _UVICORN.match(text)
+        or _split_tgi(text)[1]
+    )
+
+
 def split_line(
     text: str, *, journal_identifier: str | None = None, transport: str | None = None
 ) -> Split:
@@ -189,7 +221,7 @@ def _split_server(body: str, identifier: str | None, outer_pid: int | None) -> S
     if m:
         process, pid = m.group("name"), pid_of(m.group("pid"))
         body = body[m.end() :]
-        engine = VLLM
+        engine = VLLM if process else None  # Ray's bare "(pid=N)" names no engine
     leveled = body.startswith(_LOGGER_LEVELS)  # what both a logger header and uvicorn begin with
     m = _VLLM_HEADER.match(body) if leveled else None
     if m:

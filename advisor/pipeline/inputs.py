@@ -16,6 +16,7 @@ from typing import BinaryIO
 from advisor.core.errors import InputError
 from advisor.core.gcpause import gc_paused
 from advisor.parsing.lines import LogLine, line_from_payload
+from advisor.parsing.pasted import unpaste
 from ingest.kinds import JOURNAL_JSON, SNIFF_BYTES, binary_message, line_kind, looks_binary
 
 JOURNALD = "journald-json"
@@ -124,7 +125,7 @@ def open_log(
     everything = chain(seen, blocks)
     if line_kind(first) == JOURNAL_JSON:
         return JOURNALD, _journal_lines(everything, name, malformed)
-    return TEXT, _text_lines(everything)
+    return TEXT, unpaste(_text_lines(everything))
 
 
 def read_log(path: str) -> tuple[str, list[LogLine]]:
