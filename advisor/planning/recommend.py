@@ -30,6 +30,7 @@ from advisor.planning.sizing import (
     kv_context,
     kv_memory_fraction,
     kv_parallel,
+    kv_profile_batch,
     kv_suggested,
     sampler,
 )
@@ -134,6 +135,7 @@ Remedy = Callable[[Draft, Mapping[str, Any], PlanContext, Engine], None]
 REMEDIES: Final[Mapping[str, Remedy]] = {
     "sampler": sampler,
     "kv_context": kv_context,
+    "kv_profile_batch": kv_profile_batch,
     "kv_memory_fraction": kv_memory_fraction,
     "kv_parallel": kv_parallel,
     "kv_suggested": kv_suggested,

@@ -7,8 +7,9 @@ engine's advice."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from advisor.core.engines.model import Engine
 from advisor.core.kinds import SET_FLAG
@@ -140,6 +141,46 @@ def sampler_per_request(facts: Mapping[str, Any], lines: list[str]) -> float | N
         )
         return per_request
     return None
+
+
+def kv_profile_batch(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:
+    """The memory profiling run itself ran out (phase `memory_profiling`): it runs one batch
+    of the prefill budget's tokens after the weights, so halve that budget, when the log
+    states it. Not below the engine's bound or `max_num_seqs` (which the engine refuses), nor
+    below `max_model_len` before the V1 engine (V0 without chunked prefill refuses that)."""
+    flag = engine.role("prefill")
+    tokens = facts.get("max_num_batched_tokens")
+    if facts.get("phase") != "memory_profiling" or flag is None or flag.bound is None:
+        return
+    if not tokens:
+        return
+    value = tokens // 2 // 256 * 256
+    floor = max(flag.bound.low, facts.get("max_num_seqs") or 0)
+    longest = facts.get("max_model_len")
+    if longest and not _chunks_prefill(facts.get("engine_version")):
+        floor = max(floor, longest)
+    if value < floor:
+        return
+    p.add(
+        SET_FLAG,
+        f"the memory profiling run of {tokens:,} batched tokens ran out of memory after the "
+        "weights: a smaller batch leaves room for the KV cache",
+        flag=flag.name,
+        value=value,
+        arithmetic=(f"{tokens:,} / 2, rounded down to a multiple of 256 = {value:,}",),
+        expected="the profiling run fits and the KV cache is sized",
+    )
+
+
+V1_DEFAULT: Final = (0, 8)  # vLLM's V1 engine (chunked prefill always on) is the default from
+
+
+def _chunks_prefill(version: object) -> bool:
+    """Whether a vLLM of `version` chunks prefills whatever its flags (V1, 0.8 on)."""
+    if not isinstance(version, str):
+        return False
+    numbers = [int(n) for n in re.findall(r"\d+", version)[:2]]
+    return len(numbers) == 2 and (numbers[0], numbers[1]) >= V1_DEFAULT
 
 
 def kv_context(p: Draft, facts: Mapping[str, Any], ctx: PlanContext, engine: Engine) -> None:

@@ -93,7 +93,13 @@ ENGINE = Engine(
     ),
     remedies={
         SAMPLER_WARMUP_OOM: ("sampler",),
-        KV_CACHE_OOM: ("kv_context", "kv_memory_fraction", "kv_suggested", "kv_parallel"),
+        KV_CACHE_OOM: (
+            "kv_profile_batch",
+            "kv_context",
+            "kv_memory_fraction",
+            "kv_suggested",
+            "kv_parallel",
+        ),
     },
     advice={
         WEIGHTS_LOAD_OOM: "the weights do not fit at this parallelism: a larger {parallel} "
@@ -102,7 +108,8 @@ ENGINE = Engine(
         "little, or {eager}",
         RUNTIME_OOM: "out of memory while serving: lower {concurrency} or {prefill}",
         KV_CACHE_OOM: "KV cache does not fit, and the log states no capacity to compute a "
-        "length from: lower {context} or raise {memory_fraction} by hand",
+        "length from: lower {context} (or {prefill}, when the memory profiling run itself "
+        "ran out) or raise {memory_fraction} by hand",
         SAMPLER_WARMUP_OOM: "sampler warm-up ran out of memory but the log states no usable "
         "max_num_seqs or dummy request count: lower {concurrency} by hand",
     },
