@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -93,9 +94,21 @@ def incidents(service: str | None, only_open: bool, as_json: bool, db_url: str |
         click.echo(
             f"{short_id(r['incident_id'])}  {format_us(r['opened_us'])}  "
             f"{safe_text(r['host'])}/{safe_text(r['unit'])}  "
-            f"{r['label'] or '?'} ({(r['confidence'] or 0):.2f})  phase={r['phase'] or '-'}"
+            f"{_label_words(r)}  phase={r['phase'] or '-'}"
             f"  runs={r['runs']}  {r['status']}"
         )
+
+
+def _label_words(row: dict[str, Any]) -> str:
+    """An incident's label as the list shows it: the diagnosis's and its confidence, or, for
+    an incident an operator corrected, the operator's label first, as `explain` says it."""
+    label, confidence = row["label"] or "?", row["confidence"] or 0
+    said = row.get("operator")
+    if not said:
+        return f"{label} ({confidence:.2f})"
+    by = safe_text(str(said["by"]))
+    diagnosis = f"{label}, {confidence:.2f}"
+    return f"{said['label']} (operator label, by {by}; the diagnosis said {diagnosis})"
 
 
 @click.command()

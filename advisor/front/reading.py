@@ -67,11 +67,16 @@ class Reading(Front):
     def incidents(
         self, *, unit: str | None = None, host: str | None = None, only_open: bool = False
     ) -> list[dict[str, Any]]:
-        """Incidents (rows of the projection), in time order; `only_open`: not resolved."""
+        """Incidents (rows of the projection), in time order; `only_open`: not resolved. Each
+        with its operators' label beside the diagnosis: `operator_label` and `operator` (the
+        latest `advisor label` correction; None for an incident no one corrected)."""
+        from advisor.views.read.corrections import with_operator_labels
         from advisor.views.read.reading import read_rows
 
         rows = read_rows(self.store, "incidents", unit=unit, host=host)
-        return [r for r in rows if r["status"] == IncidentStatus.OPEN] if only_open else rows
+        if only_open:
+            rows = [r for r in rows if r["status"] == IncidentStatus.OPEN]
+        return with_operator_labels(self.store, rows)
 
     def hosts(self, *, now_s: float | None = None) -> list[HostHealth]:
         """Every host of the store: newest event and heartbeat, agent version, ship lag (a

@@ -1,11 +1,14 @@
 """Operators correct a diagnosis: `advisor label` → a `label.corrected` event → `explain`
-shows both labels (after a rebuild too) → `model train --store` learns from it →
+shows both labels (after a rebuild too), and so does `advisor incidents` (text and --json, the
+list's corrections read at once) → `model train --store` learns from it →
 `model evaluate --store` reports agreement with the operators, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -13,10 +16,12 @@ from click.testing import CliRunner
 
 from advisor.cli.main import cli
 from advisor.core.errors import InputError
+from advisor.core.events import StoredEvent
 from advisor.core.ids import short_id
 from advisor.core.taxonomy import HEALTHY, KV_CACHE_OOM, SAMPLER_WARMUP_OOM, UNKNOWN
 from advisor.diagnosis.corrections import CORRECTION_WEIGHT, training_records
 from advisor.front import Advisor, open_store
+from advisor.store import EventFilter, EventStore
 from tests.diagnosis.test_model import corpus_subset
 from tests.reports.seeded import FIRST, UNIT, seeded
 
@@ -113,3 +118,62 @@ def test_corrections_are_refused_when_wrong_and_the_latest_wins(
         (record,) = training_records(store)
         assert record["label"] == HEALTHY and record["weight"] == CORRECTION_WEIGHT
         assert record["id"] == f"store:{FIRST}" and record["lines"]
+
+
+def _counting_reads(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The types `store.read` is asked for from now on, one entry per call."""
+    asked: list[str | None] = []
+    read = store.read
+
+    def counted(flt: EventFilter | None = None, **kwargs: Any) -> Iterator[StoredEvent]:
+        asked.append(None if flt is None else flt.type)
+        return read(flt, **kwargs)
+
+    monkeypatch.setattr(store, "read", counted)
+    return asked
+
+
+def test_advisor_incidents_shows_the_operators_label_beside_the_diagnosis(
+    store_url: str, seed_journal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = seeded(store_url, seed_journal, None)
+    db = ("--db", store_url)
+    before = json.loads(_ok(runner, "incidents", "--json", *db))
+    assert [r["operator_label"] for r in before] == [None, None]
+    assert [r["operator"] for r in before] == [None, None]
+    _ok(runner, "label", FIRST, KV_CACHE_OOM, "--why", WHY, *db)
+    rows = {r["incident_id"]: r for r in json.loads(_ok(runner, "incidents", "--json", *db))}
+    assert set(rows) == {r["incident_id"] for r in before}
+    first = rows.pop(FIRST)
+    (other,) = rows.values()
+    # the existing fields as they were (the diagnosis among them), the operator's beside them
+    old = next(r for r in before if r["incident_id"] == FIRST)
+    assert {k: v for k, v in first.items() if k not in ("operator_label", "operator")} == {
+        k: v for k, v in old.items() if k not in ("operator_label", "operator")
+    }
+    assert first["label"] == SAMPLER_WARMUP_OOM and first["operator_label"] == KV_CACHE_OOM
+    said = first["operator"]
+    assert said["label"] == KV_CACHE_OOM and said["by"].startswith("human:")
+    assert said["why"] == WHY and said["replaces"] == SAMPLER_WARMUP_OOM
+    assert other["operator_label"] is None and other["operator"] is None
+    # in text: the operator's label first, as `explain` says it; the other line unchanged
+    lines = {line.split()[0]: line for line in _ok(runner, "incidents", *db).splitlines()}
+    corrected = lines.pop(short_id(FIRST))
+    assert f"  {KV_CACHE_OOM} (operator label, by human:" in corrected
+    assert f"; the diagnosis said {SAMPLER_WARMUP_OOM}, 0.99)  phase=" in corrected
+    (plain,) = lines.values()
+    assert "operator" not in plain and f"{other['label']} (" in plain
+    assert "operator label" in _ok(runner, "incidents", "--open", *db)
+    # the latest correction wins; a rebuild reads the same
+    _ok(runner, "label", FIRST, HEALTHY, *db)
+    _ok(runner, "rebuild", *db)
+    again = json.loads(_ok(runner, "incidents", "--json", *db))
+    assert [r["operator_label"] for r in again if r["incident_id"] == FIRST] == [HEALTHY]
+    # the corrections of the whole list are read at once, not one incident at a time
+    with open_store(store_url) as store:
+        adv = Advisor(store)
+        adv.label(other["incident_id"], KV_CACHE_OOM, by="human:ops")
+        asked = _counting_reads(store, monkeypatch)
+        labels = [r["operator_label"] for r in adv.incidents()]
+        assert sorted(labels) == [HEALTHY, KV_CACHE_OOM]
+        assert asked.count("label.corrected") == 1

@@ -1,6 +1,6 @@
 """What the web console reads: incidents as a list (filtered, pending approvals first, with
-when each was last seen and how many of its plan's steps await a decision while it is open),
-one incident by id, and the filters' choices."""
+when each was last seen, how many of its plan's steps await a decision while it is open, and
+its operators' label when they corrected it), one incident by id, and the filters' choices."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from advisor.core.ids import resolve_id
 from advisor.core.statuses import ActionStatus, IncidentStatus
 from advisor.store import EventStore
 from advisor.store.schema import actions, incidents, runs
+from advisor.views.read.corrections import Correction, corrections_of
 from advisor.views.read.rows import IncidentView, fresh
 
 
@@ -34,6 +35,7 @@ class IncidentLine:
     incident: IncidentView
     last_seen_us: int  # when its last failed run was last heard from
     pending: int  # main steps of its plan that await a decision (0 once it is not open)
+    operator: Correction | None = None  # its latest `advisor label` correction, if any
 
     @property
     def downtime_us(self) -> int:
@@ -84,12 +86,14 @@ def incident_list(
     store: EventStore, flt: IncidentFilter, *, limit: int = 200
 ) -> tuple[list[IncidentLine], int]:
     """The incidents `flt` selects, pending approvals first then newest first (at most
-    `limit`), and how many it selects in all; what is new is folded first."""
+    `limit`), each with its operators' label (their corrections read in one query), and how
+    many it selects in all; what is new is folded first."""
     fresh(store)
     query = _listing(flt)
     with store.connect() as conn:
         total = conn.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         rows = conn.execute(query.limit(limit)).all()
+    said = corrections_of(store, (str(row._mapping["incident_id"]) for row in rows))
     lines = []
     for row in rows:
         mapping = row._mapping
@@ -98,6 +102,7 @@ def incident_list(
                 IncidentView.from_row(mapping),
                 int(mapping["last_seen_us"]),
                 int(mapping["pending"]),
+                said.get(str(mapping["incident_id"])),
             )
         )
     return lines, int(total)
