@@ -183,6 +183,8 @@ TAXONOMY: Final[Mapping[str, LabelSpec]] = MappingProxyType({s.name: s for s in 
 FAILURE_LABELS: Final = tuple(s.name for s in _SPECS if s.failure)
 LABELS: Final = (*FAILURE_LABELS, UNKNOWN, HEALTHY)
 NOT_FAILURES: Final = frozenset(s.name for s in _SPECS if not s.failure)
+# The labels that say GPU memory ran out: each needs a line of the run that says so.
+OUT_OF_MEMORY_LABELS: Final = frozenset(s.name for s in _SPECS if s.oom)
 MODEL_LABELS: Final = (*FAILURE_LABELS, HEALTHY)  # what the learned model may say
 
 # The label types, made from the registry (a type checker sees plain strings; pydantic

@@ -9,13 +9,14 @@ is `unknown`, which is never acted on automatically.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.core.engines import ENGINES
 from advisor.core.gcpause import gc_paused
-from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, UNKNOWN
+from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, OUT_OF_MEMORY_LABELS, UNKNOWN
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
@@ -119,15 +120,19 @@ def final_label(
     *,
     healthy_seen: bool,
     trouble: bool,
+    memory_shown: bool = True,
 ) -> tuple[str, float, list[Candidate]]:
-    """`decide`, with two guards: `healthy` needs the server to have said so (`healthy_seen`:
-    a healthy rule fired — ready, or a clean stop — or it was serving requests), and the
-    model alone does not name a failure from lifecycle lines only (`trouble`)."""
-    if probabilities and not healthy_seen and HEALTHY in probabilities:
-        # Without a sign of health the model may not vote for it: its other labels share it.
-        rest = {k: v for k, v in probabilities.items() if k != HEALTHY}
-        total = sum(rest.values())
-        probabilities = {k: v / total for k, v in rest.items()} if total > 0 else None
+    """`decide`, with three guards: `healthy` needs the server to have said so
+    (`healthy_seen`: a healthy rule fired — ready, or a clean stop — or it was serving
+    requests); an out-of-memory label needs a line that says memory ran out
+    (`memory_shown`); and the model alone does not name a failure from lifecycle lines only
+    (`trouble`). A label the evidence does not allow is taken from the model's vote, and its
+    other labels share what it had."""
+    if probabilities:
+        barred = set() if healthy_seen else {HEALTHY}
+        if not memory_shown:
+            barred |= OUT_OF_MEMORY_LABELS
+        probabilities = _without(probabilities, barred)
     label, confidence, candidates = decide(vote, probabilities)
     weak = vote is None or vote.confidence < UNKNOWN_BELOW
     if weak and label not in (HEALTHY, UNKNOWN) and not trouble:
@@ -135,6 +140,43 @@ def final_label(
     if label == HEALTHY and not healthy_seen:
         label = UNKNOWN
     return label, confidence, candidates
+
+
+def _without(probabilities: dict[str, float], barred: set[str]) -> dict[str, float] | None:
+    if not barred & probabilities.keys():
+        return probabilities
+    rest = {k: v for k, v in probabilities.items() if k not in barred}
+    total = sum(rest.values())
+    return {k: v / total for k, v in rest.items()} if total > 0 else None
+
+
+# A line that says GPU memory ran out or does not suffice, in any engine's words (besides a
+# rule's or a catalogued message's evidence for an out-of-memory label).
+_MEMORY_RAN_OUT: Final = re.compile(
+    r"out of memory|OutOfMemory|OUT_OF_MEMORY|ALLOC_FAILED|\bOOM\b|not enough memory|"
+    r"insufficient (?:GPU )?memory|no available memory|KV cache is needed|"
+    r"stored in KV cache|Available KV cache memory: -|(?:failed|unable) to allocate \S* ?buffer|"
+    r"larger than the profiled value|cudaMalloc failed|memory in use",
+    re.IGNORECASE,
+)
+
+
+def memory_shown(run: Run, parsed: Sequence[Parsed], hits: Sequence[Hit]) -> bool:
+    """Does anything in the run say that memory ran out (an out-of-memory label's causal
+    evidence)? A hint ("if out-of-memory occurs, lower …") says so too, but then a rule
+    decides whether it is evidence; this only keeps the model from naming an out-of-memory
+    failure where no line speaks of memory at all."""
+    if any(h.label in OUT_OF_MEMORY_LABELS for h in hits):
+        return True
+    search = _MEMORY_RAN_OUT.search
+    return any(search(parsed[i].body) for i in run.indexes)
+
+
+def _memory_matters(probabilities: dict[str, float] | None, hits: Sequence[Hit]) -> bool:
+    """Whether the model's vote could name an out-of-memory label that no rule gives."""
+    if not probabilities or any(h.label in OUT_OF_MEMORY_LABELS for h in hits):
+        return False
+    return max(probabilities, key=probabilities.__getitem__) in OUT_OF_MEMORY_LABELS
 
 
 def judge_run(
@@ -157,6 +199,7 @@ def judge_run(
         probabilities,
         healthy_seen=any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         trouble=shows_trouble(run, parsed),
+        memory_shown=not _memory_matters(probabilities, hits) or memory_shown(run, parsed, hits),
     )
     phase = hit.phase if hit is not None else None
     if label == HEALTHY or phase is None:

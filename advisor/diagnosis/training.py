@@ -20,7 +20,13 @@ import orjson
 
 from advisor.core.errors import InputError
 from advisor.core.taxonomy import HEALTHY, MODEL_LABELS, UNKNOWN
-from advisor.diagnosis.classify import RuleVote, final_label, judge_run, shows_trouble
+from advisor.diagnosis.classify import (
+    RuleVote,
+    final_label,
+    judge_run,
+    memory_shown,
+    shows_trouble,
+)
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import RuleSet, match_run
@@ -51,6 +57,7 @@ class Example:
     rule_confidence: float | None
     healthy_seen: bool
     trouble: bool
+    memory_shown: bool
     weight: float = 1.0  # how many corpus examples it counts as (an operator's label: more)
 
 
@@ -80,6 +87,7 @@ def example_from_lines(
         hits[0].confidence if hits else None,
         any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         shows_trouble(run, parsed),
+        memory_shown(run, parsed, hits),
         weight,
     )
 
@@ -314,7 +322,11 @@ def _combined(ex: Example, probabilities: dict[str, float]) -> tuple[str, float]
         else None
     )
     label, confidence, _ = final_label(
-        vote, probabilities, healthy_seen=ex.healthy_seen, trouble=ex.trouble
+        vote,
+        probabilities,
+        healthy_seen=ex.healthy_seen,
+        trouble=ex.trouble,
+        memory_shown=ex.memory_shown,
     )
     return label, confidence
 

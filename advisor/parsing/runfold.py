@@ -48,6 +48,10 @@ _DEATH_CUES: Final = (
     # "AsyncLLMEngine has failed, terminating server process"
     "terminating server process",
     "Webserver Crashed",  # TGI's launcher, when its router process failed
+    # A Rust program's main thread panicking ends it (the router of TGI, vllm.rs,
+    # candle-vllm, mistral.rs); a C++ exception nobody caught aborts it (llama.cpp).
+    "thread 'main' panicked at",
+    "terminate called after throwing an instance of",
 )
 # Levels at which a server logs only what ends it (Python's logger.fatal is CRITICAL).
 _FATAL_LEVELS: Final = frozenset({"CRITICAL", "FATAL"})
