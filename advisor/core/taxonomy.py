@@ -99,8 +99,24 @@ class LabelSpec:
     catalogue: Mapping[str, Any] = field(default_factory=dict)
     cap: float | None = None
     unit_remedy: str | None = None  # the remedy acting on the unit, whatever the engine
+    # A label's causal evidence in any engine's words (a regular expression, searched in the
+    # run's lines): the learned model may not give the label to a run where no line has it
+    # and no rule gave it (`advisor.diagnosis.classify.lacking_evidence`).
+    shown_by: str | None = None
     advice: str | None = None  # what a person should do when no remedy computes a value
     expected: str = "the server says it is ready"  # after the plan's restart
+
+
+# A line that says GPU memory ran out or does not suffice.
+MEMORY_RAN_OUT: Final = (
+    r"(?i)out of (?:\w+ ){0,2}memory|OutOfMemory|OUT_OF_MEMORY|ALLOC_FAILED|\bOOM\b|ran out of|"
+    r"(?:not enough|insufficient|exceeds?|more than the available|no) (?:\w+ ){0,3}memory|"
+    r"memory (?:exhausted|is full|ran out)|no memory left|"
+    r"KV ?cache (?:capacity|is needed|cannot hold|does not fit|is too small)|stored in KV cache|"
+    r"Available KV cache memory: -|larger than the profiled value|cudaMalloc failed|"
+    r"(?:failed|unable) to allocate \S* ?buffer|memory in use|"
+    r"needs? [\d.]+ ?[GM]i?B.{0,60}(?:only|but) [\d.]+ ?[GM]i?B"
+)
 
 
 def _oom(suffix: str, cap: float, **conditions: Any) -> OomWhen:
@@ -112,23 +128,27 @@ _SPECS: Final = (
         SAMPLER_WARMUP_OOM,
         "out of memory in the sampler's warm-up, after the KV cache took its share",
         oom=(_oom("sampler", 0.92, phases=["sampler_warmup"]),),
+        shown_by=MEMORY_RAN_OUT,
         expected="the warm-up completes and the server says it is ready",
     ),
     LabelSpec(
         KV_CACHE_OOM,
         "the KV cache does not fit: too little memory left, or too long a context",
         oom=(_oom("kv", 0.88, phases=["kv_cache_allocation"]),),
+        shown_by=MEMORY_RAN_OUT,
         expected="KV cache allocated, the server says it is ready",
     ),
     LabelSpec(
         WEIGHTS_LOAD_OOM,
         "out of memory loading the model's weights",
         oom=(_oom("weights", 0.92, phases=["weights_loading"]),),
+        shown_by=MEMORY_RAN_OUT,
     ),
     LabelSpec(
         CUDA_GRAPH_OOM,
         "out of memory capturing CUDA graphs",
         oom=(_oom("graph", 0.92, phases=["cuda_graph_capture"]),),
+        shown_by=MEMORY_RAN_OUT,
     ),
     LabelSpec(
         RUNTIME_OOM,
@@ -137,11 +157,14 @@ _SPECS: Final = (
             _oom("runtime", 0.93, after_ready=True, after_stop=False),
             _oom("serving", 0.88, phases=["ready"]),
         ),
+        shown_by=MEMORY_RAN_OUT,
     ),
     LabelSpec(
         GPU_MEMORY_HELD,
         "another process holds the GPU memory the server needs",
         unit_remedy="held",
+        shown_by=MEMORY_RAN_OUT
+        + r"|less than desired|left-over process|Process \d+ has|memory (?:profiling|usage)",
     ),
     LabelSpec(
         WEDGED_STOP,
@@ -150,17 +173,26 @@ _SPECS: Final = (
         # word on why it failed earlier in the run (as for the hand-written stop rules)
         cap=0.86,
         unit_remedy="wedged",
+        # (systemd's stop and its timeouts, as the run's events, show it too)
+        shown_by=r"blocked for more than \d+ seconds|^\s*Active: deactivating|refused to die|"
+        r"did not (?:stop|exit)|[Tt]imed out|[Ss]topping|still around|stop-sig",
     ),
     LabelSpec(
         NCCL_ERROR,
         "a collective (NCCL) failed between the server's GPUs",
         advice="NCCL failed: check the interconnect and NCCL_* settings before restarting",
+        shown_by=r"NCCL|nccl|[Gg]loo|ProcessGroup|c10d|[Cc]ollective|all_?reduce|all_?gather|"
+        r"DistBackendError|[Ww]atchdog|[Dd]istributed|rendezvous|NVLink|RCCL|[Bb]arrier|"
+        r"[Ss]ocket|[Cc]onnection (?:reset|refused|closed)",
     ),
     LabelSpec(
         GPU_HARDWARE_FAULT,
         "the GPU reported a hardware fault",
         advice="the GPU reported a hardware fault: drain the host and check the GPU "
         "(Xid, ECC) before restarting anything on it",
+        shown_by=r"Xid|NVRM|\bECC\b|[Ee]cc error|fallen off|GPU is lost|[Uu]ncorrectable|"
+        r"row remap|retired page|GSP|[Hh]ardware|PCIe|NVLink|[Tt]hermal|not responding|"
+        r"cudaErrorUnknown|unknown error|GPU \d+ .{0,40}(?:error|fault)",
     ),
     LabelSpec(
         OTHER_CRASH,

@@ -10,13 +10,13 @@ is `unknown`, which is never acted on automatically.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from advisor.core.engines import ENGINES
 from advisor.core.gcpause import gc_paused
-from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, OUT_OF_MEMORY_LABELS, UNKNOWN
+from advisor.core.taxonomy import HEALTHY, NOT_FAILURES, TAXONOMY, UNKNOWN, WEDGED_STOP
 from advisor.diagnosis.features import featurize
 from advisor.diagnosis.model import LinearModel
 from advisor.diagnosis.rules import Hit, RuleSet, match_run
@@ -120,19 +120,26 @@ def final_label(
     *,
     healthy_seen: bool,
     trouble: bool,
-    memory_shown: bool = True,
+    lacking: Callable[[], frozenset[str]] | None = None,
 ) -> tuple[str, float, list[Candidate]]:
     """`decide`, with three guards: `healthy` needs the server to have said so
     (`healthy_seen`: a healthy rule fired — ready, or a clean stop — or it was serving
-    requests); an out-of-memory label needs a line that says memory ran out
-    (`memory_shown`); and the model alone does not name a failure from lifecycle lines only
-    (`trouble`). A label the evidence does not allow is taken from the model's vote, and its
-    other labels share what it had."""
-    if probabilities:
-        barred = set() if healthy_seen else {HEALTHY}
-        if not memory_shown:
-            barred |= OUT_OF_MEMORY_LABELS
-        probabilities = _without(probabilities, barred)
+    requests); the model may not name a label whose causal evidence the run lacks
+    (`lacking`: the labels of `GUARDED` the run shows nothing for, asked only when the
+    model's vote would name one); and the model alone does not name a failure from
+    lifecycle lines only (`trouble`). A label the evidence does not allow is taken from the
+    model's vote. Without a sign of health the model's other labels share what it gave
+    `healthy`; what it gave a label without its evidence is shared by none (that evidence is
+    missing, which makes no other label likelier): its other labels keep their own
+    probabilities, so a weak second guess stays weak."""
+    if probabilities and not healthy_seen:
+        probabilities = _without(probabilities, frozenset({HEALTHY}), share=True)
+    if probabilities and lacking is not None:
+        top = max(probabilities, key=probabilities.__getitem__)
+        if top in GUARDED:
+            lacks = lacking()
+            if top in lacks:
+                probabilities = _without(probabilities, lacks, share=False)
     label, confidence, candidates = decide(vote, probabilities)
     weak = vote is None or vote.confidence < UNKNOWN_BELOW
     if weak and label not in (HEALTHY, UNKNOWN) and not trouble:
@@ -142,41 +149,52 @@ def final_label(
     return label, confidence, candidates
 
 
-def _without(probabilities: dict[str, float], barred: set[str]) -> dict[str, float] | None:
+def _without(
+    probabilities: dict[str, float], barred: frozenset[str], *, share: bool
+) -> dict[str, float] | None:
+    """`probabilities` without the `barred` labels; with `share`, what they had is shared by
+    the others in proportion."""
     if not barred & probabilities.keys():
         return probabilities
     rest = {k: v for k, v in probabilities.items() if k not in barred}
     total = sum(rest.values())
-    return {k: v / total for k, v in rest.items()} if total > 0 else None
+    if total <= 0:
+        return None
+    return {k: v / total for k, v in rest.items()} if share else rest
 
 
-# A line that says GPU memory ran out or does not suffice, in any engine's words (besides a
-# rule's or a catalogued message's evidence for an out-of-memory label).
-_MEMORY_RAN_OUT: Final = re.compile(
-    r"out of memory|OutOfMemory|OUT_OF_MEMORY|ALLOC_FAILED|\bOOM\b|not enough memory|"
-    r"insufficient (?:GPU )?memory|no available memory|KV cache is needed|"
-    r"stored in KV cache|Available KV cache memory: -|(?:failed|unable) to allocate \S* ?buffer|"
-    r"larger than the profiled value|cudaMalloc failed|memory in use",
-    re.IGNORECASE,
-)
+# The labels whose causal evidence the model's vote is checked against: what shows each
+# (the taxonomy's `shown_by`); systemd's stop events show a wedged stop too.
+_SHOWN_BY: Final = {
+    name: re.compile(spec.shown_by) for name, spec in TAXONOMY.items() if spec.shown_by
+}
+GUARDED: Final = frozenset(_SHOWN_BY)
+_STOP_EVENTS: Final = frozenset({"stop_requested", "stop_timeout", "still_around", "stop_pending"})
 
 
-def memory_shown(run: Run, parsed: Sequence[Parsed], hits: Sequence[Hit]) -> bool:
-    """Does anything in the run say that memory ran out (an out-of-memory label's causal
-    evidence)? A hint ("if out-of-memory occurs, lower …") says so too, but then a rule
-    decides whether it is evidence; this only keeps the model from naming an out-of-memory
-    failure where no line speaks of memory at all."""
-    if any(h.label in OUT_OF_MEMORY_LABELS for h in hits):
-        return True
-    search = _MEMORY_RAN_OUT.search
-    return any(search(parsed[i].body) for i in run.indexes)
-
-
-def _memory_matters(probabilities: dict[str, float] | None, hits: Sequence[Hit]) -> bool:
-    """Whether the model's vote could name an out-of-memory label that no rule gives."""
-    if not probabilities or any(h.label in OUT_OF_MEMORY_LABELS for h in hits):
-        return False
-    return max(probabilities, key=probabilities.__getitem__) in OUT_OF_MEMORY_LABELS
+def lacking_evidence(run: Run, parsed: Sequence[Parsed], hits: Sequence[Hit]) -> frozenset[str]:
+    """The labels of `GUARDED` whose causal evidence the run lacks: no rule gave the label,
+    and no line has what shows it (an out-of-memory label: a line that says memory ran out
+    or did not suffice; `nccl_error`: a collective or the distributed runtime; …). A hint
+    — "if out-of-memory occurs, lower …" — speaks of memory too: then the rules decide
+    whether it is evidence; this only keeps the model from naming a failure no line speaks
+    of."""
+    given = {h.label for h in hits}
+    if WEDGED_STOP in GUARDED and _STOP_EVENTS & run.events.keys():
+        given.add(WEDGED_STOP)
+    bodies = [parsed[i].body for i in run.indexes]
+    checked: dict[str, bool] = {}  # labels sharing one pattern are searched once
+    lacks = set()
+    for label, pattern in _SHOWN_BY.items():
+        if label in given:
+            continue
+        key = pattern.pattern
+        if key not in checked:
+            search = pattern.search
+            checked[key] = any(search(b) for b in bodies)
+        if not checked[key]:
+            lacks.add(label)
+    return frozenset(lacks)
 
 
 def judge_run(
@@ -199,7 +217,7 @@ def judge_run(
         probabilities,
         healthy_seen=any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         trouble=shows_trouble(run, parsed),
-        memory_shown=not _memory_matters(probabilities, hits) or memory_shown(run, parsed, hits),
+        lacking=lambda: lacking_evidence(run, parsed, hits),
     )
     phase = hit.phase if hit is not None else None
     if label == HEALTHY or phase is None:

@@ -24,7 +24,7 @@ from advisor.diagnosis.classify import (
     RuleVote,
     final_label,
     judge_run,
-    memory_shown,
+    lacking_evidence,
     shows_trouble,
 )
 from advisor.diagnosis.features import featurize
@@ -57,7 +57,7 @@ class Example:
     rule_confidence: float | None
     healthy_seen: bool
     trouble: bool
-    memory_shown: bool
+    lacking: frozenset[str]  # the guarded labels the example shows no evidence for
     weight: float = 1.0  # how many corpus examples it counts as (an operator's label: more)
 
 
@@ -87,7 +87,7 @@ def example_from_lines(
         hits[0].confidence if hits else None,
         any(h.label == HEALTHY for h in hits) or is_serving(run, parsed),
         shows_trouble(run, parsed),
-        memory_shown(run, parsed, hits),
+        lacking_evidence(run, parsed, hits),
         weight,
     )
 
@@ -326,7 +326,7 @@ def _combined(ex: Example, probabilities: dict[str, float]) -> tuple[str, float]
         probabilities,
         healthy_seen=ex.healthy_seen,
         trouble=ex.trouble,
-        memory_shown=ex.memory_shown,
+        lacking=lambda: ex.lacking,
     )
     return label, confidence
 

@@ -37,6 +37,11 @@ _DMESG_TIME = re.compile(  # dmesg, and dmesg -T
     r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s"
 )
 # After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
+_ANSI_LEAD = r"(?:\x1b\[[0-9;]*m)*"
+# docker compose v2 "name-1  | ", v1 "project_name_1  | " (coloured on a terminal).
+_COMPOSE = re.compile(f"^{_ANSI_LEAD}[A-Za-z0-9][\\w.-]{{0,62}}[-_]\\d{{1,4}}\\s+\\| ?{_ANSI_LEAD}")
+# kubectl logs --prefix: "[pod/NAME/CONTAINER] "
+_KUBECTL = re.compile(r"^\[(?:pod|deployment|statefulset|job)/[\w.-]{1,253}/[\w.-]{1,63}\] ")
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 # The engines whose log prefixes the splitter knows (their registry names).
 VLLM, SGLANG, TGI = vllm.ENGINE.name, sglang.ENGINE.name, tgi.ENGINE.name
@@ -124,8 +129,19 @@ def clean_text(text: str) -> str:
     return text.rstrip()
 
 
+def without_collector(text: str) -> str:
+    """`text` without the prefix `docker compose logs` or `kubectl logs --prefix` put
+    before each line (the same string when there is none)."""
+    m = _COMPOSE.match(text) if "|" in text[:80] else None
+    if m is None and text[:1] == "[":
+        m = _KUBECTL.match(text)
+    return text[m.end() :] if m else text
+
+
 def _strip_journal_wrapper(text: str) -> tuple[str, str | None, int | None]:
-    """Remove a leading container/journal timestamp and journalctl's `host ident[pid]: `."""
+    """Remove a leading collector's prefix (docker compose, kubectl), a container or journal
+    timestamp, and journalctl's `host ident[pid]: `."""
+    text = without_collector(text)
     identifier = None
     pid = None
     stripped = False

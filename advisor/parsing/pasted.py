@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from itertools import chain, islice
 from typing import Final
 
-from advisor.parsing.lines import LogLine, lines_from_texts, starts_a_record
+from advisor.parsing.lines import LogLine, lines_from_texts, starts_a_record, without_collector
 
 HEAD: Final = 5000  # lines read ahead to decide the paste's quote and width
 MIN_WIDTH, MAX_WIDTH = 40, 512  # a terminal narrower or wider is not told apart from a log
@@ -32,11 +32,6 @@ MIN_CUT_ROWS = 3  # rows of the width's length before the paste is taken as cut
 TERMINAL_WIDTHS: Final = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 256})
 JOINED_MAX_LINES = 3  # a paste of so few lines may be a log joined into one string
 JOINED_MIN_BREAKS = 3  # literal "\n"s in a line before it is taken as a joined log
-_ANSI_LEAD = r"(?:\x1b\[[0-9;]*m)*"
-# docker compose v2 "name-1  | ", v1 "project_name_1  | " (coloured on a terminal).
-_COMPOSE = re.compile(f"^{_ANSI_LEAD}[A-Za-z0-9][\\w.-]{{0,62}}[-_]\\d{{1,4}}\\s+\\| ?{_ANSI_LEAD}")
-# kubectl logs --prefix: "[pod/NAME/CONTAINER] "
-_KUBECTL = re.compile(r"^\[(?:pod|deployment|statefulset|job)/[\w.-]{1,253}/[\w.-]{1,63}\] ")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+.-]*\s*$")
 _QUOTE = re.compile(r"^ {0,3}> ?")
 
@@ -131,7 +126,7 @@ def _rejoined(rows: Iterable[LogLine], width: int, padded: bool) -> Iterator[Log
 
 def _begins(text: str) -> bool:
     """Whether a row begins a line of its own, the collector's prefix included."""
-    return starts_a_record(text) or _without_collector(text) is not text
+    return starts_a_record(text) or without_collector(text) is not text
 
 
 def _joined_row(first: LogLine, parts: list[str]) -> LogLine:
@@ -140,22 +135,13 @@ def _joined_row(first: LogLine, parts: list[str]) -> LogLine:
 
 
 def _lines_of(line: LogLine, paste: Paste) -> Iterator[LogLine]:
-    """One row's lines: split at literal `\\n`s when the paste is a joined log, each without
-    the prefix that `docker compose logs` or `kubectl logs --prefix` put before it."""
-    texts = line.text.split("\\n") if paste.joined else [line.text]
-    for text in texts:
-        bare = _without_collector(text)
-        if not bare.strip():
-            continue
-        yield line if bare is line.text else replace(line, text=bare)
-
-
-def _without_collector(text: str) -> str:
-    """`text` without docker compose's or kubectl's prefix."""
-    m = _COMPOSE.match(text) if "|" in text[:80] else None
-    if m is None and text[:1] == "[":
-        m = _KUBECTL.match(text)
-    return text[m.end() :] if m else text
+    """One row's lines: split at literal `\\n`s when the paste is a joined log."""
+    if not paste.joined:
+        yield line
+        return
+    for text in line.text.split("\\n"):
+        if without_collector(text).strip():
+            yield replace(line, text=text)
 
 
 def lines_from_paste(texts: Iterable[str]) -> list[LogLine]:

@@ -78,7 +78,12 @@ FRAME_PHASES: Final = {
     "generate_token": "ready",
     "event_loop_normal": "ready",
     "step_with_batch_queue": "ready",
+    # TGI's start-up warm-up (the router's gRPC Warmup, FlashCausalLM.warmup) runs a prefill
+    # through the serving code to size the KV cache: a serving frame inside it is warm-up.
+    "Warmup": "kv_cache_allocation",
+    "warmup": "kv_cache_allocation",
 }
+SERVING: Final = "ready"
 
 
 @dataclass(slots=True)
@@ -90,11 +95,18 @@ class Traceback:
     closed: bool = False
 
     def phase(self) -> str | None:
-        """The startup phase the innermost recognised frame belongs to."""
+        """The startup phase the innermost recognised frame belongs to; a serving frame
+        (`generate_token`, `execute_model` …) called from a start-up frame is that start-up
+        phase (a warm-up runs the serving code)."""
+        found = None
         for name in reversed(self.functions):
-            if name in FRAME_PHASES:
-                return FRAME_PHASES[name]
-        return None
+            phase = FRAME_PHASES.get(name)
+            if phase is None:
+                continue
+            if phase != SERVING:
+                return phase
+            found = found or phase
+        return found
 
 
 @dataclass(slots=True)

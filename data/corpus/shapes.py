@@ -22,12 +22,17 @@ SHAPES = (
     "kubectl",
     "compose",
     "systemctl-status",
+    "terminal",
 )
 
 MIN_LINES, MAX_LINES = 15, 120  # an example outside these bounds is drawn again
 
 
-SHAPE_WEIGHTS = (36, 6, 6, 20, 10, 6, 4, 12)
+SHAPE_WEIGHTS = (36, 6, 6, 20, 10, 6, 4, 12, 6)
+# A terminal's widths (tmux and terminal defaults) that cut the raw output's long lines into
+# rows; tmux's copy-mode pads each row with spaces to the width.
+TERMINAL_WIDTHS = (80, 100, 120, 160, 200)
+TERMINAL_PADDED = 0.3
 
 
 JOURNAL_SHAPES = SHAPES[:3]
@@ -173,7 +178,7 @@ def render_plain(ctx: Ctx, evs: list[Ev], shape: str) -> list[Out]:
                 text = f"[pod/{pod}/{svc}] {text}"
         elif shape == "compose":
             text = f"{svc}-1  | {text}"
-        out.append(Out(text.rstrip() if shape != "raw" else text, e.key))
+        out.append(Out(text.rstrip() if shape not in ("raw", "terminal") else text, e.key))
     if any(e.src == "kern" for e in evs) and (ctx.needs_kern or rng.random() < 0.6):
         out += dmesg_block(ctx, evs)
     return out
@@ -321,7 +326,23 @@ def assemble(ctx: Ctx, shape: str) -> tuple[list[str], list[str]]:
         out.insert(0, Out(cmd, False))
         done.append("shell_prompt")
     out = fit_length(ctx, out)
+    if shape == "terminal":
+        return cut_rows(ctx, [o.text for o in out]), done
     return [o.text for o in out], done
+
+
+def cut_rows(ctx: Ctx, texts: list[str]) -> list[str]:
+    """Raw output as a terminal showed it and a person copied it: each line cut into rows of
+    the terminal's width, padded with spaces to it as tmux's copy-mode does."""
+    width = ctx.rng.choice(TERMINAL_WIDTHS)
+    padded = ctx.rng.random() < TERMINAL_PADDED
+    rows = []
+    for text in texts:
+        text = text.expandtabs()
+        for i in range(0, max(len(text), 1), width):
+            row = text[i : i + width]
+            rows.append(row.ljust(width) if padded else row)
+    return rows
 
 
 def fit_length(ctx: Ctx, out: list[Out]) -> list[Out]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import zlib
+
 from .catalog import GIB, RESET
 from .context import Ctx, Proc
+
+RAY_SHARE = 6  # one multi-GPU host in this many runs its workers as Ray actors
 
 
 def pname(ctx: Ctx, p: Proc) -> str | None:
@@ -42,6 +46,9 @@ def vprefix(ctx: Ctx, p: Proc, raw: bool) -> str:
     if name is None:
         return ""
     tag = f"({name} pid={p.pid})"
+    ray = ray_ip(ctx) if p.role == "worker" else None
+    if ray is not None:  # Ray's actor prefix, which the worker's own lines are printed under
+        tag = f"(RayWorkerWrapper pid={p.pid}, ip={ray})"
     if ctx.group.ansi and ctx.keep_ansi and ctx.group.fmt != "inner":
         return f"{ctx.group.ansi}{tag}{RESET} "
     return tag + " "
@@ -158,3 +165,14 @@ def vllm_mem_plan(ctx: Ctx) -> dict[str, float]:
 
 def is_v1(ctx: Ctx) -> bool:
     return bool(ctx.group and ctx.group.v1 and not ctx.v0)
+
+
+def ray_ip(ctx: Ctx) -> str | None:
+    """The worker node's address when this multi-GPU host runs its workers through Ray
+    (decided by the host's name, so that no draw of the generator moves), else None."""
+    if ctx.tp < 2:
+        return None
+    h = zlib.crc32(ctx.host.encode())
+    if h % RAY_SHARE:
+        return None
+    return f"10.{h >> 8 & 0xFF}.{h >> 16 & 0xFF}.{(h >> 24 & 0xFD) + 2}"

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from advisor.cli.main import cli
 from advisor.diagnosis.classify import diagnose
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
@@ -209,3 +211,42 @@ def test_the_forms_change_the_text() -> None:
     sample = ["(VllmWorkerProcess pid=4211) INFO 12-03 10:00:01 [x.py:1] " + "y" * 130, "z"]
     for name, form in FORMS.items():
         assert form(sample) != sample, name
+
+
+STORED = [
+    "cuda_graph_oom/ticket-capture-tail-4090",
+    "kv_cache_oom/sglang-0523-qwen3moe-docker",
+    "nccl_error/sglang-capture-gloo",
+]
+
+
+@pytest.mark.parametrize("form", ["compose-v2", "kubectl-prefix-timestamps"])
+@pytest.mark.parametrize("case", STORED)
+def test_a_collectors_prefix_is_read_from_the_store_too(
+    case: str, form: str, sqlite_url: str, tmp_path: Path
+) -> None:
+    """`advisor ingest text` stores the lines as they are; the fold reads them through the
+    same splitter, so a docker compose or kubectl log is diagnosed as the raw one is."""
+    want = json.loads((GOLDEN / f"{case}.expected.json").read_text())
+    lines = (GOLDEN / f"{case}.log").read_text(errors="replace").splitlines()
+    log = tmp_path / "server.log"
+    log.write_bytes(("\n".join(FORMS[form](lines)) + "\n").encode())
+    runner = CliRunner()
+    ingested = runner.invoke(
+        cli,
+        [
+            "ingest",
+            "text",
+            str(log),
+            "--service",
+            "llm.service",
+            "--host",
+            "n1",
+            "--db",
+            sqlite_url,
+        ],
+    )
+    assert ingested.exit_code == 0, ingested.output
+    listed = runner.invoke(cli, ["incidents", "--json", "--db", sqlite_url])
+    assert listed.exit_code == 0, listed.output
+    assert [i["label"] for i in json.loads(listed.stdout)] == [want["label"]]

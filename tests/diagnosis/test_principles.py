@@ -8,7 +8,7 @@ import re
 import pytest
 
 from advisor.core.taxonomy import OUT_OF_MEMORY_LABELS
-from advisor.diagnosis.classify import RunVerdict, RuleVote, diagnose, final_label
+from advisor.diagnosis.classify import RuleVote, RunVerdict, diagnose, final_label
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
 from advisor.parsing.catalog import shipped_catalog
@@ -56,7 +56,11 @@ def test_the_model_alone_names_no_oom_where_no_line_speaks_of_memory() -> None:
     shown, _, _ = final_label(vote, probabilities, healthy_seen=False, trouble=True)
     assert shown == "kv_cache_oom"
     label, _, candidates = final_label(
-        vote, probabilities, healthy_seen=False, trouble=True, memory_shown=False
+        vote,
+        probabilities,
+        healthy_seen=False,
+        trouble=True,
+        lacking=lambda: OUT_OF_MEMORY_LABELS,
     )
     assert label == "other_crash"
     assert all(c.label not in OUT_OF_MEMORY_LABELS for c in candidates)

@@ -2,7 +2,8 @@
 
 Flags as common/arg.cpp declares them, with their short forms; each also read from its
 `LLAMA_ARG_*` variable when not given (the command line wins). Readiness is
-"main: server is listening on http://HOST:PORT - starting the main loop" (tools/server).
+"main: server is listening on http://HOST:PORT - starting the main loop" (tools/server;
+"main: listening on http://HOST:PORT" from build b9838).
 It echoes no argument list; what it received is read from its command line.
 """
 
@@ -20,7 +21,11 @@ ENGINE = Engine(
         images=("ghcr.io/ggml-org/llama.cpp", "ghcr.io/ggerganov/llama.cpp"),
         log_cues=("llama_model_loader:", "llama_context:", "load_tensors:"),
     ),
-    ready=(Cue("server is listening on"), Cue("HTTP server listening")),
+    ready=(
+        Cue("server is listening on"),
+        Cue("HTTP server listening"),
+        Cue("main: listening on"),  # from build b9838
+    ),
     flags=(
         Flag(
             "--ctx-size",

@@ -13,7 +13,7 @@ from ..tgi import TG_FCL, tg, tg_shutdown_failed, tg_startup
 from ..torch_errors import oom_exc_lines, oom_nums
 from ..tracebacks import chained, tb
 from ..vllm_failures import vllm_exit_after_startup_failure, vllm_startup_failure
-from ..vllm_frames import stdlib
+from ..vllm_frames import R1, W1, stdlib
 from ..vllm_lines import is_v1, vllm_mem_plan
 from ..vllm_startup import vllm_kv, vllm_profile, vllm_startup
 
@@ -86,8 +86,46 @@ def kv_sentences(ctx: Ctx, need: float, avail: float, est: int) -> str:
     )
 
 
+PROFILE_OOM_SHARE = 0.2  # of vLLM's KV-cache failures, an OOM in the memory profiling run
+
+
+def vllm_profile_oom(ctx: Ctx) -> None:
+    """vLLM's memory profiling run (one batch of max_num_batched_tokens after the weights)
+    runs out of memory: no KV cache can be sized (phase memory_profiling)."""
+    rng = ctx.rng
+    ctx.batched = rng.choice((8192, 16384, 32768, 65536))
+    vllm_startup(ctx, "profile")
+    ctx.adv(0.5, 4)
+    exc = oom_exc_lines(ctx, oom_nums(ctx, dev=0))
+    if is_v1(ctx):
+        wf = [
+            (W1, "determine_available_memory", "self.model_runner.profile_run()"),
+            (R1, "profile_run", "hidden_states, last_hidden_states = self._dummy_run("),
+            (R1, "_dummy_run", "outputs = self.model("),
+        ]
+    else:  # the engine's frames end in the worker's determine_num_available_blocks
+        wf = [
+            (
+                "vllm/worker/model_runner.py",
+                "profile_run",
+                "self.execute_model(model_input, kv_caches, intermediate_tensors)",
+            ),
+            (
+                "vllm/worker/model_runner.py",
+                "execute_model",
+                "hidden_or_intermediate_states = model_executable(",
+            ),
+        ]
+    keys = ("profile_run", "determine_available_memory", "determine_num_available_blocks", exc[0])
+    vllm_startup_failure(ctx, "profile", exc, None, None, keys, wf, n_fail=1)
+    vllm_exit_after_startup_failure(ctx)
+
+
 def vllm_kv_oom(ctx: Ctx) -> None:
     rng = ctx.rng
+    if ctx.chance(PROFILE_OOM_SHARE):
+        vllm_profile_oom(ctx)
+        return
     ctx.max_len = rng.choice((32768, 65536, 131072, 131072, 40960, 98304, 200000))
     vllm_startup(ctx, "profile")
     mem = vllm_mem_plan(ctx)
