@@ -5,13 +5,11 @@ format strings (vLLM 0.6's launcher, uvicorn's shutdown lines, TGI's launcher)."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from advisor.cli.main import cli
+from tests.classifying import classify_lines
 
 READY = [
     "INFO 03-11 09:14:02 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
@@ -52,15 +50,6 @@ TGI = [
 ]
 
 
-def _classify(tmp_path: Path, lines: list[str]) -> dict[str, object]:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    answer: dict[str, object] = json.loads(result.output)
-    return answer
-
-
 @pytest.mark.parametrize(
     "fatal",
     [
@@ -73,7 +62,7 @@ def _classify(tmp_path: Path, lines: list[str]) -> dict[str, object]:
     ids=["mq-engine-dead", "async-engine-failed", "any-critical-line"],
 )
 def test_an_engine_death_then_an_orderly_shutdown_is_a_crash(tmp_path: Path, fatal: str) -> None:
-    answer = _classify(tmp_path, [*READY, *ENGINE_ASSERTION, fatal, *ORDERLY])
+    answer = classify_lines(tmp_path, [*READY, *ENGINE_ASSERTION, fatal, *ORDERLY])
     assert answer["label"] == "other_crash", answer
     texts = [e["text"] for e in answer["evidence"]]  # type: ignore[attr-defined]
     assert any("AssertionError" in t for t in texts), texts
@@ -81,12 +70,12 @@ def test_an_engine_death_then_an_orderly_shutdown_is_a_crash(tmp_path: Path, fat
 
 def test_without_the_death_the_same_server_is_healthy(tmp_path: Path) -> None:
     """A request's error the server survives, then a stop: healthy (the cue is the death)."""
-    answer = _classify(tmp_path, [*READY, *ORDERLY])
+    answer = classify_lines(tmp_path, [*READY, *ORDERLY])
     assert answer["label"] == "healthy", answer
 
 
 def test_a_tgi_router_that_crashed_after_connecting_is_not_healthy_nor_an_oom(
     tmp_path: Path,
 ) -> None:
-    answer = _classify(tmp_path, TGI)
+    answer = classify_lines(tmp_path, TGI)
     assert answer["label"] == "other_crash", answer

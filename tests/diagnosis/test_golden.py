@@ -13,12 +13,9 @@ from typing import Any
 import pytest
 
 from advisor.core.taxonomy import LABELS
-from advisor.diagnosis.classify import UNKNOWN_BELOW, diagnose
-from advisor.diagnosis.model import load_model
-from advisor.diagnosis.rules import load_rules
+from advisor.diagnosis.classify import UNKNOWN_BELOW
 from advisor.parsing.values import FACT_KEYS
-from advisor.pipeline.inputs import read_log
-from advisor.reports.contract import to_contract
+from tests.classifying import FileClassifier
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 CASES = sorted(GOLDEN.glob("*/*.expected.json"))
@@ -33,15 +30,8 @@ def _log_for(expected: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def classifier() -> Any:
-    rules = load_rules()
-    model = load_model()
-
-    def run(path: Path) -> dict[str, Any]:
-        fmt, lines = read_log(str(path))
-        return to_contract(diagnose(lines, rules, model), fmt)
-
-    return run
+def classifier() -> FileClassifier:
+    return FileClassifier()
 
 
 def test_every_label_has_at_least_six_golden_logs() -> None:

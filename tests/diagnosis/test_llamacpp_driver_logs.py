@@ -4,12 +4,9 @@ with made-up values) classified end to end, each with the line that decides it a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from advisor.cli.main import cli
+from tests.classifying import classify_lines
 
 LOADING = [
     "main: loading model",
@@ -33,15 +30,6 @@ MODEL_LOAD_FAILED = [
 ]
 
 
-def _classify(tmp_path: Path, lines: list[str]) -> dict[str, object]:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    answer: dict[str, object] = json.loads(result.output)
-    return answer
-
-
 def _evidence(answer: dict[str, object]) -> list[str]:
     return [e["text"] for e in answer["evidence"]]  # type: ignore[attr-defined]
 
@@ -51,7 +39,7 @@ def test_a_cuda_oom_while_llama_server_loads_the_weights(tmp_path: Path) -> None
         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 7605.33 MiB on device 0: "
         "cudaMalloc failed: out of memory"
     )
-    answer = _classify(
+    answer = classify_lines(
         tmp_path,
         [
             *LOADING,
@@ -74,7 +62,7 @@ def test_a_ggml_assert_after_readiness_is_a_crash(tmp_path: Path) -> None:
     assert_line = (
         "/app/ggml/src/ggml-cuda/ggml-cuda.cu:1290: GGML_ASSERT(src1->type == GGML_TYPE_F32) failed"
     )
-    answer = _classify(
+    answer = classify_lines(
         tmp_path,
         [
             *READY,
@@ -89,7 +77,7 @@ def test_a_ggml_assert_after_readiness_is_a_crash(tmp_path: Path) -> None:
 
 def test_a_context_too_large_for_the_gpu_is_a_kv_cache_oom(tmp_path: Path) -> None:
     """-c 131072: the weights fit, the KV cache for that context does not."""
-    answer = _classify(
+    answer = classify_lines(
         tmp_path,
         [
             *LOADING,
@@ -115,7 +103,7 @@ def test_a_context_too_large_for_the_gpu_is_a_kv_cache_oom(tmp_path: Path) -> No
 def test_a_prompt_larger_than_the_context_is_refused_and_the_server_goes_on(
     tmp_path: Path,
 ) -> None:
-    answer = _classify(
+    answer = classify_lines(
         tmp_path,
         [
             *READY,
@@ -128,7 +116,7 @@ def test_a_prompt_larger_than_the_context_is_refused_and_the_server_goes_on(
 
 
 def test_a_driver_log_with_a_stale_gsp_heartbeat_is_a_hardware_fault(tmp_path: Path) -> None:
-    answer = _classify(
+    answer = classify_lines(
         tmp_path,
         [
             "[81234.567890] NVRM: _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs "
@@ -146,6 +134,6 @@ def test_an_xid_no_process_owns_is_a_hardware_fault(tmp_path: Path) -> None:
         "NVRM: Xid (PCI:0000:41:00): 109, pid='<unknown>', name=<unknown>, Ch 00000008, "
         "errorString CTX SWITCH TIMEOUT, Info 0x3c014"
     )
-    answer = _classify(tmp_path, [f"[ 5123.000001] {xid}"])
+    answer = classify_lines(tmp_path, [f"[ 5123.000001] {xid}"])
     assert answer["label"] == "gpu_hardware_fault", answer
     assert any("pid='<unknown>'" in t for t in _evidence(answer)), answer

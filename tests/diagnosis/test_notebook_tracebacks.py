@@ -5,13 +5,10 @@ The traceback is written from IPython's frame format around vLLM's KV-cache allo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from advisor.cli.main import cli
 from advisor.parsing.tracebacks import stitch
+from tests.classifying import classify_lines
 
 NOTEBOOK = [
     "---------------------------------------------------------------------------",
@@ -45,11 +42,7 @@ def test_a_notebook_traceback_is_one_traceback_with_its_frames() -> None:
 
 
 def test_a_notebook_oom_in_the_kv_cache_allocation_is_a_kv_cache_oom(tmp_path: Path) -> None:
-    log = tmp_path / "notebook.txt"
-    log.write_text("\n".join(NOTEBOOK) + "\n")
-    result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
+    answer = classify_lines(tmp_path, NOTEBOOK, "notebook.txt")
     assert answer["label"] == "kv_cache_oom", answer
     assert answer["facts"]["phase"] == "kv_cache_allocation"
     assert answer["facts"].get("model") in (None, "meta-llama/Llama-3.1-70B-Instruct")

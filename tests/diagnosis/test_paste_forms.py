@@ -21,11 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli.main import cli
-from advisor.diagnosis.classify import diagnose
-from advisor.diagnosis.model import load_model
-from advisor.diagnosis.rules import load_rules
-from advisor.pipeline.inputs import read_log
-from advisor.reports.contract import to_contract
+from tests.classifying import FileClassifier
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 _WRAPPED = re.compile(r"^(\d{4}-\d\d-\d\d|[A-Z][a-z]{2} +\d|\[\s*\d+\.\d+\]|[●○×↻◌*] |.{0,30}\| )")
@@ -92,25 +88,18 @@ def _compose_coloured_timestamps(lines: list[str]) -> list[str]:
     return [f"\x1b[36mllm-server-1  | \x1b[0m{_iso(i)} {t}" for i, t in enumerate(lines)]
 
 
-def _ray(lines: list[str]) -> list[str]:
-    """Ray's actor prefix in place of vLLM's own process prefix; other lines as they are."""
-    out = []
-    for t in lines:
-        m = _PROCESS.match(t)
-        if m:
-            t = f"(RayWorkerWrapper pid={m['pid']}, ip=10.20.0.7) {t[m.end() :]}"
-        out.append(t)
-    return out
+def _ray_prefix(prefix: str) -> Callable[[list[str]], list[str]]:
+    """Ray's actor or task prefix (`prefix`, formatted with the pid) in place of vLLM's own
+    process prefix; other lines as they are."""
 
+    def ray(lines: list[str]) -> list[str]:
+        out = []
+        for t in lines:
+            m = _PROCESS.match(t)
+            out.append(f"{prefix.format(pid=m['pid'])} {t[m.end() :]}" if m else t)
+        return out
 
-def _ray_bare_pid(lines: list[str]) -> list[str]:
-    out = []
-    for t in lines:
-        m = _PROCESS.match(t)
-        if m:
-            t = f"(pid={m['pid']}) {t[m.end() :]}"
-        out.append(t)
-    return out
+    return ray
 
 
 def _wrap(width: int, pad: bool = False) -> Callable[[list[str]], list[str]]:
@@ -155,8 +144,8 @@ FORMS: dict[str, Callable[[list[str]], list[str]]] = {
     "compose-v2": _compose_v2,
     "compose-v1": _compose_v1,
     "compose-coloured-timestamps": _compose_coloured_timestamps,
-    "ray-worker": _ray,
-    "ray-bare-pid": _ray_bare_pid,
+    "ray-worker": _ray_prefix("(RayWorkerWrapper pid={pid}, ip=10.20.0.7)"),
+    "ray-bare-pid": _ray_prefix("(pid={pid})"),
     "terminal-80": _wrap(80),
     "terminal-120": _wrap(120),
     "tmux-100-padded": _wrap(100, pad=True),
@@ -168,15 +157,8 @@ FORMS: dict[str, Callable[[list[str]], list[str]]] = {
 
 
 @pytest.fixture(scope="module")
-def classifier() -> Callable[[Path], dict[str, Any]]:
-    rules = load_rules()
-    model = load_model()
-
-    def run(path: Path) -> dict[str, Any]:
-        fmt, lines = read_log(str(path))
-        return to_contract(diagnose(lines, rules, model), fmt)
-
-    return run
+def classifier() -> FileClassifier:
+    return FileClassifier()
 
 
 CASES = _raw_cases()

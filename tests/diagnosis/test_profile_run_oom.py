@@ -6,13 +6,10 @@ are written from vLLM's format strings (the V1 engine core's traceback, torch's 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
-
-from advisor.cli.main import cli
+from tests.classifying import classify_lines
 
 SITE = "/usr/local/lib/python3.12/dist-packages/vllm"
 ERR = "ERROR 12-03 10:00:25 [core.py:586] "
@@ -62,20 +59,12 @@ SAMPLER_RUN = [
 ]
 
 
-def _classify(lines: list[str], tmp_path: Path) -> dict[str, Any]:
-    log = tmp_path / "profile.log"
-    log.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
-
-
 def _set_flags(got: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(a["flag"], a["value"]) for a in got["actions"] if a["kind"] == "set_flag"]
 
 
 def test_an_oom_in_the_profiling_run_is_a_kv_cache_oom(tmp_path: Path) -> None:
-    got = _classify(_log("0.9.2", 16384, DUMMY_RUN), tmp_path)
+    got = classify_lines(tmp_path, _log("0.9.2", 16384, DUMMY_RUN))
     assert (got["label"], got["facts"]["phase"]) == ("kv_cache_oom", "memory_profiling")
     assert any(c.get("rule") == "vllm.kv-cache.profile-oom" for c in got["candidates"])
     assert got["confidence"] >= 0.7
@@ -85,7 +74,7 @@ def test_an_oom_in_the_profiling_run_is_a_kv_cache_oom(tmp_path: Path) -> None:
 
 
 def test_without_the_batch_size_the_plan_says_which_flags_to_lower(tmp_path: Path) -> None:
-    got = _classify(_log("0.9.2", None, DUMMY_RUN), tmp_path)
+    got = classify_lines(tmp_path, _log("0.9.2", None, DUMMY_RUN))
     assert got["label"] == "kv_cache_oom"
     assert _set_flags(got) == []
     assert [a["kind"] for a in got["actions"]] == ["notify"]
@@ -94,11 +83,11 @@ def test_without_the_batch_size_the_plan_says_which_flags_to_lower(tmp_path: Pat
 
 def test_before_v1_the_batch_is_not_halved_below_the_model_length(tmp_path: Path) -> None:
     """vLLM V0 without chunked prefill refuses max_num_batched_tokens < max_model_len."""
-    got = _classify(_log("0.6.3", 8192, DUMMY_RUN, max_len=8192), tmp_path)
+    got = classify_lines(tmp_path, _log("0.6.3", 8192, DUMMY_RUN, max_len=8192))
     assert got["label"] == "kv_cache_oom"
     assert _set_flags(got) == []
 
 
 def test_the_sampler_warmup_inside_profile_run_keeps_its_own_label(tmp_path: Path) -> None:
-    got = _classify(_log("0.9.2", 16384, SAMPLER_RUN), tmp_path)
+    got = classify_lines(tmp_path, _log("0.9.2", 16384, SAMPLER_RUN))
     assert got["label"] == "sampler_warmup_oom"

@@ -5,13 +5,11 @@ engines' format strings (vLLM V1's engine core, TGI's launcher and router)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from advisor.cli.main import cli
+from tests.classifying import classify_lines
 
 VLLM_V1 = [
     "INFO 05-02 11:00:00 [api_server.py:1043] vLLM API server version 0.9.1",
@@ -63,11 +61,7 @@ TGI_THEN_WARMUP_FAILED = [
 
 
 def _label(tmp_path: Path, lines: list[str]) -> str:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(cli, ["classify", str(log), "--json"])
-    assert result.exit_code == 0, result.output
-    return str(json.loads(result.output)["label"])
+    return str(classify_lines(tmp_path, lines)["label"])
 
 
 @pytest.mark.parametrize("lines", [VLLM_V1, TGI], ids=["vllm-v1-engine-up", "tgi-shards-up"])
