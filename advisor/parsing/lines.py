@@ -2,9 +2,10 @@
 
 A line comes from a stored `log.recorded` event, from a `journalctl -o json` line, or from
 plain text as people paste it (journalctl short output, `systemctl status`, docker/kubectl
-logs, raw server output). `split_line` peels the wrappers off the text — container and
-journal timestamps, the `host ident[pid]:` of journalctl, vLLM's `(Name pid=N)` process
-prefix and logger header, uvicorn's level, SGLang's `[time TP0]`, TGI's tracing header — and
+logs, raw server output). `split_line` peels the wrappers off the text — docker compose's and
+`kubectl logs --prefix`'s prefixes, container and journal timestamps, the `host ident[pid]:`
+of journalctl, vLLM's `(Name pid=N)` process prefix (and Ray's, which vLLM's workers print
+under) and logger header, uvicorn's level, SGLang's `[time TP0]`, TGI's tracing header — and
 keeps what they said as attributes: who wrote the line (`pid` is the writer's own pid from
 vLLM's prefix, not journald's `_PID`, which every child shares with the main process), at
 which level, and for which engine.
@@ -36,12 +37,12 @@ _SYSLOG_TIME = re.compile(
 _DMESG_TIME = re.compile(  # dmesg, and dmesg -T
     r"^\[(?:\s*\d+\.\d+|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4})\]\s"
 )
-# After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _ANSI_LEAD = r"(?:\x1b\[[0-9;]*m)*"
 # docker compose v2 "name-1  | ", v1 "project_name_1  | " (coloured on a terminal).
 _COMPOSE = re.compile(f"^{_ANSI_LEAD}[A-Za-z0-9][\\w.-]{{0,62}}[-_]\\d{{1,4}}\\s+\\| ?{_ANSI_LEAD}")
 # kubectl logs --prefix: "[pod/NAME/CONTAINER] "
 _KUBECTL = re.compile(r"^\[(?:pod|deployment|statefulset|job)/[\w.-]{1,253}/[\w.-]{1,63}\] ")
+# After a journal timestamp: "host ident[pid]: " (pid optional; "kernel:" has none).
 _HOST_IDENT = re.compile(r"^(\S+) ([^\s\[\]:]{1,64})(?:\[(\d{1,10})\])?: ")
 # The engines whose log prefixes the splitter knows (their registry names).
 VLLM, SGLANG, TGI = vllm.ENGINE.name, sglang.ENGINE.name, tgi.ENGINE.name

@@ -30,6 +30,7 @@ MIN_CUT_ROWS = 3  # rows of the width's length before the paste is taken as cut
 # Terminal widths people use (tmux and terminal defaults, half and full screens): at one of
 # these, a single row of the longest length is enough.
 TERMINAL_WIDTHS: Final = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 256})
+MAX_JOINED_ROWS = 256  # rows joined into one line at most (a cut paste never needs more)
 JOINED_MAX_LINES = 3  # a paste of so few lines may be a log joined into one string
 JOINED_MIN_BREAKS = 3  # literal "\n"s in a line before it is taken as a joined log
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+.-]*\s*$")
@@ -106,12 +107,13 @@ def _rows(lines: Iterable[LogLine], paste: Paste) -> Iterator[LogLine]:
 def _rejoined(rows: Iterable[LogLine], width: int, padded: bool) -> Iterator[LogLine]:
     """Rows cut at `width` joined again: a full row (`width` long; when every row is padded,
     one with at most the cut's one space at its end) is continued by the next one unless that
-    one begins a line of its own."""
+    one begins a line of its own. At most `MAX_JOINED_ROWS` rows make one line, so that a
+    hostile input of endless full rows is never held whole."""
     held: LogLine | None = None
     parts: list[str] = []
     for row in rows:
         text = row.text
-        if held is not None and not _begins(text):
+        if held is not None and len(parts) < MAX_JOINED_ROWS and not _begins(text):
             parts.append(text)
         else:
             if held is not None:

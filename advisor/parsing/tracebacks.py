@@ -34,6 +34,7 @@ _CHAIN: Final = ("The above exception was the direct cause", "During handling of
 FRAME_PHASES: Final = {
     "_dummy_sampler_run": "sampler_warmup",
     "_dummy_pooler_run": "sampler_warmup",
+    "_dummy_pooler_run_task": "sampler_warmup",
     "capture_model": "cuda_graph_capture",
     "_capture_cudagraphs": "cuda_graph_capture",
     "capture_one_batch_size": "cuda_graph_capture",
@@ -93,20 +94,33 @@ class Traceback:
     functions: list[str] = field(default_factory=list)  # frame functions, outermost first
     exceptions: list[int] = field(default_factory=list)  # positions of exception lines
     closed: bool = False
+    # Where each traceback of an exception chain begins in `functions` ("The above exception
+    # was the direct cause …", "During handling of the above …"): the first is the root cause.
+    chain: list[int] = field(default_factory=lambda: [0])
 
     def phase(self) -> str | None:
-        """The startup phase the innermost recognised frame belongs to; a serving frame
-        (`generate_token`, `execute_model` …) called from a start-up frame is that start-up
-        phase (a warm-up runs the serving code)."""
-        found = None
-        for name in reversed(self.functions):
-            phase = FRAME_PHASES.get(name)
-            if phase is None:
-                continue
-            if phase != SERVING:
-                return phase
-            found = found or phase
-        return found
+        """The startup phase of the root cause: of the first traceback of the chain with a
+        recognised frame, the phase its innermost recognised frame belongs to. A serving
+        frame (`generate_token`, `execute_model` …) called from a start-up frame is that
+        start-up phase (a warm-up runs the serving code)."""
+        ends = [*self.chain[1:], len(self.functions)]
+        for start, end in zip(self.chain, ends, strict=True):
+            found = _phase_of_frames(self.functions[start:end])
+            if found is not None:
+                return found
+        return None
+
+
+def _phase_of_frames(functions: list[str]) -> str | None:
+    found = None
+    for name in reversed(functions):
+        phase = FRAME_PHASES.get(name)
+        if phase is None:
+            continue
+        if phase != SERVING:
+            return phase
+        found = found or phase
+    return found
 
 
 @dataclass(slots=True)
@@ -174,6 +188,7 @@ class Stitcher:
             state.after_frame, state.after_exception = True, False
         elif text.startswith(_CHAIN):
             tb.indexes.append(i)
+            tb.chain.append(len(tb.functions))
             state.after_frame, state.chained = False, True
         elif _EXCEPTION.match(text):
             tb.indexes.append(i)

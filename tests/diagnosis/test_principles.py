@@ -13,6 +13,7 @@ from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
 from advisor.parsing.catalog import shipped_catalog
 from advisor.parsing.pasted import lines_from_paste
+from advisor.parsing.tracebacks import stitch
 
 # What a pattern must speak of to be an out-of-memory label's evidence.
 _MEMORY_WORDS = re.compile(
@@ -269,3 +270,30 @@ def test_an_oom_a_server_logs_and_recovers_from_is_no_failure() -> None:
     ]
     verdict, _ = _judge(lines)
     assert verdict.label not in OUT_OF_MEMORY_LABELS, verdict.candidates
+
+
+CHAINED = [
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2040, '
+    "in capture_model",
+    "    self._dummy_run(num_tokens)",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB.",
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 144, in '
+    "_initialize_kv_caches",
+    "    self.model_executor.initialize_from_config(kv_cache_configs)",
+    "RuntimeError: Engine core initialization failed.",
+]
+
+
+def test_the_phase_of_a_chained_traceback_is_its_root_causes() -> None:
+    """Python prints the cause first: the phase comes from the frames around the error that
+    started it (here a CUDA graph capture), not from the wrapper raised while handling it."""
+    [tb] = stitch(CHAINED, [None] * len(CHAINED))
+    assert tb.chain == [0, 1]
+    assert tb.phase() == "cuda_graph_capture"
+    verdict, _ = _judge(CHAINED)
+    assert verdict.label == "cuda_graph_oom", verdict.candidates

@@ -9,7 +9,7 @@ from advisor.diagnosis.classify import diagnose
 from advisor.diagnosis.model import load_model
 from advisor.diagnosis.rules import load_rules
 from advisor.parsing.lines import LogLine, lines_from_texts, split_line, starts_a_record
-from advisor.parsing.pasted import HEAD, lines_from_paste, unpaste
+from advisor.parsing.pasted import HEAD, MAX_JOINED_ROWS, lines_from_paste, unpaste
 from advisor.pipeline.inputs import read_log
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -118,6 +118,14 @@ def test_a_row_cut_at_a_space_is_joined_and_tmux_padding_is_dropped() -> None:
     rows = [line[i : i + width] for i in range(0, len(line), width)]
     padded = [r.ljust(width) for r in rows] + ["INFO:     done".ljust(width)] * 3
     assert _texts(padded) == [line, "INFO:     done", "INFO:     done", "INFO:     done"]
+
+
+def test_endless_full_rows_are_joined_a_bounded_number_at_a_time() -> None:
+    """Hostile input: a million rows of a terminal's width, none beginning a line, never
+    becomes one line held whole."""
+    rows = (LogLine(number=n, text="x" * 80) for n in range(1, 1_000_001))
+    lengths = {len(line.text) for line in unpaste(rows)}
+    assert lengths == {80 * MAX_JOINED_ROWS, 80 * (1_000_000 % MAX_JOINED_ROWS)} - {0}
 
 
 def test_width_is_not_guessed_from_lines_longer_than_any_terminal() -> None:
