@@ -57,7 +57,6 @@ PHASE_CUES: Final = (
             "KV cache size:",
             "# GPU blocks",
             "# cuda blocks",
-            "Memory pool end",
             "max_total_num_tokens=",
             "KV cache is needed",
             "Maximum concurrency for",
@@ -66,6 +65,8 @@ PHASE_CUES: Final = (
     (
         "cuda_graph_capture",
         (
+            # SGLang's KV pool is allocated by then: what it does next is capture graphs.
+            "Memory pool end",
             "Capturing CUDA graph",
             "Capturing cudagraphs",
             "Capture cuda graph",
