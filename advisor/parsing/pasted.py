@@ -113,7 +113,7 @@ def _rejoined(rows: Iterable[LogLine], width: int, padded: bool) -> Iterator[Log
     parts: list[str] = []
     for row in rows:
         text = row.text
-        if held is not None and len(parts) < MAX_JOINED_ROWS and not _begins(text):
+        if held is not None and len(parts) < MAX_JOINED_ROWS and not starts_a_record(text):
             parts.append(text)
         else:
             if held is not None:
@@ -124,11 +124,6 @@ def _rejoined(rows: Iterable[LogLine], width: int, padded: bool) -> Iterator[Log
             held, parts = None, []
     if held is not None:
         yield _joined_row(held, parts)
-
-
-def _begins(text: str) -> bool:
-    """Whether a row begins a line of its own, the collector's prefix included."""
-    return starts_a_record(text) or without_collector(text) is not text
 
 
 def _joined_row(first: LogLine, parts: list[str]) -> LogLine:

@@ -9,16 +9,14 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from advisor.core.events import StoredEvent
 from advisor.core.ids import short_id
 from advisor.core.payloads import LabelCorrected
 from advisor.core.taxonomy import KV_CACHE_OOM, SAMPLER_WARMUP_OOM, WEIGHTS_LOAD_OOM
@@ -29,6 +27,7 @@ from advisor.views.read.console import IncidentFilter, incident_list
 from ingest.journal_sources import ingest_json_file
 from tests.console.serving import Client, served
 from tests.console.test_console_browser import _navigate, browser  # noqa: F401 (a fixture)
+from tests.diagnosis.test_corrections import counting_reads
 
 TOKEN = "correct horse battery staple"
 UNIT = "vllm-minimax-m25.service"
@@ -139,14 +138,7 @@ def test_the_lists_corrections_are_read_at_once(
     adv.label(SAMPLER, KV_CACHE_OOM, by="human:ops")
     adv.label(WEDGE, WEIGHTS_LOAD_OOM, by="human:ops")
     adv.label(SAMPLER, WEIGHTS_LOAD_OOM, by="human:anna")  # the latest wins
-    asked: list[str | None] = []
-    read = diagnosed.read
-
-    def counted(flt: EventFilter | None = None, **kwargs: Any) -> Iterator[StoredEvent]:
-        asked.append(None if flt is None else flt.type)
-        return read(flt, **kwargs)
-
-    monkeypatch.setattr(diagnosed, "read", counted)
+    asked = counting_reads(diagnosed, monkeypatch)
     lines, total = incident_list(diagnosed, IncidentFilter())
     said = {line.incident.incident_id: line.operator for line in lines}
     assert total == 2 and set(said) == {SAMPLER, WEDGE}

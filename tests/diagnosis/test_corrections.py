@@ -120,7 +120,7 @@ def test_corrections_are_refused_when_wrong_and_the_latest_wins(
         assert record["id"] == f"store:{FIRST}" and record["lines"]
 
 
-def _counting_reads(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+def counting_reads(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     """The types `store.read` is asked for from now on, one entry per call."""
     asked: list[str | None] = []
     read = store.read
@@ -173,7 +173,7 @@ def test_advisor_incidents_shows_the_operators_label_beside_the_diagnosis(
     with open_store(store_url) as store:
         adv = Advisor(store)
         adv.label(other["incident_id"], KV_CACHE_OOM, by="human:ops")
-        asked = _counting_reads(store, monkeypatch)
+        asked = counting_reads(store, monkeypatch)
         labels = [r["operator_label"] for r in adv.incidents()]
         assert sorted(labels) == [HEALTHY, KV_CACHE_OOM]
         assert asked.count("label.corrected") == 1

@@ -192,6 +192,7 @@ def test_what_begins_a_line() -> None:
         "torch.OutOfMemoryError: CUDA out of memory.",
         "llama_model_load: error loading model",
         "● vllm.service - vLLM",
+        "vllm-1  | continues a row of its own",
     ]
     assert [t for t in starts if not starts_a_record(t)] == []
     cut = [
