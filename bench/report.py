@@ -50,6 +50,7 @@ BENCHES = (
     Bench("console", ("bench/console.py", "--incidents", "{incidents}", "--repeat", "10")),
     Bench("explain_html", ("bench/explain_html.py",)),
     Bench("startup", ("bench/startup.py",)),
+    Bench("fleet", ("bench/fleet.py", "--seconds", "60"), ("--url", "{pg}")),
 )
 
 

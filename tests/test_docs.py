@@ -309,6 +309,10 @@ def engine_section(engine: Engine) -> str:
         f"- Its arguments echoed in: {_code(e.cue for e in engine.echo)}."
         if engine.echo
         else "- It echoes no argument list: what it received is read from its command line.",
+        f"- Routine while it serves (a fleet's hosts keep these lines, [fleet.md](fleet.md)): "
+        f"{_code(c.text for c in engine.routine)}."
+        if engine.routine
+        else "- No routine lines registered: every line it prints ships to the fleet.",
         "",
         "| flag | also spelled | environment variable | role | safe range | echoed as | fact |",
         "|---|---|---|---|---|---|---|",

@@ -236,6 +236,14 @@ def stats(
     "(default: the `key` setting ($ADVISOR_KEY), else the key that signs this store's "
     "heads, if it exists).",
 )
+@click.option(
+    "--lines",
+    type=click.Choice(["fleet", "all"]),
+    default=None,
+    help="What to ship: `fleet`, what the fleet needs, each routine serving line kept here "
+    "and shipped as a digest of its range; `all`, every event (default: the `ship_lines` "
+    "setting, `fleet`).",
+)
 @json_option
 @db_option
 def ship(
@@ -243,6 +251,7 @@ def ship(
     host: str | None,
     give_up_after: float,
     key_path: Path | None,
+    lines: str | None,
     as_json: bool,
     db_url: str | None,
 ) -> None:
@@ -257,7 +266,9 @@ def ship(
     from dataclasses import asdict
 
     adv = advisor_for(db_url, host=host)
-    report, central = adv.ship(central_url, give_up_after_s=give_up_after, key_path=key_path)
+    report, central = adv.ship(
+        central_url, give_up_after_s=give_up_after, key_path=key_path, lines=lines
+    )
     if report.behind:
         click.echo(
             f"the central store held this host's events only up to its seq "
@@ -270,7 +281,8 @@ def ship(
         return
     click.echo(
         f"shipped {report.shipped:,} events ({report.duplicates:,} already there, "
-        f"{report.retries} retries) to {central}; local position "
+        + (f"{report.held:,} routine kept here, " if report.held else "")
+        + f"{report.retries} retries) to {central}; local position "
         f"{report.last_seq}"
         + (f"; {report.heads} signed heads stored" if report.heads else "")
         + (

@@ -38,6 +38,7 @@ from advisor.core.payloads import (
     IncidentRecurred,
     IncidentResolved,
     LabelCorrected,
+    LinesHeld,
     LogRecorded,
     Payload,
     PipelineSkipped,
@@ -76,6 +77,7 @@ AnyPayload = Annotated[
     | PipelineSkipped
     | GpuFault
     | LabelCorrected
+    | LinesHeld
     # agent liveness (advisor.core.heartbeat)
     | AgentHeartbeat,
     Field(discriminator="type"),
@@ -100,6 +102,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
     "pipeline.skipped": PipelineSkipped,
     "gpu.fault": GpuFault,
     "label.corrected": LabelCorrected,
+    "ship.held": LinesHeld,
     # agent liveness (advisor.core.heartbeat)
     "agent.heartbeat": AgentHeartbeat,
 }

@@ -200,6 +200,23 @@ class StoreRetained(Payload):
     hosts: dict[str, ChainAnchor] = Field(default_factory=dict)
 
 
+class LinesHeld(Payload):
+    """A central store's stand-in for a run of a host's events that the host kept
+    (`advisor.fleet.selection`: routine serving lines, GPU samples between the fleet's):
+    host seqs `first_seq`..`last_seq`, all of them, and the host's chain hash before them
+    (`from_hash`); the event's origin holds the hash after them. So each host's chain is still
+    checked across the gap, and the kept events, fetched later, can be checked against it."""
+
+    type: Literal["ship.held"] = "ship.held"
+    first_seq: int = Field(ge=1, le=MAX_KEY)
+    last_seq: int = Field(ge=1, le=MAX_KEY)
+    from_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    first_time_us: int
+    last_time_us: int
+    # how many of the kept events each stream had (HOST/UNIT, HOST/gpuN, ...)
+    streams: dict[str, int] = Field(default_factory=dict)
+
+
 class PipelineSkipped(Payload):
     """An event the fold could not use (`stage` fold: `seq` is that event), or a run the
     diagnoser could not judge (`stage` diagnosis: `seq` is the run's last event, `run_id`

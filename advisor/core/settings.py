@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     # `advisor watch` records an `agent.heartbeat` this often (advisor.core.heartbeat)
     heartbeat_s: float = Field(default=DEFAULT_INTERVAL_S, gt=0, le=MAX_INTERVAL_S)
     ship_to: str | None = None  # the central store `watch` ships to (`watch --ship-to`)
+    # what a host ships (advisor.fleet.selection): `fleet`, what the fleet needs and a digest
+    # of the routine rest; `all`, every event
+    ship_lines: Literal["fleet", "all"] = "fleet"
+    ship_gpu_every_s: float = Field(default=60.0, gt=0, le=MAX_INTERVAL_S)  # GPU samples shipped
     notify: NotifySettings = NotifySettings()
     metrics: MetricsSettings = MetricsSettings()
     console: ConsoleSettings = ConsoleSettings()  # `advisor serve`

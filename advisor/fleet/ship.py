@@ -43,8 +43,9 @@ from typing import Final, NoReturn, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
+from advisor.fleet.selection import Selection
 from advisor.store import Checkpoint, EventStore
-from advisor.store.chain import RawEvent
+from advisor.store.chain import GENESIS_HASH, Glance, RawEvent
 from advisor.store.engine import first_line, redact
 from advisor.store.integrity.binding import check_binding
 from advisor.store.integrity.central import (
@@ -78,6 +79,7 @@ class ShipReport:
     central_seq: int = 0  # the host's last seq in the central store when the ship started
     behind: int = 0  # events the central store had lost behind the local position
     heads: int = 0  # signed heads stored centrally
+    held: int = 0  # host events kept on the host (in `ship.held` digests, or pending)
     folded: bool = False  # ship folded the central projections (the caller may write them)
 
 
@@ -96,13 +98,19 @@ def ship(
     key: HostKey | None = None,
     store_label: str = "",
     key_path: str = "",
+    selection: Selection | None = None,
+    fold: bool = True,
 ) -> ShipReport:
     """Ship every local event the central store does not hold yet; IntegrityError when the
     central store holds something else for this host, StoreError when it stays unreachable
     for `give_up_after_s` (None: keep trying). With `key` (the key at `key_path`), sign the
     host's chain head after each batch and store it centrally (`store_label` names the
     local store in the head) — and first make sure the central store takes heads signed with
-    it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them."""
+    it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them.
+    With `selection`, ship what the fleet needs and a digest of the rest
+    (`advisor.fleet.selection`); without, every event as it is. With `fold` False, leave
+    the central projections to the central store's own fold even where this caller may write
+    them (the owner's timer, `advisor fold`)."""
     report = ShipReport()
     writer = writer_for(central)
 
@@ -116,28 +124,47 @@ def ship(
     saved = local.checkpoint(name)
     bookmark = int(saved["seq"]) if saved else 0
     position = retrying(lambda: central_position(central, host))
-    retrying(lambda: check_position(local, central, host, position))
+    there = retrying(lambda: check_position(local, central, host, position))
     report.central_seq = position.seq
     report.behind = max(0, bookmark - position.seq)
-    after = position.seq
+    after, before = position.seq, there  # where reading goes on, and the hash there
+    if selection is not None:  # after the kept run still pending, if it starts there
+        after, before = selection.resume(position.seq, there)
     while True:
-        chunk = list(islice(local.read_raw(after_seq=after, chunk=batch), batch))
-        if not chunk:
-            break
-        _refuse_relayed(chunk)
-        appended, duplicates = retrying(partial(writer.ship, host, chunk, position))
-        report.shipped += appended
-        report.duplicates += duplicates
-        position = Position(chunk[-1].seq, chunk[-1].hash)
-        after = position.seq
-        local.append_prepared([], Checkpoint(name, {"seq": after}))
-        if key is not None and writer.keeps_heads:
-            head = key.sign(host, after, chunk[-1].hash, time.time_ns() // 1000, store_label)
-            report.heads += retrying(partial(writer.store_head, head))
-    if after != bookmark and after == position.seq == report.central_seq:
-        local.append_prepared([], Checkpoint(name, {"seq": after}))  # nothing sent: moved
-    report.last_seq = after
-    report.folded = retrying(lambda: _fold(central))
+        chunk: Sequence[RawEvent | Glance]
+        sent: list[RawEvent] = []
+        if selection is None:
+            sent = list(islice(local.read_raw(after_seq=after, chunk=batch), batch))
+            chunk = sent
+            _refuse_relayed(chunk)
+        else:  # each event read only as far as deciding needs, the shipped ones whole
+            glances = local.glance(after_seq=after, limit=batch)
+            chunk = glances
+            _refuse_relayed(chunk)
+            if glances:
+                sent = selection.pick(glances, host, before, local.read_raw_at)
+            if len(glances) < batch:  # all there is: a run kept long enough ships now
+                sent += selection.due(host, time.time_ns() // 1000)
+        if chunk:
+            after, before = chunk[-1].seq, chunk[-1].hash
+        if sent:
+            appended, duplicates = retrying(partial(writer.ship, host, sent, position))
+            report.shipped += appended
+            report.duplicates += duplicates
+            position = Position(sent[-1].seq, sent[-1].hash)
+            local.append_prepared([], Checkpoint(name, {"seq": position.seq}))
+            if key is not None and writer.keeps_heads:
+                head = key.sign(
+                    host, position.seq, sent[-1].hash, time.time_ns() // 1000, store_label
+                )
+                report.heads += retrying(partial(writer.store_head, head))
+        if len(chunk) < batch:
+            break  # the last of the store's events: no need to ask for more
+    report.held = 0 if selection is None else selection.kept
+    if position.seq != bookmark and position.seq == report.central_seq:
+        local.append_prepared([], Checkpoint(name, {"seq": position.seq}))  # nothing sent: moved
+    report.last_seq = position.seq
+    report.folded = fold and retrying(lambda: _fold(central))
     return report
 
 
@@ -153,11 +180,12 @@ def open_central(
 # -- checking the central store against this one -------------------------------------------
 
 
-def check_position(local: EventStore, central: EventStore, host: str, position: Position) -> None:
+def check_position(local: EventStore, central: EventStore, host: str, position: Position) -> bytes:
     """IntegrityError unless this store's chain holds, at the host's last seq in the central
-    store, the event the central store holds there."""
+    store, the event the central store holds there; this store's hash there (the genesis
+    hash at seq 0)."""
     if position.seq == 0:
-        return
+        return GENESIS_HASH
     mine = _local_event(local, position.seq)
     if mine is None:
         last = last_seq(local)
@@ -169,11 +197,11 @@ def check_position(local: EventStore, central: EventStore, host: str, position: 
             first_bad_seq=last + 1,
         )
     if position.hash is not None and mine.hash == position.hash:
-        return
+        return mine.hash
     if position.hash is None:  # shipped before origins were kept: compare the content
         shipped = central_events(central, host, [position.seq]).get(position.seq)
         if shipped is None or shipped.matches(mine):
-            return
+            return mine.hash
     first = _first_difference(local, central, host, position.seq)
     raise IntegrityError(
         f"host {host}: its event {first} is not the one it shipped to {central.display_url} "
@@ -210,8 +238,11 @@ def _local_event(local: EventStore, seq: int) -> RawEvent | None:
     return got[0] if got and got[0].seq == seq else None
 
 
-def _refuse_relayed(chunk: Sequence[RawEvent]) -> None:
-    relayed = next((e for e in chunk if e.origin is not None), None)
+def _refuse_relayed(chunk: Sequence[RawEvent | Glance]) -> None:
+    relayed = next(
+        (e for e in chunk if (e.relayed if isinstance(e, Glance) else e.origin is not None)),
+        None,
+    )
     if relayed is not None:
         raise StoreError(
             f"event {relayed.seq} of this store was shipped here from another "
@@ -323,6 +354,7 @@ def ship_forever(
     key: HostKey | None = None,
     store_label: str = "",
     key_path: str = "",
+    selection: Selection | None = None,
 ) -> None:
     """`watch --ship-to`: ship every `interval_s` until `stop` is set. Whatever fails — the
     central store unreachable, a refusal, an integrity error, a bug — is reported through
@@ -343,6 +375,7 @@ def ship_forever(
                 key=key,
                 store_label=store_label,
                 key_path=key_path,
+                selection=selection,
             )
             if on_shipped is not None:
                 on_shipped(report)

@@ -53,13 +53,16 @@ class Fleet(Front):
         *,
         give_up_after_s: float = 300.0,
         key_path: Path | None = None,
+        lines: str | None = None,
     ) -> tuple[ShipReport, str]:
         """Copy this host's events (the settings' host) to the central store at
         `central_url`; what was shipped, and that store's URL as shown. The chain heads are
         signed with the key at `key_path`, else the `key` setting, else the key that signs
         this store's heads (advisor.store.integrity.keyplace), if it exists. Refused before
-        anything is shipped when the central store would refuse those heads."""
+        anything is shipped when the central store would refuse those heads. `lines` (else
+        the `ship_lines` setting) says what ships (advisor.fleet.selection)."""
         from advisor.core.errors import InputError
+        from advisor.fleet.selection import selection_for
         from advisor.fleet.ship import open_central, ship
         from advisor.store.integrity.headlog import load_key, store_label
         from advisor.store.integrity.keyplace import place_for
@@ -79,6 +82,9 @@ class Fleet(Front):
                 key=key,
                 store_label=store_label(local.url) or "",
                 key_path=str(place.key),
+                selection=selection_for(
+                    lines or self.settings.ship_lines, self.settings.ship_gpu_every_s
+                ),
             )
         finally:
             central.close()
@@ -125,6 +131,8 @@ class Fleet(Front):
             metrics=what.metrics or conf.metrics.listen,
             key=conf.key,
             heartbeat_s=conf.heartbeat_s,
+            ship_lines=conf.ship_lines,
+            ship_gpu_every_s=conf.ship_gpu_every_s,
         )
         watch(config, open_store, say)
 

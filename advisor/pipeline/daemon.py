@@ -22,6 +22,7 @@ from advisor.reports.render import safe_text
 if TYPE_CHECKING:
     from advisor.execution.discover import Found, InferenceServers
     from advisor.execution.notices import Notices
+    from advisor.fleet.selection import Selection as ShipSelection
     from advisor.pipeline.heartbeat import Heartbeat
     from advisor.pipeline.sdnotify import Notifier
     from advisor.planning.policy import Policy
@@ -55,6 +56,8 @@ class WatchConfig:
     metrics: str | None = None  # HOST:PORT to serve /metrics on
     key: Path | None = None  # signs the heads (`--key`, the `key` setting); None: the store's
     heartbeat_s: float = DEFAULT_INTERVAL_S  # an `agent.heartbeat` this often
+    ship_lines: str = "fleet"  # what the shipper ships (advisor.fleet.selection.MODES)
+    ship_gpu_every_s: float = 60.0  # a GPU's samples shipped at most this often (fleet mode)
 
 
 @dataclass
@@ -95,7 +98,7 @@ def watch(config: WatchConfig, open_store: Callable[[], EventStore], say: Say) -
         )
     threads.heartbeat = start_heartbeat(heart, stop, say, gpus=threads.gpu is not None)
     if config.ship_to is not None:
-        threads.start_shipping(store, config.ship_to, config.host, notifier, say, config.key)
+        threads.start_shipping(store, config, notifier, say)
     stopped = False
     follow_stop = threading.Event()
     try:
@@ -229,18 +232,26 @@ class _Threads:
     def start_shipping(
         self,
         store: EventStore,
-        ship_to: str,
-        host: str,
+        config: WatchConfig,
         notifier: Notifier,
         say: Say,
-        key: Path | None = None,
     ) -> None:
+        from advisor.fleet.selection import selection_for
         from advisor.store import open_store
 
+        assert config.ship_to is not None
         # Its own connection: the shipper reads the store from its own thread.
         self.local = open_store(store.url)
         self.shipper = start_shipper(
-            self.local, ship_to, self.stop, notifier, self.shipper_died, host=host, say=say, key=key
+            self.local,
+            config.ship_to,
+            self.stop,
+            notifier,
+            self.shipper_died,
+            host=config.host,
+            say=say,
+            key=config.key,
+            selection=selection_for(config.ship_lines, config.ship_gpu_every_s),
         )
 
     def stop_all(self) -> None:
@@ -263,6 +274,7 @@ def start_shipper(
     host: str,
     say: Say,
     key: Path | None = None,
+    selection: ShipSelection | None = None,
 ) -> threading.Thread:
     """`--ship-to`: ship in a thread that reports every failure (`say`, the unit's status
     line) and goes on; should the thread itself end before `stop`, that is reported too, in
@@ -300,6 +312,7 @@ def start_shipper(
                 key=load_key(place.key),
                 store_label=store_label(local.url) or "",
                 key_path=str(place.key),
+                selection=selection,
             )
         except BaseException as e:
             message = f"{type(e).__name__}: {e}"

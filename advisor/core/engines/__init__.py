@@ -25,6 +25,7 @@ __all__ = [
     "ENGINES",
     "FLAG_BOUNDS",
     "READY_CUES",
+    "ROUTINE_CUES",
     "by_name",
     "engine_of_flag",
     "flag_named",
@@ -72,6 +73,8 @@ FLAG_BOUNDS: Mapping[str, Range] = MappingProxyType(_bounds())
 ECHO_CUES: tuple[str, ...] = tuple(dict.fromkeys(echo.cue for e in ALL for echo in e.echo))
 # Every engine's readiness lines (diagnosis: a run that printed one came up).
 READY_CUES: tuple[Cue, ...] = tuple(dict.fromkeys(cue for e in ALL for cue in e.ready))
+# Every engine's routine serving lines (a fleet's hosts keep them: `advisor.fleet.selection`).
+ROUTINE_CUES: tuple[Cue, ...] = tuple(dict.fromkeys(cue for e in ALL for cue in e.routine))
 
 
 def by_name(name: str | None) -> Engine | None:

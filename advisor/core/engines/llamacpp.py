@@ -67,4 +67,14 @@ ENGINE = Engine(
         "{context} by hand",
     },
     source="llama.cpp (common/arg.cpp, tools/server/server.cpp, src/llama-context.cpp)",
+    # the server's slot bookkeeping for each request, and its idle line; its access log
+    # (`log_server_r: request: ...`) is not here: it prints a failed request the same way
+    routine=(
+        Cue("all slots are idle"),
+        Cue("| processing task"),
+        Cue("| prompt done"),
+        Cue("stop processing"),
+        Cue("print_timing:"),
+        Cue("prompt eval time ="),
+    ),
 )

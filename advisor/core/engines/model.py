@@ -141,6 +141,10 @@ class Engine:
     # Its version series, oldest first (the lowest version of each, its name): how the
     # learned model's hold-out groups its examples (`advisor.diagnosis.holdout`).
     eras: tuple[tuple[tuple[int, int], str], ...] = ()
+    # The lines it prints for every request, or every few seconds, while it serves and all
+    # is well (access logs, throughput): a host keeps them and ships only their digest
+    # (`advisor.fleet.selection`). Only a line that can say nothing else belongs here.
+    routine: tuple[Cue, ...] = ()
 
     def flag(self, name: str) -> Flag | None:
         """The flag spelled `name` (its name or an alias), None if the engine has none."""

@@ -86,4 +86,9 @@ ENGINE = Engine(
     },
     source="SGLang 0.4.1 and 0.5.x wheels (sglang/srt/server_args.py, entrypoints/http_server.py)",
     eras=(((0, 4), "sglang 0.4"), ((0, 5), "sglang 0.5+")),
+    routine=(
+        Cue("Decode batch"),  # the scheduler, every few steps
+        Cue("Prefill batch"),
+        Cue('HTTP/1.1" 200 OK'),  # uvicorn's access log of a request that succeeded
+    ),
 )

@@ -85,4 +85,6 @@ ENGINE = Engine(
     },
     source="TGI 1.x–3.x (launcher/src/main.rs, router/src/server.rs)",
     eras=(((1, 0), "tgi 1-2"), ((3, 0), "tgi 3+")),
+    # the router's line for each request that succeeded (`...server.rs:NNN: Success`)
+    routine=(Cue(": Success"),),
 )

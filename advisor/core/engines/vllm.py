@@ -121,4 +121,13 @@ ENGINE = Engine(
         ((0, 15), "vllm 0.15-0.20"),
         ((0, 25), "vllm 0.25+"),
     ),
+    # the periodic throughput line (metrics.py, later loggers.py), the request logger, and
+    # uvicorn's access log of a request that succeeded
+    routine=(
+        Cue("Avg prompt throughput:"),
+        Cue("Received request"),
+        Cue("Added request"),
+        Cue("Finished request"),
+        Cue('HTTP/1.1" 200 OK'),
+    ),
 )

@@ -24,6 +24,7 @@ from advisor.core.events import Prepared
 from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.engine import first_line
 from advisor.store.integrity.heads import SignedHead
+from advisor.store.integrity.held import HELD_TYPE, held_range
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import PROJECTION_TABLES, events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
@@ -101,22 +102,22 @@ class Shipped:
 
 
 def central_position(central: EventStore, host: str) -> Position:
-    """The host's last seq in the central store and its hash (where older events were
-    retained, their anchor); seq 0 when it has shipped nothing."""
+    """The host's last seq in the central store and its hash (where all its events there
+    were retained, their anchor); seq 0 when it has shipped nothing. One statement while
+    the host has events there: they all come after any anchor (retention takes the oldest
+    partitions, and a host's events arrive in its seq order)."""
     source = f"{SHIP_PREFIX}{host}"
-    row = None
     with central.connect() as conn:
-        sid = conn.execute(select(sources.c.id).where(sources.c.name == source)).scalar()
-        if sid is not None:
-            row = conn.execute(
-                select(events.c.idem_key, events.c.origin)
-                .where(events.c.source_id == sid)
-                .order_by(events.c.idem_key.desc())
-                .limit(1)
-            ).first()
-    anchor = anchors(central)[1].get(source)
-    if row is not None and (anchor is None or row[0] > anchor.seq):
+        row = conn.execute(
+            select(events.c.idem_key, events.c.origin)
+            .join(sources, sources.c.id == events.c.source_id)
+            .where(sources.c.name == source)
+            .order_by(events.c.idem_key.desc())
+            .limit(1)
+        ).first()
+    if row is not None:
         return Position(int(row[0]), _origin_hash(row[1], host, int(row[0])))
+    anchor = anchors(central)[1].get(source)
     if anchor is not None:
         return Position(anchor.seq, bytes.fromhex(anchor.hash))
     return Position(0, GENESIS_HASH)
@@ -336,6 +337,22 @@ def _check_extends(host: str, new: Sequence[RawEvent], at: Position) -> None:
     hash the hash of its content after the one before."""
     prev_seq, prev_hash = at.seq, at.hash
     for e in new:
+        if e.type == HELD_TYPE:  # a range the host kept: it starts where the chain stands
+            held = held_range(e.payload, e.seq)
+            if held is None or held.first_seq != prev_seq + 1:
+                raise IntegrityError(
+                    f"host {host}: its kept range ending at seq {e.seq} does not follow its "
+                    f"last shipped seq {prev_seq}",
+                    first_bad_seq=prev_seq + 1,
+                )
+            if prev_hash is not None and held.from_hash != prev_hash:
+                raise IntegrityError(
+                    f"host {host}: its kept range from seq {held.first_seq} does not start "
+                    f"from its chain as shipped (the hash before it differs)",
+                    first_bad_seq=held.first_seq,
+                )
+            prev_seq, prev_hash = e.seq, e.hash
+            continue
         if e.seq != prev_seq + 1:
             raise IntegrityError(
                 f"host {host}: its seq {e.seq} does not follow its last shipped seq {prev_seq}",

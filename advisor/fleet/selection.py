@@ -1,0 +1,243 @@
+"""What a host ships to the fleet's central store, and what it keeps.
+
+A busy inference server logs a line per request and a throughput line every few seconds;
+shipped one by one, a thousand hosts send a central store hundreds of thousands of lines a
+second, each checked and chained there. The fleet needs far less: every host keeps its own
+store (and diagnoses from it), and the central store needs what a fleet view and a central
+post-mortem read.
+
+Shipped, each as it is:
+- every event that is not a log line: diagnoses, incidents, plans and actions, corrections,
+  GPU faults, heartbeats, retention records;
+- every log line that is not routine: start-up (arguments, memory, weights, the KV cache,
+  warm-up), warnings and errors, tracebacks, systemd's lifecycle messages, kernel lines
+  (Xid, NVRM, the OOM killer) — a line no engine registered as routine ships, so a line
+  nobody described is never held;
+- GPU samples at the fleet's resolution: one per GPU every `gpu_every_s` (60 s), and every
+  sample whose GPU processes changed (who holds the memory).
+
+Kept on the host: the engines' routine serving lines (`Engine.routine` in the engine
+registry: access logs of requests that succeeded, throughput lines, per-request
+bookkeeping), firewall log lines, and the GPU samples between the fleet's. Each run of kept
+events travels as one `ship.held` event (`LinesHeld`): the range of host seqs, how many each
+stream had, and the host's chain hash before the range — its origin holds the hash after
+it. The central store checks that the range follows what it holds and starts from the hash
+the chain had there; so each host's chain is still verified across a gap, its signed heads
+still name shipped hashes, and the kept events, fetched from the host later, can be checked
+against the range's two hashes.
+
+The decision reads the stored payload text, not the parsed payload: a log line's message
+is searched for the routine cues as JSON writes them (one substring test each, on the
+message only), so a kept line costs about a microsecond (bench/fleet.py measures it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import orjson
+
+from advisor.core.engines import ROUTINE_CUES
+from advisor.core.errors import StoreError
+from advisor.core.events import canonical_payload
+from advisor.core.payloads import LinesHeld
+from advisor.store.chain import Glance, RawEvent
+from advisor.store.integrity.held import HELD_TYPE
+
+__all__ = [
+    "GPU_EVERY_S",
+    "HELD",
+    "HELD_EVERY_S",
+    "HOST_ROUTINE",
+    "MODES",
+    "Selection",
+    "routine_line",
+    "selection_for",
+]
+
+HELD: Final = HELD_TYPE
+HELD_STREAM: Final = "@held"  # HOST/@held: no unit name starts with "@"
+GPU_EVERY_S: Final = 60.0
+HELD_EVERY_S: Final = 60.0  # a run of kept events at the end waits at most this for company
+# `ship --lines`: `fleet` ships what the fleet needs (above); `all` ships every event.
+MODES: Final = ("fleet", "all")
+# Routine lines of the host itself, not of an engine: the firewall's log of each packet.
+HOST_ROUTINE: Final = ("[UFW BLOCK]", "[UFW AUDIT]", "[UFW ALLOW]")
+_LOG: Final = "log.recorded"
+_GPU: Final = "gpu.sampled"
+
+
+def _as_json(text: str) -> str:
+    """`text` as it appears inside a JSON string (a quote is `\\"`)."""
+    return orjson.dumps(text).decode()[1:-1]
+
+
+_ROUTINE: Final = tuple(
+    dict.fromkeys([_as_json(c.text) for c in ROUTINE_CUES] + [_as_json(t) for t in HOST_ROUTINE])
+)
+
+
+@dataclass
+class _Kept:
+    """A run of consecutive kept events, as its digest needs them."""
+
+    first_seq: int
+    from_hash: bytes  # the host's chain hash before the run
+    first_time_us: int
+    first_recorded_us: int
+    last: Glance
+    streams: dict[str, int]
+
+    def take(self, event: Glance) -> None:
+        self.last = event
+        self.streams[event.stream] = self.streams.get(event.stream, 0) + 1
+
+    def event(self, host: str) -> RawEvent:
+        """The `ship.held` event standing for the run: keyed and chained as its last event."""
+        payload = LinesHeld(
+            first_seq=self.first_seq,
+            last_seq=self.last.seq,
+            from_hash=self.from_hash.hex(),
+            first_time_us=self.first_time_us,
+            last_time_us=self.last.time_us,
+            streams=self.streams,
+        )
+        return RawEvent(
+            seq=self.last.seq,
+            stream=f"{host}/{HELD_STREAM}",
+            type=HELD,
+            version=payload.version,
+            time_us=self.last.time_us,
+            recorded_us=self.last.recorded_us,
+            source="",
+            key=0,
+            payload=canonical_payload(payload).decode(),
+            hash=self.last.hash,
+            origin=None,
+        )
+
+
+@dataclass
+class Selection:
+    """Splits a host's events into those shipped and those kept, across rounds of shipping.
+
+    A run of kept events ships as its digest as soon as an event after it ships; a run at
+    the end of what the host has so far stays pending (`pending`) and grows in the next
+    round, until it is `held_every_s` old (then `due` gives its digest): a host that only
+    serves sends one digest a minute, not one a round. It also remembers, per GPU, when it
+    last shipped a sample and which processes it had (a new `Selection` ships the next
+    sample of each GPU)."""
+
+    gpu_every_s: float = GPU_EVERY_S
+    held_every_s: float = HELD_EVERY_S
+    shipped_gpu: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    pending: _Kept | None = None
+    kept: int = 0  # events kept since the last `resume`
+
+    def routine(self, event: Glance) -> bool:
+        """Whether the host keeps this event (it travels only in a `ship.held` digest)."""
+        if event.type == _LOG:
+            return event.text is not None and routine_line(event.text)
+        if event.type == _GPU:
+            return self._routine_sample(event)
+        return False
+
+    def _routine_sample(self, event: Glance) -> bool:
+        try:
+            processes = orjson.dumps(orjson.loads(event.text or "").get("processes"))
+        except (orjson.JSONDecodeError, AttributeError):
+            return False  # not what a sample looks like: ship it, the central store judges
+        last = self.shipped_gpu.get(event.stream)
+        if (
+            last is not None
+            and last[1] == processes
+            and 0 <= event.time_us - last[0] < self.gpu_every_s * 1_000_000
+        ):
+            return True
+        self.shipped_gpu[event.stream] = (event.time_us, processes)
+        return False
+
+    def resume(self, seq: int, hash_: bytes) -> tuple[int, bytes]:
+        """Where to read on from, the central store standing at host seq `seq` (this
+        store's hash there `hash_`): after the pending run when it starts right there, else
+        at `seq` (the pending run is dropped: the central store is elsewhere)."""
+        self.kept = 0
+        run = self.pending
+        if run is not None and run.first_seq == seq + 1 and run.from_hash == hash_:
+            return run.last.seq, run.last.hash
+        self.pending = None
+        return seq, hash_
+
+    def pick(
+        self,
+        chunk: Sequence[Glance],
+        host: str,
+        before: bytes,
+        read: Callable[[Sequence[int]], list[RawEvent]],
+    ) -> list[RawEvent]:
+        """`chunk` as shipped: its events that ship (read whole through `read`), each run of
+        kept ones before one of them replaced by its `ship.held` event; `before` is the
+        host's chain hash before the chunk. A run at the chunk's end stays `pending`."""
+        spans: list[Glance | RawEvent] = []  # an event to read whole, or a digest
+        run, prev = self.pending, before
+        kept = 0
+        for event in chunk:
+            text = event.text
+            # a log line inline (most events are): the method call costs as much as the test
+            if (
+                text is not None and routine_line(text)
+                if event.type == _LOG
+                else self.routine(event)
+            ):
+                kept += 1
+                if run is None:
+                    run = _Kept(event.seq, prev, event.time_us, event.recorded_us, event, {})
+                run.take(event)
+            else:
+                if run is not None:
+                    spans.append(run.event(host))
+                    run = None
+                spans.append(event)
+            prev = event.hash
+        self.pending = run
+        self.kept += kept
+        whole = iter(read([s.seq for s in spans if isinstance(s, Glance)]))
+        out: list[RawEvent] = []
+        for span in spans:
+            if isinstance(span, RawEvent):
+                out.append(span)
+                continue
+            read_back = next(whole, None)
+            if read_back is None or read_back.seq != span.seq:
+                raise StoreError(f"event {span.seq} of this store went while it was shipped")
+            out.append(read_back)
+        return out
+
+    def due(self, host: str, now_us: int, *, flush: bool = False) -> list[RawEvent]:
+        """The pending run's digest, when it is `held_every_s` old by its first event's
+        recorded time (or `flush`); it is then no longer pending."""
+        run = self.pending
+        if run is None:
+            return []
+        if not flush and now_us - run.first_recorded_us < self.held_every_s * 1_000_000:
+            return []
+        self.pending = None
+        return [run.event(host)]
+
+
+def selection_for(mode: str, gpu_every_s: float = GPU_EVERY_S) -> Selection | None:
+    """The selection a `ship --lines` mode names: None ships every event."""
+    if mode not in MODES:
+        raise ValueError(f"what to ship is one of {', '.join(MODES)}, not {mode!r}")
+    return Selection(gpu_every_s) if mode == "fleet" else None
+
+
+def routine_line(message: str) -> bool:
+    """Whether a log line is routine: its message (as stored: JSON-escaped), or its first
+    few hundred characters, holds a routine cue."""
+    for cue in _ROUTINE:  # noqa: SIM110 - a plain loop: any() with a generator is slower here
+        if cue in message:
+            return True
+    return False
