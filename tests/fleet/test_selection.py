@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 from advisor.cli.main import cli
 from advisor.core.errors import IntegrityError
@@ -24,8 +24,11 @@ from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.integrity.central import Position, central_position, writer_for
 from advisor.store.integrity.heads import HostKey
 from advisor.store.integrity.hostchain import central_head_findings, verify_host
+from advisor.store.migrate import upgrade as upgrade_schema
 from tests.conftest import seed_on_host
 from tests.fleet.test_central_roles import shipper_role
+from tests.fleet.test_ship import _tamper
+from tests.store.test_seq_rowid import _downgrade
 
 HOST = "gpu-node-07"
 UNIT = "vllm-minimax-m25.service"
@@ -152,18 +155,6 @@ def _central_rows(central: EventStore) -> list[tuple[int, str, str, str]]:
                 {"s": f"ship:{HOST}"},
             )
         ]
-
-
-def _tamper(store: EventStore, statement: str, **params: object) -> None:
-    """What someone with raw database access could do behind the append-only triggers."""
-    with store.begin() as conn:
-        if store.dialect == "sqlite":
-            conn.execute(text("DROP TRIGGER IF EXISTS events_no_update"))
-        else:
-            conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
-        conn.execute(text(statement), params)
-        if store.dialect != "sqlite":
-            conn.execute(text("ALTER TABLE events ENABLE TRIGGER events_append_only"))
 
 
 def test_a_host_ships_what_the_fleet_needs_and_a_checked_digest_of_the_rest(
@@ -411,3 +402,28 @@ def test_a_glance_reads_a_lines_message_start_and_any_other_payload(
     assert bare.text is None
     assert [g.seq for g in store.glance(after_seq=first.seq, limit=1)] == [sample.seq]
     assert [e.seq for e in store.read_raw_at([bare.seq, first.seq, 99])] == [first.seq, bare.seq]
+
+
+def test_migration_0012_makes_advisor_ship_take_ranges_and_its_downgrade_undoes_it(
+    tmp_path: Path, seed_journal: Path, pg_url: str, opener: Callable[[str], EventStore]
+) -> None:
+    """Both texts of `advisor_ship` are PostgreSQL's to run: after a downgrade to 0011 the
+    function refuses a range (it does not follow the chain seq by seq); upgraded again, it
+    takes it."""
+    host = seed_on_host(tmp_path, seed_journal, HOST)
+    central = opener(pg_url)
+    ship(host, central, HOST)
+    host.append([_line(i, OK.format(i=i)) for i in range(4)])
+    at = central_position(central, HOST)
+    digest = _digest(host, at.seq, at.hash or GENESIS_HASH)
+    _downgrade(pg_url, "0011")
+    with pytest.raises(IntegrityError, match="does not follow"):
+        writer_for(central).ship(HOST, [digest], at)
+    engine = create_engine(pg_url)
+    try:
+        assert upgrade_schema(engine) == "0012"
+    finally:
+        engine.dispose()
+    assert writer_for(central).ship(HOST, [digest], at) == (1, 0)
+    assert verify_host(central, f"ship:{HOST}").ok
+    host.close()

@@ -250,7 +250,7 @@ def _tamper(store: EventStore, statement: str, **params: object) -> None:
     """What someone with raw database access could do behind the append-only triggers."""
     with store.begin() as conn:
         if store.dialect == "sqlite":
-            conn.execute(text("DROP TRIGGER events_no_update"))
+            conn.execute(text("DROP TRIGGER IF EXISTS events_no_update"))
         else:
             conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_append_only"))
         conn.execute(text(statement), params)
