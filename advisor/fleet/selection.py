@@ -26,9 +26,11 @@ the chain had there; so each host's chain is still verified across a gap, its si
 still name shipped hashes, and the kept events, fetched from the host later, can be checked
 against the range's two hashes.
 
-The decision reads the stored payload text, not the parsed payload: a log line's message
-is searched for the routine cues as JSON writes them (one substring test each, on the
-message only), so a kept line costs about a microsecond (bench/fleet.py measures it).
+The decision reads the stored payload text, not the parsed payload: the database cuts a log
+line's message to its first `HEAD_CHARS` characters (`EventStore.glance`), which are searched
+for the routine cues as JSON writes them, one substring test each; a longer line with no cue
+there is read whole and judged on all of it. A kept line costs the host ~10 µs, most of it
+SQLite reading the row (bench/fleet.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from advisor.store.integrity.held import HELD_TYPE
 
 __all__ = [
     "GPU_EVERY_S",
+    "HEAD_CHARS",
     "HELD",
     "HELD_EVERY_S",
     "HOST_ROUTINE",
@@ -66,6 +69,10 @@ MODES: Final = ("fleet", "all")
 # Routine lines of the host itself, not of an engine: the firewall's log of each packet.
 HOST_ROUTINE: Final = ("[UFW BLOCK]", "[UFW AUDIT]", "[UFW ALLOW]")
 _LOG: Final = "log.recorded"
+_MESSAGE_KEY: Final = '"message":"'
+# How much of a log line's message `EventStore.glance` reads for the decision; a longer line
+# with no routine cue in it is read whole.
+HEAD_CHARS: Final = 400
 _GPU: Final = "gpu.sampled"
 
 
@@ -179,18 +186,31 @@ class Selection:
     ) -> list[RawEvent]:
         """`chunk` as shipped: its events that ship (read whole through `read`), each run of
         kept ones before one of them replaced by its `ship.held` event; `before` is the
-        host's chain hash before the chunk. A run at the chunk's end stays `pending`."""
+        host's chain hash before the chunk. A run at the chunk's end stays `pending`.
+
+        A log line whose first `HEAD_CHARS` hold no routine cue but which goes on past them
+        is read whole and judged on all of it (TGI's `Success` comes after the request's
+        parameters)."""
+        verdicts: list[bool] = []  # each event's, whole lines judged below
+        longer: list[int] = []
+        for event in chunk:
+            text = event.text
+            if event.type == _LOG:  # inline (most events are): a call costs as much
+                routine = text is not None and routine_line(text)
+                if not routine and text is not None and len(text) >= HEAD_CHARS:
+                    longer.append(event.seq)
+            else:
+                routine = self.routine(event)
+            verdicts.append(routine)
+        whole = {e.seq: e for e in read(longer)} if longer else {}
         spans: list[Glance | RawEvent] = []  # an event to read whole, or a digest
         run, prev = self.pending, before
         kept = 0
-        for event in chunk:
-            text = event.text
-            # a log line inline (most events are): the method call costs as much as the test
-            if (
-                text is not None and routine_line(text)
-                if event.type == _LOG
-                else self.routine(event)
-            ):
+        for event, routine in zip(chunk, verdicts, strict=True):
+            read_whole = whole.get(event.seq)
+            if read_whole is not None:
+                routine = routine_line(_message(read_whole.payload))
+            if routine:
                 kept += 1
                 if run is None:
                     run = _Kept(event.seq, prev, event.time_us, event.recorded_us, event, {})
@@ -199,17 +219,17 @@ class Selection:
                 if run is not None:
                     spans.append(run.event(host))
                     run = None
-                spans.append(event)
+                spans.append(read_whole or event)
             prev = event.hash
         self.pending = run
         self.kept += kept
-        whole = iter(read([s.seq for s in spans if isinstance(s, Glance)]))
+        rest = iter(read([s.seq for s in spans if isinstance(s, Glance)]))
         out: list[RawEvent] = []
         for span in spans:
             if isinstance(span, RawEvent):
                 out.append(span)
                 continue
-            read_back = next(whole, None)
+            read_back = next(rest, None)
             if read_back is None or read_back.seq != span.seq:
                 raise StoreError(f"event {span.seq} of this store went while it was shipped")
             out.append(read_back)
@@ -232,6 +252,12 @@ def selection_for(mode: str, gpu_every_s: float = GPU_EVERY_S) -> Selection | No
     if mode not in MODES:
         raise ValueError(f"what to ship is one of {', '.join(MODES)}, not {mode!r}")
     return Selection(gpu_every_s) if mode == "fleet" else None
+
+
+def _message(payload: str) -> str:
+    """A stored log line's message on, as JSON writes it (with the fields after it)."""
+    start = payload.find(_MESSAGE_KEY)
+    return "" if start < 0 else payload[start + len(_MESSAGE_KEY) :]
 
 
 def routine_line(message: str) -> bool:

@@ -43,7 +43,7 @@ from typing import Final, NoReturn, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
-from advisor.fleet.selection import Selection
+from advisor.fleet.selection import HEAD_CHARS, Selection
 from advisor.store import Checkpoint, EventStore
 from advisor.store.chain import GENESIS_HASH, Glance, RawEvent
 from advisor.store.engine import first_line, redact
@@ -138,7 +138,7 @@ def ship(
             chunk = sent
             _refuse_relayed(chunk)
         else:  # each event read only as far as deciding needs, the shipped ones whole
-            glances = local.glance(after_seq=after, limit=batch)
+            glances = local.glance(after_seq=after, limit=batch, message_chars=HEAD_CHARS)
             chunk = glances
             _refuse_relayed(chunk)
             if glances:

@@ -427,3 +427,32 @@ def test_migration_0012_makes_advisor_ship_take_ranges_and_its_downgrade_undoes_
     assert writer_for(central).ship(HOST, [digest], at) == (1, 0)
     assert verify_host(central, f"ship:{HOST}").ok
     host.close()
+
+
+TGI_SUCCESS = (
+    "2026-02-20T21:00:01.000000Z  INFO generate{parameters=GenerateParameters { best_of: None, "
+    "temperature: Some(0.7), repetition_penalty: None, frequency_penalty: None, top_k: None, "
+    "top_p: Some(0.95), typical_p: None, do_sample: true, max_new_tokens: Some(512), "
+    "return_full_text: None, stop: [], truncate: None, watermark: false, details: false, "
+    "decoder_input_details: false, seed: None, top_n_tokens: None, grammar: None, adapter_id: "
+    'None } total_time="1.36s" validation_time="210µs" queue_time="51µs" inference_time='
+    '"1.36s" time_per_token="68ms" seed="None"}: text_generation_router::server: '
+    "router/src/server.rs:511: Success"
+)
+
+
+def test_a_long_line_is_judged_on_all_of_it(
+    tmp_path: Path, opener: Callable[[str], EventStore]
+) -> None:
+    """TGI's per-request `Success` comes after the request's parameters, past what a glance
+    reads: such a line is read whole, and kept; a long line with no cue at all ships."""
+    host = opener(f"sqlite:///{tmp_path / 'host.db'}")
+    failed = TGI_SUCCESS.replace("Success", "Request failed during generation: Out of memory")
+    host.append([_line(1, TGI_SUCCESS), _line(2, failed), _line(3, TGI_SUCCESS)])
+    assert len(orjson.dumps(TGI_SUCCESS)) > 600
+    central = opener(f"sqlite:///{tmp_path / 'central.db'}")
+    report = ship(host, central, HOST, selection=Selection(held_every_s=0))
+    assert report.held == 2
+    rows = _central_rows(central)
+    assert [(k, t) for k, t, _, _ in rows] == [(1, HELD), (2, "log.recorded"), (3, HELD)]
+    assert "Request failed" in rows[1][2]
