@@ -21,10 +21,17 @@ Two parts, on a fresh database of the local PostgreSQL each time (`--url`; dropp
    signed head, through `advisor_ship`, as the owner (one connection per worker process,
    as a pooler in front of the central store would give). The central store's owner folds
    every 30 s in a process of its own (`deploy/advisor-central-fold.timer`). Figures: ship
-   lag p50 / p99 (the central commit after a round minus each event's time on its host;
-   every event, kept ones through their range), the worst host's p99, central events/s,
+   lag p50 / p99 (the central commit after a round minus the time on its host of each event
+   that ships as it is: warnings, crashes, start-ups, heartbeats; a kept line reaches the
+   central store only as a range, within a minute), the worst host's p99, what a round
+   takes, central events/s,
    central CPU (every PostgreSQL process) and disk per host-day, the central fold's CPU per
    host-day, the hosts' shipping CPU per line, and how far the workers kept to the schedule.
+
+3. **One server's ceiling** (`--ceiling SECONDS`, 30 by default; 0: none): two processes
+   ship rounds back to back for 2,000 hosts, each round a range of 20 kept events and a
+   heartbeat, with no host-side work: the rounds a second the central store takes, and so
+   the hosts it takes at a round every `--interval` seconds.
 
 One machine drives the whole fleet, so the per-host rates are scaled down with N (state them
 when quoting); the per-host and per-line costs are what extrapolate. Target: p99 ≤ 10 s.
@@ -64,6 +71,9 @@ from advisor.core.events import Prepared  # noqa: E402
 from advisor.fleet.selection import Selection  # noqa: E402
 from advisor.fleet.ship import ship  # noqa: E402
 from advisor.store import EventStore, open_store  # noqa: E402
+from advisor.store.chain import GENESIS_HASH, RawEvent, event_hash  # noqa: E402
+from advisor.store.glance import Glance  # noqa: E402
+from advisor.store.integrity.central import Position, writer_for  # noqa: E402
 from advisor.store.integrity.heads import HostKey  # noqa: E402
 from advisor.views.fold.projector import Projector  # noqa: E402
 from ingest.journal_sources import ingest_json_file  # noqa: E402
@@ -470,6 +480,91 @@ def run_fleet(base: str, work: Path, fleet: Fleet) -> dict[str, Any]:
     }
 
 
+# -- 3. one server's ceiling -------------------------------------------------------------------
+
+
+ROUTINE = orjson.dumps(ACCESS.format(a=1, b=2, p=3)).decode()[1:-1]  # as the store holds it
+
+
+def _hammer(
+    url: str, index: int, workers: int, hosts: int, seconds: float, start_at: float, out: Any
+) -> None:
+    """Ship rounds back to back for this worker's share of `hosts`: each round a range of
+    20 kept events and a heartbeat, as a serving host's round is, through `advisor_ship`."""
+    names = [f"ceiling-{i:05d}" for i in range(index, hosts, workers)]
+    central = open_store(url)
+    writer = writer_for(central)
+    rng = random.Random(index)
+    at = {n: Position(0, GENESIS_HASH) for n in names}
+    calls: list[float] = []
+    while time.time() < start_at:
+        time.sleep(0.01)
+    end = start_at + seconds
+    i = 0
+    while time.time() < end:
+        name = names[i % len(names)]
+        i += 1
+        pos = at[name]
+        kept = [
+            Glance(pos.seq + k, f"{name}/{UNIT}", "log.recorded", 1, 1, b"", ROUTINE, False)
+            for k in range(1, 21)
+        ]
+        kept[-1] = kept[-1]._replace(hash=rng.randbytes(32))  # the range's closing hash
+        selection = Selection(held_every_s=0)
+        assert selection.pick(kept, name, pos.hash or GENESIS_HASH, lambda _: []) == []
+        (held,) = selection.due(name, 0, flush=True)
+        beat = orjson.dumps(
+            {"agent_version": "bench", "host": name, "interval_s": 60.0, "type": "agent.heartbeat"},
+            option=orjson.OPT_SORT_KEYS,
+        )
+        seq, t_us = held.seq + 1, time.time_ns() // 1000
+        source, key = "agent", seq
+        h = event_hash(
+            held.hash, seq, f"{name}/@agent", "agent.heartbeat", 1, t_us, t_us, source, key, beat
+        )
+        event = RawEvent(
+            seq,
+            f"{name}/@agent",
+            "agent.heartbeat",
+            1,
+            t_us,
+            t_us,
+            source,
+            key,
+            beat.decode(),
+            h,
+            None,
+        )
+        started = time.perf_counter()
+        writer.ship(name, [held, event], pos)
+        calls.append(time.perf_counter() - started)
+        at[name] = Position(seq, h)
+    central.close()
+    out.put(calls)
+
+
+def ceiling(base: str, hosts: int, seconds: float, workers: int) -> dict[str, float]:
+    name = "advisor_fleet_bench_ceiling"
+    url = _fresh_database(base, name)
+    try:
+        open_store(url).close()
+        ctx = mp.get_context("spawn")
+        out = ctx.Queue()
+        start_at = time.time() + 3.0
+        procs = [
+            ctx.Process(target=_hammer, args=(url, i, workers, hosts, seconds, start_at, out))
+            for i in range(workers)
+        ]
+        for p in procs:
+            p.start()
+        calls = [x for _ in procs for x in out.get()]
+        for p in procs:
+            p.join()
+    finally:
+        _drop_database(base, name)
+    return {"rounds_s": len(calls) / seconds, "p50": _pct(calls, 50), "p99": _pct(calls, 99)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -495,6 +590,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--journal-lines", type=int, default=100_000)
     parser.add_argument("--skip-host-cost", action="store_true")
+    parser.add_argument(
+        "--ceiling",
+        type=float,
+        default=30.0,
+        help="seconds of rounds back to back (0: none): one server's ceiling",
+    )
     parser.add_argument("--report", action="store_true")
     args = parser.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -572,6 +673,16 @@ def main() -> None:
                     f"≤ {LAG_TARGET_S:g} s",
                     r["lag_p99"] <= LAG_TARGET_S,
                 )
+            )
+        if args.ceiling > 0:
+            top = ceiling(args.url, 2000, args.ceiling, args.workers)
+            print(
+                f"one server's ceiling: {args.workers} processes shipping rounds back to back "
+                f"(a range of 20 kept events and a heartbeat, 2,000 hosts): "
+                f"{top['rounds_s']:,.0f} rounds/s, a round {top['p50'] * 1e3:.1f} ms p50, "
+                f"{top['p99'] * 1e3:.1f} ms p99 — {top['rounds_s'] * args.interval:,.0f} "
+                f"hosts at a round every {args.interval:g} s, or more (the processes that ship "
+                f"share the cores with PostgreSQL)"
             )
     if args.report:
         figures.emit(rows)

@@ -35,8 +35,10 @@ SQLite reading the row (bench/fleet.py).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Final
 
 import orjson
@@ -45,7 +47,9 @@ from advisor.core.engines import ROUTINE_CUES
 from advisor.core.errors import StoreError
 from advisor.core.events import canonical_payload
 from advisor.core.payloads import LinesHeld
-from advisor.store.chain import Glance, RawEvent
+from advisor.store import EventStore
+from advisor.store.chain import RawEvent
+from advisor.store.glance import Glance
 from advisor.store.integrity.held import HELD_TYPE
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "HOST_ROUTINE",
     "MODES",
     "Selection",
+    "next_batch",
     "routine_line",
     "selection_for",
 ]
@@ -267,3 +272,39 @@ def routine_line(message: str) -> bool:
         if cue in message:
             return True
     return False
+
+
+def next_batch(
+    local: EventStore,
+    host: str,
+    after: int,
+    before: bytes,
+    batch: int,
+    selection: Selection | None,
+) -> tuple[Sequence[RawEvent | Glance], list[RawEvent]]:
+    """The next `batch` events after `after` (the hash there `before`), and what of them to
+    send: all of them as they are, or with `selection` what the fleet needs (each event
+    read only as far as deciding needs, the shipped ones whole) and, once the store has no
+    more, the kept run that has waited long enough."""
+    if selection is None:
+        chunk = list(islice(local.read_raw(after_seq=after, chunk=batch), batch))
+        _refuse_relayed(chunk)
+        return chunk, chunk
+    glances = local.glance(after_seq=after, limit=batch, message_chars=HEAD_CHARS)
+    _refuse_relayed(glances)
+    sent = selection.pick(glances, host, before, local.read_raw_at) if glances else []
+    if len(glances) < batch:
+        sent += selection.due(host, time.time_ns() // 1000)
+    return glances, sent
+
+
+def _refuse_relayed(chunk: Sequence[RawEvent | Glance]) -> None:
+    relayed = next(
+        (e for e in chunk if (e.relayed if isinstance(e, Glance) else e.origin is not None)),
+        None,
+    )
+    if relayed is not None:
+        raise StoreError(
+            f"event {relayed.seq} of this store was shipped here from another "
+            "host: ship a host's own store, not a central one"
+        )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
@@ -43,9 +43,9 @@ from typing import Final, NoReturn, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
-from advisor.fleet.selection import HEAD_CHARS, Selection
+from advisor.fleet.selection import Selection, next_batch
 from advisor.store import Checkpoint, EventStore
-from advisor.store.chain import GENESIS_HASH, Glance, RawEvent
+from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.engine import first_line, redact
 from advisor.store.integrity.binding import check_binding
 from advisor.store.integrity.central import (
@@ -107,10 +107,8 @@ def ship(
     host's chain head after each batch and store it centrally (`store_label` names the
     local store in the head) — and first make sure the central store takes heads signed with
     it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them.
-    With `selection`, ship what the fleet needs and a digest of the rest
-    (`advisor.fleet.selection`); without, every event as it is. With `fold` False, leave
-    the central projections to the central store's own fold even where this caller may write
-    them (the owner's timer, `advisor fold`)."""
+    `selection`: what the fleet needs (`advisor.fleet.selection`), else every event; `fold`
+    False: the owner's fold (`advisor fold`) folds the central store."""
     report = ShipReport()
     writer = writer_for(central)
 
@@ -120,31 +118,16 @@ def ship(
     if key is not None and writer.keeps_heads:
         retrying(lambda: check_binding(central, host, key.public_key, key_path))
 
-    name = checkpoint_name(central.url)
-    saved = local.checkpoint(name)
+    saved = local.checkpoint(name := checkpoint_name(central.url))
     bookmark = int(saved["seq"]) if saved else 0
     position = retrying(lambda: central_position(central, host))
     there = retrying(lambda: check_position(local, central, host, position))
-    report.central_seq = position.seq
-    report.behind = max(0, bookmark - position.seq)
+    report.central_seq, report.behind = position.seq, max(0, bookmark - position.seq)
     after, before = position.seq, there  # where reading goes on, and the hash there
     if selection is not None:  # after the kept run still pending, if it starts there
         after, before = selection.resume(position.seq, there)
     while True:
-        chunk: Sequence[RawEvent | Glance]
-        sent: list[RawEvent] = []
-        if selection is None:
-            sent = list(islice(local.read_raw(after_seq=after, chunk=batch), batch))
-            chunk = sent
-            _refuse_relayed(chunk)
-        else:  # each event read only as far as deciding needs, the shipped ones whole
-            glances = local.glance(after_seq=after, limit=batch, message_chars=HEAD_CHARS)
-            chunk = glances
-            _refuse_relayed(chunk)
-            if glances:
-                sent = selection.pick(glances, host, before, local.read_raw_at)
-            if len(glances) < batch:  # all there is: a run kept long enough ships now
-                sent += selection.due(host, time.time_ns() // 1000)
+        chunk, sent = next_batch(local, host, after, before, batch, selection)
         if chunk:
             after, before = chunk[-1].seq, chunk[-1].hash
         if sent:
@@ -154,9 +137,7 @@ def ship(
             position = Position(sent[-1].seq, sent[-1].hash)
             local.append_prepared([], Checkpoint(name, {"seq": position.seq}))
             if key is not None and writer.keeps_heads:
-                head = key.sign(
-                    host, position.seq, sent[-1].hash, time.time_ns() // 1000, store_label
-                )
+                head = key.sign(host, position.seq, sent[-1].hash, _now_us(), store_label)
                 report.heads += retrying(partial(writer.store_head, head))
         if len(chunk) < batch:
             break  # the last of the store's events: no need to ask for more
@@ -166,6 +147,10 @@ def ship(
     report.last_seq = position.seq
     report.folded = fold and retrying(lambda: _fold(central))
     return report
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 def open_central(
@@ -236,18 +221,6 @@ def _first_difference(local: EventStore, central: EventStore, host: str, differs
 def _local_event(local: EventStore, seq: int) -> RawEvent | None:
     got = list(islice(local.read_raw(after_seq=seq - 1, chunk=1), 1))
     return got[0] if got and got[0].seq == seq else None
-
-
-def _refuse_relayed(chunk: Sequence[RawEvent | Glance]) -> None:
-    relayed = next(
-        (e for e in chunk if (e.relayed if isinstance(e, Glance) else e.origin is not None)),
-        None,
-    )
-    if relayed is not None:
-        raise StoreError(
-            f"event {relayed.seq} of this store was shipped here from another "
-            "host: ship a host's own store, not a central one"
-        )
 
 
 def _fold(central: EventStore) -> bool:

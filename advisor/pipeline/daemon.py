@@ -279,7 +279,7 @@ def start_shipper(
     """`--ship-to`: ship in a thread that reports every failure (`say`, the unit's status
     line) and goes on; should the thread itself end before `stop`, that is reported too, in
     `died`, and `watch` fails when it stops."""
-    from advisor.fleet.ship import ShipReport
+    from advisor.fleet.ship import ShipReport, ship_forever
     from advisor.store.engine import redact
     from advisor.store.integrity.headlog import load_key, store_label
     from advisor.store.integrity.keyplace import place_for
@@ -298,8 +298,6 @@ def start_shipper(
             notifier.notify(f"STATUS=shipping to {where} ok (host seq {report.last_seq})")
 
     def run() -> None:
-        from advisor.fleet.ship import ship_forever
-
         try:
             place = place_for(store_label(local.url), key)  # the key `sign_heads` uses
             ship_forever(

@@ -23,6 +23,7 @@ __all__ = [
     "chain",
     "checkpointing",
     "engine",
+    "glance",
     "integrity",
     "leases",
     "migrate",

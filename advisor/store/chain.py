@@ -7,13 +7,13 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
 from advisor.core.events import Prepared
 
-__all__ = ["GENESIS_HASH", "Glance", "RawEvent", "chain_rows", "event_hash", "stored_hash"]
+__all__ = ["GENESIS_HASH", "RawEvent", "chain_rows", "event_hash", "stored_hash"]
 
 GENESIS_HASH = bytes(32)
 
@@ -73,22 +73,6 @@ class RawEvent:
             self.payload.encode(),
             None if self.origin is None else self.origin.encode(),
         )
-
-
-class Glance(NamedTuple):
-    """An event seen without its whole payload (`EventStore.glance`): its envelope, its hash,
-    and `text` — a log line's message, its first characters only (None when it has none);
-    any other event's payload. `relayed`: it carries an origin (it was shipped here from
-    another host). A tuple: a host makes one for each line it ships or keeps."""
-
-    seq: int
-    stream: str
-    type: str
-    time_us: int
-    recorded_us: int
-    hash: bytes
-    text: str | None
-    relayed: bool
 
 
 def stored_hash(value: object) -> bytes:

@@ -26,9 +26,10 @@ from advisor.core.events import (
     stored_event,
 )
 from advisor.store import migrate
-from advisor.store.chain import GENESIS_HASH, Glance, RawEvent, chain_rows, stored_hash
+from advisor.store.chain import GENESIS_HASH, RawEvent, chain_rows, stored_hash
 from advisor.store.checkpointing import latest_checkpoint, save_checkpoint
 from advisor.store.engine import WRITE_OPTION, first_line, make_engine, redact, retry_busy
+from advisor.store.glance import Glance, glance
 from advisor.store.schema import events, sources
 from advisor.store.types import AppendResult, Checkpoint, EventFilter
 
@@ -52,11 +53,13 @@ _ENVELOPE = (
     sources.c.name,
     events.c.idem_key,
 )
+# An event as stored (`RawEvent`): the envelope, the payload, the hash and the origin.
+_RAW: Final = select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin).join(
+    sources, sources.c.id == events.c.source_id
+)
 SHIP_PREFIX: Final = "ship:"  # the source of events a host shipped here (`advisor.fleet.ship`)
 APPEND_LOCK_ID = 0x616476_617070  # pg advisory lock key for appends
 _IN_CHUNK = 500
-_MESSAGE_KEY: Final = '"message":"'  # where a log line's message starts in its stored payload
-_LOG_TYPE: Final = "log.recorded"
 # The keys go in as an array the planner cannot see into (an InitPlan): with a list of
 # constants and no statistics on the table (a new partition, autovacuum off or behind), it
 # takes `idem_key IN (…)` to match every row, and scans all of the source's events instead
@@ -271,10 +274,7 @@ class EventStore:
         self, *, after_seq: int = 0, source: str | None = None, chunk: int = 10_000
     ) -> Iterator[RawEvent]:
         """Events as stored, in sequence order (with `source`: that source's, in key order)."""
-        query = select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin).join(
-            sources, sources.c.id == events.c.source_id
-        )
-        order, position = events.c.seq, after_seq
+        query, order, position = _RAW, events.c.seq, after_seq
         if source is not None:
             query = query.where(sources.c.name == source)
             order, position = events.c.idem_key, -1
@@ -302,41 +302,19 @@ class EventStore:
                 position = rows[-1][7] if source is not None else rows[-1][0]
 
     def glance(self, *, after_seq: int, limit: int, message_chars: int = 400) -> list[Glance]:
-        """The next `limit` events after `after_seq`, in sequence order, each read only as far
-        as deciding about it needs: a log line's message to its first `message_chars`
-        characters (the database cuts it), any other event's payload
-        (`advisor.fleet.selection`). Through the driver's own cursor: a host glances at
-        every line it ships or keeps, and a row object per line would double the cost."""
-        postgres = self.dialect == "postgresql"
-        mark, find = ("%s", "strpos") if postgres else ("?", "instr")
-        sql = (
-            "SELECT seq, stream, type, event_time_us, recorded_time_us, hash, "
-            f"CASE WHEN type <> '{_LOG_TYPE}' THEN payload "
-            f"ELSE substr(payload, nullif({find}(payload, {mark}), 0) + {len(_MESSAGE_KEY)}, "
-            f"{mark}) END, origin IS NOT NULL "
-            f"FROM events WHERE seq > {mark} ORDER BY seq LIMIT {mark}"
-        )
+        """The next `limit` events after `after_seq`, read only as far as deciding about them
+        needs (`advisor.store.glance`)."""
         with self._engine.connect() as conn:
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            try:
-                cursor.execute(sql, (_MESSAGE_KEY, message_chars, after_seq, limit))
-                return list(map(Glance._make, cursor.fetchall()))
-            finally:
-                cursor.close()
+            return glance(conn, self.dialect, after_seq, limit, message_chars)
 
     def read_raw_at(self, seqs: Sequence[int]) -> list[RawEvent]:
         """The events at these seqs as stored, in sequence order (a seq it lacks is left out)."""
-        query = select(*_ENVELOPE, events.c.payload, events.c.hash, events.c.origin).join(
-            sources, sources.c.id == events.c.source_id
-        )
         out: list[RawEvent] = []
         unique = sorted(set(seqs))
         with self._engine.connect() as conn:
             for i in range(0, len(unique), _IN_CHUNK):
-                part = unique[i : i + _IN_CHUNK]
-                rows = conn.execute(
-                    query.where(events.c.seq.in_(part)).order_by(events.c.seq)
-                ).all()
+                part = events.c.seq.in_(unique[i : i + _IN_CHUNK])
+                rows = conn.execute(_RAW.where(part).order_by(events.c.seq)).all()
                 out.extend(RawEvent(*r[:9], stored_hash(r[9]), r[10]) for r in rows)
         return out
 
