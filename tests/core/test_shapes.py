@@ -27,6 +27,7 @@ POOL: list[Any] = [
     "a",
     "h/u.service",
     "x" * 5000,
+    "ab" * 32,  # what a hash field (hex, 64 digits) takes
     "tab\there",
     "nul\x00",
     "\x7f",

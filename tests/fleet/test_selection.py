@@ -6,6 +6,7 @@ of kept events as one `ship.held` range that the central store chains across —
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -456,3 +457,43 @@ def test_a_long_line_is_judged_on_all_of_it(
     rows = _central_rows(central)
     assert [(k, t) for k, t, _, _ in rows] == [(1, HELD), (2, "log.recorded"), (3, HELD)]
     assert "Request failed" in rows[1][2]
+
+
+def test_retention_keeps_a_fleet_shipped_chain_checkable(
+    tmp_path: Path, seed_journal: Path, pg_url: str, opener: Callable[[str], EventStore]
+) -> None:
+    """Partitions holding kept ranges are retained like any: the host's chain resumes at
+    its anchor (a range's closing hash where one ends the retained part), and the host ships
+    on after it."""
+    central = opener(pg_url)
+    with central.begin() as conn:  # a fresh store may choose its block size
+        conn.execute(text("UPDATE advisor_partitioning SET block = 20"))
+    host = _busy_host(tmp_path, seed_journal)
+    ship(host, central, HOST, batch=50, selection=Selection(held_every_s=0))
+    shipped = len(_central_rows(central))
+    cutoff = time.time_ns() // 1000 + 1
+    result = CliRunner().invoke(
+        cli,
+        [
+            "retention",
+            "--before",
+            f"@{cutoff / 1e6:.6f}",
+            "--to",
+            str(tmp_path / "archive"),
+            "--json",
+            "--db",
+            pg_url,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    retained = json.loads(result.output)
+    assert retained and sum(r["events"] for r in retained) < shipped
+    chain = verify_host(central, f"ship:{HOST}")
+    assert chain.ok, chain
+    host.append([_line(40_000 + i, OK.format(i=i)) for i in range(3)])
+    host.append([_line(40_100, NOT_ROUTINE[0])])
+    more = ship(host, central, HOST, selection=Selection(held_every_s=0))
+    assert (more.shipped, more.held) == (2, 3)
+    assert verify_host(central, f"ship:{HOST}").ok
+    assert json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", pg_url]).output)["ok"]
+    host.close()
