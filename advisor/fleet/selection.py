@@ -49,13 +49,12 @@ from advisor.core.events import canonical_payload
 from advisor.core.payloads import LinesHeld
 from advisor.store import EventStore
 from advisor.store.chain import RawEvent
-from advisor.store.glance import Glance
+from advisor.store.glance import MESSAGE_KEY, Glance
 from advisor.store.integrity.held import HELD_TYPE
 
 __all__ = [
     "GPU_EVERY_S",
     "HEAD_CHARS",
-    "HELD",
     "HELD_EVERY_S",
     "HOST_ROUTINE",
     "MODES",
@@ -65,7 +64,6 @@ __all__ = [
     "selection_for",
 ]
 
-HELD: Final = HELD_TYPE
 HELD_STREAM: Final = "@held"  # HOST/@held: no unit name starts with "@"
 GPU_EVERY_S: Final = 60.0
 HELD_EVERY_S: Final = 60.0  # a run of kept events at the end waits at most this for company
@@ -74,7 +72,6 @@ MODES: Final = ("fleet", "all")
 # Routine lines of the host itself, not of an engine: the firewall's log of each packet.
 HOST_ROUTINE: Final = ("[UFW BLOCK]", "[UFW AUDIT]", "[UFW ALLOW]")
 _LOG: Final = "log.recorded"
-_MESSAGE_KEY: Final = '"message":"'
 # How much of a log line's message `EventStore.glance` reads for the decision; a longer line
 # with no routine cue in it is read whole.
 HEAD_CHARS: Final = 400
@@ -95,10 +92,8 @@ _ROUTINE: Final = tuple(
 class _Kept:
     """A run of consecutive kept events, as its digest needs them."""
 
-    first_seq: int
+    first: Glance
     from_hash: bytes  # the host's chain hash before the run
-    first_time_us: int
-    first_recorded_us: int
     last: Glance
     streams: dict[str, int]
 
@@ -109,17 +104,17 @@ class _Kept:
     def event(self, host: str) -> RawEvent:
         """The `ship.held` event standing for the run: keyed and chained as its last event."""
         payload = LinesHeld(
-            first_seq=self.first_seq,
+            first_seq=self.first.seq,
             last_seq=self.last.seq,
             from_hash=self.from_hash.hex(),
-            first_time_us=self.first_time_us,
+            first_time_us=self.first.time_us,
             last_time_us=self.last.time_us,
             streams=self.streams,
         )
         return RawEvent(
             seq=self.last.seq,
             stream=f"{host}/{HELD_STREAM}",
-            type=HELD,
+            type=HELD_TYPE,
             version=payload.version,
             time_us=self.last.time_us,
             recorded_us=self.last.recorded_us,
@@ -148,15 +143,9 @@ class Selection:
     pending: _Kept | None = None
     kept: int = 0  # events kept since the last `resume`
 
-    def routine(self, event: Glance) -> bool:
-        """Whether the host keeps this event (it travels only in a `ship.held` digest)."""
-        if event.type == _LOG:
-            return event.text is not None and routine_line(event.text)
-        if event.type == _GPU:
-            return self._routine_sample(event)
-        return False
-
     def _routine_sample(self, event: Glance) -> bool:
+        """Whether the host keeps this GPU sample (one between the fleet's, its processes
+        the same)."""
         try:
             processes = orjson.dumps(orjson.loads(event.text or "").get("processes"))
         except (orjson.JSONDecodeError, AttributeError):
@@ -177,7 +166,7 @@ class Selection:
         at `seq` (the pending run is dropped: the central store is elsewhere)."""
         self.kept = 0
         run = self.pending
-        if run is not None and run.first_seq == seq + 1 and run.from_hash == hash_:
+        if run is not None and run.first.seq == seq + 1 and run.from_hash == hash_:
             return run.last.seq, run.last.hash
         self.pending = None
         return seq, hash_
@@ -200,12 +189,12 @@ class Selection:
         longer: list[int] = []
         for event in chunk:
             text = event.text
-            if event.type == _LOG:  # inline (most events are): a call costs as much
+            if event.type == _LOG:
                 routine = text is not None and routine_line(text)
                 if not routine and text is not None and len(text) >= HEAD_CHARS:
                     longer.append(event.seq)
-            else:
-                routine = self.routine(event)
+            else:  # of the rest, only GPU samples are ever kept
+                routine = event.type == _GPU and self._routine_sample(event)
             verdicts.append(routine)
         whole = {e.seq: e for e in read(longer)} if longer else {}
         spans: list[Glance | RawEvent] = []  # an event to read whole, or a digest
@@ -218,7 +207,7 @@ class Selection:
             if routine:
                 kept += 1
                 if run is None:
-                    run = _Kept(event.seq, prev, event.time_us, event.recorded_us, event, {})
+                    run = _Kept(event, prev, event, {})
                 run.take(event)
             else:
                 if run is not None:
@@ -246,7 +235,7 @@ class Selection:
         run = self.pending
         if run is None:
             return []
-        if not flush and now_us - run.first_recorded_us < self.held_every_s * 1_000_000:
+        if not flush and now_us - run.first.recorded_us < self.held_every_s * 1_000_000:
             return []
         self.pending = None
         return [run.event(host)]
@@ -261,8 +250,8 @@ def selection_for(mode: str, gpu_every_s: float = GPU_EVERY_S) -> Selection | No
 
 def _message(payload: str) -> str:
     """A stored log line's message on, as JSON writes it (with the fields after it)."""
-    start = payload.find(_MESSAGE_KEY)
-    return "" if start < 0 else payload[start + len(_MESSAGE_KEY) :]
+    start = payload.find(MESSAGE_KEY)
+    return "" if start < 0 else payload[start + len(MESSAGE_KEY) :]
 
 
 def routine_line(message: str) -> bool:

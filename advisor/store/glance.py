@@ -8,9 +8,9 @@ from typing import Final, NamedTuple
 
 from sqlalchemy import Connection
 
-__all__ = ["Glance", "glance"]
+__all__ = ["MESSAGE_KEY", "Glance", "glance"]
 
-_MESSAGE_KEY: Final = '"message":"'  # where a log line's message starts in its stored payload
+MESSAGE_KEY: Final = '"message":"'  # where a log line's message starts in its stored payload
 _LOG_TYPE: Final = "log.recorded"
 
 
@@ -42,13 +42,13 @@ def glance(
     sql = (
         "SELECT seq, stream, type, event_time_us, recorded_time_us, hash, "
         f"CASE WHEN type <> '{_LOG_TYPE}' THEN payload "
-        f"ELSE substr(payload, nullif({find}(payload, {mark}), 0) + {len(_MESSAGE_KEY)}, "
+        f"ELSE substr(payload, nullif({find}(payload, {mark}), 0) + {len(MESSAGE_KEY)}, "
         f"{mark}) END, origin IS NOT NULL "
         f"FROM events WHERE seq > {mark} ORDER BY seq LIMIT {mark}"
     )
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.execute(sql, (_MESSAGE_KEY, message_chars, after_seq, limit))
+        cursor.execute(sql, (MESSAGE_KEY, message_chars, after_seq, limit))
         return list(map(Glance._make, cursor.fetchall()))
     finally:
         cursor.close()

@@ -18,12 +18,13 @@ from sqlalchemy import create_engine, text
 from advisor.cli.main import cli
 from advisor.core.errors import IntegrityError
 from advisor.core.events import NewEvent
-from advisor.fleet.selection import HELD, Selection, routine_line
+from advisor.fleet.selection import Selection, routine_line
 from advisor.fleet.ship import checkpoint_name, ship
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.integrity.central import Position, central_position, writer_for
 from advisor.store.integrity.heads import HostKey
+from advisor.store.integrity.held import HELD_TYPE
 from advisor.store.integrity.hostchain import central_head_findings, verify_host
 from advisor.store.migrate import upgrade as upgrade_schema
 from tests.conftest import seed_on_host
@@ -168,7 +169,7 @@ def test_a_host_ships_what_the_fleet_needs_and_a_checked_digest_of_the_rest(
     expected = _expected_shipped(host)
     rows = _central_rows(central)
 
-    shipped = {k: payload for k, type_, payload, _ in rows if type_ != HELD}
+    shipped = {k: payload for k, type_, payload, _ in rows if type_ != HELD_TYPE}
     assert set(shipped) == expected
     assert all(local[k].payload == payload for k, payload in shipped.items())
     assert len(expected) < len(local) / 3  # the routine lines stayed here
@@ -177,7 +178,7 @@ def test_a_host_ships_what_the_fleet_needs_and_a_checked_digest_of_the_rest(
     covered: list[int] = []
     per_stream: dict[str, int] = {}
     for k, type_, payload, origin in rows:
-        if type_ != HELD:
+        if type_ != HELD_TYPE:
             covered.append(k)
             continue
         held = orjson.loads(payload)
@@ -232,7 +233,7 @@ def test_a_kept_run_at_the_end_waits_for_company_and_its_minute(
     host.append([_line(300, NOT_ROUTINE[1])])
     report = ship(host, central, HOST, selection=selection)
     assert (report.shipped, report.last_seq) == (2, start.seq + 11)
-    held = orjson.loads(next(p for k, t, p, _ in _central_rows(central) if t == HELD))
+    held = orjson.loads(next(p for k, t, p, _ in _central_rows(central) if t == HELD_TYPE))
     assert (held["first_seq"], held["last_seq"]) == (start.seq + 1, start.seq + 10)
 
     host.append([_line(400 + i, OK.format(i=i)) for i in range(3)])
@@ -253,7 +254,7 @@ def test_the_chain_is_checked_across_a_kept_range(
     central = opener(store_url)
     ship(host, central, HOST, selection=Selection(held_every_s=0))
     rows = _central_rows(central)
-    ranges = [(k, orjson.loads(p)) for k, t, p, _ in rows if t == HELD]
+    ranges = [(k, orjson.loads(p)) for k, t, p, _ in rows if t == HELD_TYPE]
     # a range followed by a shipped event, not the last one
     k, held = next((k, h) for k, h in ranges if any(r[0] == k + 1 for r in rows))
     _tamper(
@@ -262,7 +263,7 @@ def test_the_chain_is_checked_across_a_kept_range(
         "AND idem_key = :k",
         was=held["from_hash"],
         now="0" * 64,
-        t=HELD,
+        t=HELD_TYPE,
         k=k,
     )
     broken = verify_host(central, f"ship:{HOST}")
@@ -274,7 +275,7 @@ def test_the_chain_is_checked_across_a_kept_range(
         "AND idem_key = :k",
         was="0" * 64,
         now=held["from_hash"],
-        t=HELD,
+        t=HELD_TYPE,
         k=k,
     )
     assert verify_host(central, f"ship:{HOST}").ok
@@ -284,7 +285,7 @@ def test_the_chain_is_checked_across_a_kept_range(
         "UPDATE events SET origin = replace(origin, :was, :now) WHERE type = :t AND idem_key = :k",
         was=closing,
         now="1" * 64,
-        t=HELD,
+        t=HELD_TYPE,
         k=k,
     )
     broken = verify_host(central, f"ship:{HOST}")
@@ -455,7 +456,7 @@ def test_a_long_line_is_judged_on_all_of_it(
     report = ship(host, central, HOST, selection=Selection(held_every_s=0))
     assert report.held == 2
     rows = _central_rows(central)
-    assert [(k, t) for k, t, _, _ in rows] == [(1, HELD), (2, "log.recorded"), (3, HELD)]
+    assert [(k, t) for k, t, _, _ in rows] == [(1, HELD_TYPE), (2, "log.recorded"), (3, HELD_TYPE)]
     assert "Request failed" in rows[1][2]
 
 

@@ -24,7 +24,7 @@ from advisor.core.events import Prepared
 from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.engine import first_line
 from advisor.store.integrity.heads import SignedHead
-from advisor.store.integrity.held import HELD_TYPE, held_range
+from advisor.store.integrity.held import HELD_TYPE, range_fault
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import PROJECTION_TABLES, events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
@@ -338,18 +338,18 @@ def _check_extends(host: str, new: Sequence[RawEvent], at: Position) -> None:
     prev_seq, prev_hash = at.seq, at.hash
     for e in new:
         if e.type == HELD_TYPE:  # a range the host kept: it starts where the chain stands
-            held = held_range(e.payload, e.seq)
-            if held is None or held.first_seq != prev_seq + 1:
+            fault = range_fault(e.payload, e.seq, prev_seq + 1, prev_hash)
+            if fault is not None and fault.starts_elsewhere:
+                raise IntegrityError(
+                    f"host {host}: its kept range from seq {fault.first_bad_seq} does not "
+                    f"start from its chain as shipped (the hash before it differs)",
+                    first_bad_seq=fault.first_bad_seq,
+                )
+            if fault is not None:
                 raise IntegrityError(
                     f"host {host}: its kept range ending at seq {e.seq} does not follow its "
                     f"last shipped seq {prev_seq}",
-                    first_bad_seq=prev_seq + 1,
-                )
-            if prev_hash is not None and held.from_hash != prev_hash:
-                raise IntegrityError(
-                    f"host {host}: its kept range from seq {held.first_seq} does not start "
-                    f"from its chain as shipped (the hash before it differs)",
-                    first_bad_seq=held.first_seq,
+                    first_bad_seq=fault.first_bad_seq,
                 )
             prev_seq, prev_hash = e.seq, e.hash
             continue

@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text
 from advisor.core.payloads import ChainAnchor
 from advisor.store.chain import GENESIS_HASH, RawEvent, event_hash
 from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
-from advisor.store.integrity.held import HELD_TYPE, held_range
+from advisor.store.integrity.held import HELD_TYPE, range_fault
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
@@ -85,14 +85,14 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
             continue
         started = True
         if event.type == HELD_TYPE:  # a range the host kept: bridged by its two hashes
-            held = held_range(event.payload, event.key)
-            if held is None or held.first_seq != expected:
-                return bad(event.key, expected, f"host event {expected} was not shipped")
-            if held.from_hash != prev:
+            fault = range_fault(event.payload, event.key, expected, prev)
+            if fault is not None:
                 return bad(
                     event.key,
-                    held.first_seq,
-                    "a kept range does not start from the host's chain as shipped",
+                    fault.first_bad_seq,
+                    "a kept range does not start from the host's chain as shipped"
+                    if fault.starts_elsewhere
+                    else f"host event {expected} was not shipped",
                 )
             prev, expected = claimed, event.key + 1
             continue
