@@ -51,6 +51,7 @@ BENCHES = (
     Bench("explain_html", ("bench/explain_html.py",)),
     Bench("startup", ("bench/startup.py",)),
     Bench("fleet", ("bench/fleet.py", "--seconds", "60"), ("--url", "{pg}")),
+    Bench("central_scale", ("bench/central_scale.py", "--repeat", "3"), ("--db", "{pg}")),
 )
 
 

@@ -73,9 +73,8 @@ class Reading(Front):
         from advisor.views.read.corrections import with_operator_labels
         from advisor.views.read.reading import read_rows
 
-        rows = read_rows(self.store, "incidents", unit=unit, host=host)
-        if only_open:
-            rows = [r for r in rows if r["status"] == IncidentStatus.OPEN]
+        status = IncidentStatus.OPEN.value if only_open else None
+        rows = read_rows(self.store, "incidents", unit=unit, host=host, status=status)
         return with_operator_labels(self.store, rows)
 
     def hosts(self, *, now_s: float | None = None) -> list[HostHealth]:
@@ -151,8 +150,9 @@ class Reading(Front):
         """Crashes by label, service and week, time to recovery, restart loops, GPU headroom
         and memory release: section → rows, over the store at `url` (default: the
         settings'), in a process of its own for SQLite, or over a Parquet export."""
-        from advisor.reports.analytics import connect_parquet, store_stats
-        from advisor.reports.analytics import stats as stats_
+        from advisor.reports.analytics import connect_parquet
+        from advisor.reports.stats import stats as stats_
+        from advisor.reports.stats import store_stats
 
         if parquet_dir is None:
             where = self.settings.db_url if url is None else url

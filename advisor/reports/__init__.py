@@ -13,6 +13,7 @@ __all__ = [
     "postmortem",
     "render",
     "sandbox",
+    "stats",
     "stats_charts",
     "stats_columns",
     "writeup",

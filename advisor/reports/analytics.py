@@ -15,7 +15,7 @@ in every query (`check_sql`), as are the statements that write files in a sandbo
 
 Many processes, one store: DuckDB opens a SQLite store only in a short-lived process of its
 own (`advisor.reports.apart` says why: its SQLite would drop the locks of the process's other
-connections), so the entry points that read the store — `query_store`, `store_stats`,
+connections), so the entry points that read the store — `query_store`, `stats.store_stats`,
 `export_parquet` — run their DuckDB work there and hand back the rows; `connect_store` itself
 is for that process (and for PostgreSQL).
 """
@@ -40,7 +40,6 @@ from advisor.reports.sandbox import check_sql, sql_literal
 from advisor.reports.sandbox import first_line as _first_line
 from advisor.reports.sandbox import new_duckdb as _duckdb
 from advisor.reports.sandbox import seal as _seal
-from advisor.reports.stats_sql import STATS_SQL
 from advisor.store.engine import parse_url, redact
 
 # What a query may run lives in `sandbox`; importers of this module find it here too.
@@ -55,8 +54,6 @@ __all__ = [
     "export_parquet",
     "query_parquet",
     "query_store",
-    "stats",
-    "store_stats",
 ]
 
 PROJECTIONS: Final = ("runs", "incidents", "actions", "gpu_samples")
@@ -192,6 +189,9 @@ def connect_store(url: str, *, sandbox: bool = False, folder: Path | None = None
                 + f"?options={read_only}"
             )
             with_schema = f", SCHEMA {sql_literal(schema.group(1))}" if schema else ""
+            # filters reach the server as WHERE clauses its indexes answer (by default the
+            # scanner splits a table into page ranges, which no index serves)
+            con.execute("SET pg_use_ctid_scan = false")
             con.execute(
                 f"ATTACH {sql_literal(dsn)} AS store (TYPE postgres{with_schema}, READ_ONLY)"
             )
@@ -324,53 +324,3 @@ def _export(conn: Connection, stage: Path) -> dict[str, int]:
 def _count(conn: Connection, view: str) -> int:
     row = conn.con.execute(f"SELECT count(*) FROM {view}").fetchone()
     return int(row[0]) if row else 0
-
-
-# ------------------------------------------------------------------ stats
-
-
-def store_stats(
-    url: str,
-    *,
-    unit: str | None = None,
-    host: str | None = None,
-    since_us: int | None = None,
-) -> dict[str, list[dict[str, Any]]]:
-    """`stats` over the store at `url`; for SQLite, in a process of its own (`apart`)."""
-    return apart(url, _store_stats, url, unit, host, since_us)
-
-
-def _store_stats(
-    url: str, unit: str | None, host: str | None, since_us: int | None
-) -> dict[str, list[dict[str, Any]]]:
-    conn = connect_store(url, sandbox=True)
-    try:
-        return stats(conn, unit=unit, host=host, since_us=since_us)
-    finally:
-        conn.close()
-
-
-def stats(
-    conn: Connection,
-    *,
-    unit: str | None = None,
-    host: str | None = None,
-    since_us: int | None = None,
-) -> dict[str, list[dict[str, Any]]]:
-    """The fleet's figures, each section a list of rows."""
-    conditions = []
-    if unit is not None:
-        conditions.append(f"unit = {sql_literal(unit)}")
-    if host is not None:
-        conditions.append(f"host = {sql_literal(host)}")
-    out: dict[str, list[dict[str, Any]]] = {}
-    for name, sql in STATS_SQL.items():
-        time_column = "opened_us" if "incidents" in sql.split("FROM")[1] else "started_us"
-        extra = conditions + ([f"{time_column} >= {int(since_us)}"] if since_us else [])
-        if time_column == "opened_us":  # an id named on partial data is no incident
-            extra.append("status <> 'superseded'")
-        where = ("WHERE " + " AND ".join(extra)) if extra else ""
-        where_and = ("WHERE " + " AND ".join(extra) + " AND") if extra else "WHERE"
-        columns, rows = conn.query(sql.format(where=where, where_and=where_and))
-        out[name] = [dict(zip(columns, row, strict=True)) for row in rows]
-    return out

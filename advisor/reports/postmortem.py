@@ -182,9 +182,7 @@ def _gpu_memory(
     there too."""
     start = window[0].started_us
     end = max((r.ended_us or r.started_us) for r in window) + 30_000_000
-    samples = [
-        s for s in read_rows(store, "gpu_samples", host=host) if start <= s["time_us"] <= end
-    ]
+    samples = read_rows(store, "gpu_samples", host=host, between_us=(start, end))
     gpus: dict[int, list[float]] = {}
     for s in samples:
         fraction = s["used_bytes"] / s["total_bytes"] if s["total_bytes"] else 0.0

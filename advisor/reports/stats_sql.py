@@ -1,5 +1,5 @@
 """The SQL of `advisor stats`: one query per section, over the projections as DuckDB sees
-them (`advisor.reports.analytics.stats` fills in `{where}` / `{where_and}`). The GPU release
+them (`advisor.reports.stats.stats` fills in `{where}` / `{where_and}`). The GPU release
 after a kill takes its thresholds from advisor.core.release, as the recommender's history:
 per host, every kill, how many of them were measured (the run had used a GPU, and it was free
 again within the horizon), and the p50 and p95 of those (null when none was)."""
@@ -9,6 +9,21 @@ from __future__ import annotations
 from typing import Final
 
 from advisor.core.release import FREE, HORIZON_US, QUANTILE, USED
+
+# The columns of the projections the sections read: each table is read from the store once,
+# into DuckDB, rather than once a section.
+STATS_COLUMNS: Final = {
+    "incidents": "incident_id, host, unit, label, runs, status, opened_us, resolved_us",
+    "runs": "run_id, host, unit, started_us, ended_us, exit_signal, peak_gpu_used_bytes, "
+    "peak_gpu_total_bytes",
+}
+
+# Where each host's killed runs lie (the release section's `killed`): the GPU samples that
+# section reads are these windows', each a filter of its own, which DuckDB hands the store.
+KILL_WINDOWS: Final = """
+    SELECT host, min(started_us) AS lo, max(ended_us) AS hi FROM runs
+    {where_and} exit_signal = 'KILL' AND ended_us IS NOT NULL GROUP BY host ORDER BY host"""
+RELEASE: Final = "gpu_release_after_kill"
 
 STATS_SQL: Final = {
     "crashes_by_label": """
@@ -34,12 +49,12 @@ STATS_SQL: Final = {
                round(quantile_cont(1 - peak_gpu_used_bytes::DOUBLE / peak_gpu_total_bytes, 0.5), 3)
                    AS p50
         FROM runs {where_and} peak_gpu_total_bytes > 0 GROUP BY host, unit ORDER BY host, unit""",
-    "gpu_release_after_kill": f"""
+    RELEASE: f"""
         WITH killed AS (
             SELECT run_id, host, unit, started_us, ended_us FROM runs
             {{where_and}} exit_signal = 'KILL' AND ended_us IS NOT NULL),
         used AS (
-            SELECT k.run_id, s.gpu FROM killed k JOIN gpu_samples s
+            SELECT k.run_id, s.gpu FROM killed k JOIN {{samples}} s
               ON s.host = k.host AND s.time_us BETWEEN k.started_us AND k.ended_us
             GROUP BY k.run_id, s.gpu
             HAVING max(s.used_bytes::DOUBLE / nullif(s.total_bytes, 0)) > {USED}
@@ -47,7 +62,7 @@ STATS_SQL: Final = {
         freed AS (
             SELECT k.run_id, k.host, u.gpu, min(s.time_us) - k.ended_us AS dt
             FROM killed k JOIN used u ON u.run_id = k.run_id
-            JOIN gpu_samples s ON s.host = k.host AND s.gpu = u.gpu
+            JOIN {{samples}} s ON s.host = k.host AND s.gpu = u.gpu
              AND s.time_us > k.ended_us AND s.time_us <= k.ended_us + {HORIZON_US}
              AND s.used_bytes::DOUBLE / nullif(s.total_bytes, 0) < {FREE}
             GROUP BY k.run_id, k.host, u.gpu, k.ended_us)

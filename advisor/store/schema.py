@@ -184,6 +184,8 @@ actions = Table(  # migration 0003
     Column("written_text", Text),
     Column("previous_text", Text),
     Column("had_previous", Boolean),
+    # migration 0013: when the store recorded the proposal (its event's recorded time)
+    Column("proposed_recorded_us", BigInteger),
 )
 
 leases = Table(  # migration 0007: one executor per plan
@@ -206,4 +208,25 @@ fold_pending = Table(
     Column("last_key", Text, nullable=False),
 )
 
-PROJECTION_TABLES = (runs, incidents, gpu_samples, actions, run_labels, fold_pending)
+# migration 0013: each stream's newest event, newest heartbeat and newest shipped event
+# (`advisor.views.fold.heads`): `advisor hosts` reads them here, not by searching events.
+stream_heads = Table(
+    "stream_heads",
+    metadata,
+    Column("stream", Text, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("time_us", BigInteger, nullable=False),
+    Column("beat_seq", BigInteger),
+    Column("ship_seq", BigInteger),
+    Column("shipper", Text),
+)
+
+PROJECTION_TABLES = (
+    runs,
+    incidents,
+    gpu_samples,
+    actions,
+    run_labels,
+    fold_pending,
+    stream_heads,
+)

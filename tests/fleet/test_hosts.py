@@ -5,6 +5,7 @@ incidents and GPU faults, the shipped one's ship lag, and which host is silent."
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from sqlalchemy import delete, select, text
 
 from advisor.core.events import NewEvent
 from advisor.core.heartbeat import AgentHeartbeat, agent_version
@@ -25,12 +27,15 @@ from advisor.front import Advisor
 from advisor.pipeline.heartbeat import Heartbeat, start_heartbeat
 from advisor.pipeline.processing import Processor
 from advisor.store import EventStore, open_store
+from advisor.store.schema import stream_heads
+from advisor.views.fold.projector import Projector
 from ingest.gpu_recording import recording_line
 from ingest.journal_sources import ingest_json_file
 from tests.conftest import advisor_argv, run_advisor
 from tests.journal_fixtures import Entry, have_journal_tools, make_journal
 from tests.waiting import wait
 
+migration_0013 = importlib.import_module("migrations.versions.0013_fleet_readers")
 GOLDEN = (
     Path(__file__).parents[1]
     / "golden/gpu_hardware_fault/xid79-fallen-off-bus-v011-tp2-full-journal.jsonl"
@@ -280,3 +285,39 @@ def test_a_hosts_gpu_faults_are_its_hardware_fault_events(
     assert (own.host, own.gpu_faults, own.open_incidents) == (CENTRAL, 1, 0)
     store.append([fault(3, 48, "hardware", "RESET_GPU")])
     assert [h.gpu_faults for h in Advisor(store).hosts()] == [2]
+
+
+def _heads(store: EventStore) -> list[tuple[object, ...]]:
+    with store.connect() as conn:
+        return [tuple(r) for r in conn.execute(select(stream_heads).order_by("stream"))]
+
+
+def test_the_fold_keeps_each_streams_heads_as_the_migration_fills_them(
+    store_url: str, tmp_path: Path, opener: Callable[[str], EventStore]
+) -> None:
+    """`stream_heads` as the fold keeps it (chunk by chunk, a heartbeat on top not folded yet)
+    is what migration 0013 computes from the events, and what a rebuild folds; the hosts
+    view reads the same before the newest events are folded as after."""
+    central = opener(store_url)
+    central_with_a_shipped_host(central, tmp_path).close()
+    beat(central, SHIPPED, [], at_s=time.time())  # the central store's own record of it
+    now = time.time()
+    unfolded = Advisor(central).hosts(now_s=now)
+    assert Projector(central).catch_up() == 2  # the central store's own two beats
+    assert Advisor(central).hosts(now_s=now) == unfolded
+    folded = _heads(central)
+    streams = {row[0] for row in folded}
+    assert f"{SHIPPED}/@agent" in streams and f"{CENTRAL}/@agent" in streams
+    by_stream = {row[0]: row for row in folded}
+    # the shipped host's agent stream: newest is the central store's own beat, not shipped
+    agent = by_stream[f"{SHIPPED}/@agent"]
+    assert agent[3] == agent[1] and agent[4] is not None and agent[4] < agent[1]
+    assert agent[5] == SHIPPED
+    assert by_stream[f"{CENTRAL}/@agent"][4:] == (None, None)
+
+    with central.connect() as conn, conn.begin():
+        conn.execute(delete(stream_heads))
+        conn.execute(text(migration_0013.FILL))
+    assert _heads(central) == folded
+    Projector(central).rebuild()
+    assert _heads(central) == folded

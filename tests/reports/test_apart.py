@@ -16,7 +16,8 @@ from advisor.console.fleet import stats_report
 from advisor.core.errors import InputError, StoreError
 from advisor.execution.decisions import approve
 from advisor.pipeline.processing import Processor
-from advisor.reports.analytics import connect_store, query_store, store_stats
+from advisor.reports.analytics import connect_store, query_store
+from advisor.reports.stats import store_stats
 from advisor.store import EventFilter, EventStore
 from advisor.views.read.actions import all_actions
 from ingest.journal_sources import ingest_json_file

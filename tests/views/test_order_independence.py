@@ -214,7 +214,7 @@ def test_the_newer_half_first_gives_the_runs_and_incidents_in_order(
     Projector(store).rebuild()
     assert snapshot(store) == before
     # Analytics and auto's history count incidents, not the superseded ids.
-    from advisor.reports.analytics import store_stats
+    from advisor.reports.stats import store_stats
 
     by_label = store_stats(store_url, host="gpu-node-07")["crashes_by_label"]
     counted = sum(int(row["incidents"]) for row in by_label)

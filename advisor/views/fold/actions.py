@@ -70,6 +70,7 @@ def _proposed_row(event: StoredEvent, p: ActionProposed) -> dict[str, Any]:
         "written_text": None,
         "previous_text": None,
         "had_previous": None,
+        "proposed_recorded_us": event.recorded_us,
     }
 
 

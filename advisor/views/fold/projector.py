@@ -73,6 +73,7 @@ from advisor.store.checkpointing import latest_checkpoint, save_checkpoint
 from advisor.store.engine import retry_busy
 from advisor.store.schema import PROJECTION_TABLES, fold_pending
 from advisor.views.fold.chunk import Fold
+from advisor.views.fold.heads import fold_heads
 from advisor.views.fold.sink import LineSink
 from advisor.views.fold.skipped import fold_skips, record
 
@@ -87,6 +88,12 @@ def _position(position: Mapping[str, Any] | None) -> int:
     if not position or position.get("fold") != FOLD_VERSION:
         return 0
     return int(position["seq"])
+
+
+def folded_through(conn: Connection) -> int:
+    """The seq the projections were folded through (0: none, or by another fold version)."""
+    current = latest_checkpoint(conn, CHECKPOINT)
+    return _position(None if current is None else orjson.loads(current))
 
 
 class Projector:
@@ -141,10 +148,7 @@ class Projector:
             marked = conn.execute(select(fold_pending).order_by(fold_pending.c.stream)).all()
             if not marked:
                 return
-            current = latest_checkpoint(conn, CHECKPOINT)
-            fold = Fold(
-                conn, _position(None if current is None else orjson.loads(current)), self.sink
-            )
+            fold = Fold(conn, folded_through(conn), self.sink)
             for mark in marked:
                 fold.rederive(mark.stream, mark.first_key, mark.first_us, mark.last_key)
             conn.execute(delete(fold_pending))
@@ -162,11 +166,11 @@ class Projector:
         """Fold one chunk in one write transaction; False when another process folded it."""
         with self._handing(), self._writing() as conn:
             # Re-read under the write lock: another process may have folded them.
-            current = latest_checkpoint(conn, CHECKPOINT)
-            if _position(None if current is None else orjson.loads(current)) != after:
+            if folded_through(conn) != after:
                 return False
             fold = Fold(conn, batch[-1].seq, self.sink)
             fold.apply(batch)
+            fold_heads(conn, batch)
             self._skipped = fold.skipped
             _save_position(conn, batch[-1].seq)
         return True

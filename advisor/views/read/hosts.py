@@ -11,8 +11,9 @@ read on a central store, for a host that ships to it: now minus the time the hos
 the newest event the central store holds of it (with heartbeats, a healthy shipper keeps it
 under a heartbeat interval plus a round of shipping). A host is silent when its newest
 heartbeat (without any, its newest event) is older than twice its heartbeat interval (the
-default interval for a host that sent none). Streams are found one at a time through the
-(stream, seq) index, and each stream's newest event is one index look-up too.
+default interval for a host that sent none). Each stream's newest event, heartbeat and
+shipped event come from the fold's `stream_heads` (advisor.views.fold.heads) and the events
+after the fold's position; the heartbeats and shipped events themselves are then read by seq.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import contextlib
 import re
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
 from sqlalchemy import func, select
@@ -33,7 +34,8 @@ from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
 from advisor.core.xids import HARDWARE
 from advisor.store.schema import events, incidents, sources
-from advisor.store.store import SHIP_PREFIX
+from advisor.views.fold.heads import IN, Seen, load_heads, merge
+from advisor.views.fold.projector import folded_through
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -104,15 +106,30 @@ def host_health(store: EventStore, now_s: float | None = None) -> list[HostHealt
     """Every host of the store, by name; read on one connection."""
     now = time.time() if now_s is None else now_s
     with store.connect() as conn:
-        newest = _newest_by_host(conn)
+        by_host = _heads_by_host(conn)
         counts = _incident_counts(conn)
         for host, n in _hardware_faults(conn).items():
             open_n, faults = counts.get(host, (0, 0))
             counts[host] = (open_n, max(faults, n))
-        names = sorted(set(newest) | set(counts))
-        lags = {h: _ship_lag(conn, h, now) for h in names}
-        beats = {h: _heartbeat(conn, h) for h in names}
-    return [_health(h, newest.get(h), beats[h], lags[h], counts.get(h, (0, 0)), now) for h in names]
+        names = sorted(set(by_host) | set(counts))
+        wanted = [s for h in by_host.values() for s in (h.beat_seq, h.ship_seq) if s is not None]
+        rows = _events_at(conn, wanted)
+    out = []
+    for name in names:
+        heads = by_host.get(name, _HostHeads(None, None, None))
+        beat = None if heads.beat_seq is None else rows.get(heads.beat_seq)
+        shipped = None if heads.ship_seq is None else rows.get(heads.ship_seq)
+        out.append(
+            _health(
+                name,
+                heads.time_us,
+                _heartbeat(beat),
+                _ship_lag(shipped, now),
+                counts.get(name, (0, 0)),
+                now,
+            )
+        )
+    return out
 
 
 def _health(
@@ -141,22 +158,66 @@ def _health(
     )
 
 
-def _newest_by_host(conn: Connection) -> dict[str, int]:
-    """Each host's newest event time: the newest (by seq) event of each of its streams."""
-    newest: dict[str, int] = {}
-    for stream in list(_streams(conn)):
+class _HostHeads(NamedTuple):
+    time_us: int | None  # its newest event's time: the newest by seq of each of its streams
+    beat_seq: int | None  # its newest heartbeat (in its agent stream)
+    ship_seq: int | None  # the newest event it shipped here
+
+
+def _heads_by_host(conn: Connection) -> dict[str, _HostHeads]:
+    """Each host's heads: the fold's `stream_heads` and the events it has not folded yet."""
+    heads = load_heads(conn)
+    tail = conn.execute(
+        select(
+            events.c.seq,
+            events.c.stream,
+            events.c.type,
+            events.c.event_time_us,
+            sources.c.name,
+        )
+        .join(sources, sources.c.id == events.c.source_id)
+        .where(events.c.seq > folded_through(conn))
+        .order_by(events.c.seq)
+    )
+    merge(heads, (Seen(*row) for row in tail))
+    out: dict[str, _HostHeads] = {}
+    for stream, head in heads.items():
         if "/" not in stream:
             continue  # not a host's (the pipeline's own records)
         host = stream.split("/", 1)[0]
-        t = conn.execute(
-            select(events.c.event_time_us)
-            .where(events.c.stream == stream)
-            .order_by(events.c.seq.desc())
-            .limit(1)
-        ).scalar()
-        if t is not None:
-            newest[host] = max(newest.get(host, 0), int(t))
-    return newest
+        had = out.get(host, _HostHeads(None, None, None))
+        out[host] = _HostHeads(
+            max(had.time_us or 0, head.time_us),
+            head.beat_seq if stream == agent_stream(host) else had.beat_seq,
+            had.ship_seq,
+        )
+    for head in heads.values():  # shipped: by the host that shipped it, whichever stream
+        shipper = out.get(head.shipper or "")
+        if shipper is None or head.ship_seq is None:
+            continue
+        if shipper.ship_seq is None or head.ship_seq > shipper.ship_seq:
+            out[str(head.shipper)] = shipper._replace(ship_seq=head.ship_seq)
+    return out
+
+
+def _events_at(conn: Connection, seqs: list[int]) -> dict[int, Any]:
+    """The events (rows) of these seqs (an event retention has taken is not there)."""
+    found: dict[int, Any] = {}
+    unique = sorted(set(seqs))
+    for i in range(0, len(unique), IN):
+        rows = conn.execute(
+            select(
+                events.c.seq,
+                events.c.type,
+                events.c.schema_version,
+                events.c.event_time_us,
+                events.c.recorded_time_us,
+                events.c.payload,
+                events.c.origin,
+            ).where(events.c.seq.in_(unique[i : i + IN]))
+        )
+        found.update((int(r.seq), r) for r in rows)
+    return found
 
 
 def _incident_counts(conn: Connection) -> dict[str, tuple[int, int]]:
@@ -190,37 +251,20 @@ def _hardware_faults(conn: Connection) -> dict[str, int]:
     return found
 
 
-def _ship_lag(conn: Connection, host: str, now: float) -> float | None:
-    """Now minus when the host recorded the newest event this store holds as shipped by it;
-    None when it ships nothing here."""
-    sid = conn.execute(
-        select(sources.c.id).where(sources.c.name == f"{SHIP_PREFIX}{host}")
-    ).scalar()
-    if sid is None:
-        return None
-    row = conn.execute(
-        select(events.c.origin, events.c.recorded_time_us)
-        .where(events.c.source_id == sid)
-        .order_by(events.c.idem_key.desc())
-        .limit(1)
-    ).first()
+def _ship_lag(row: Any, now: float) -> float | None:
+    """Now minus when the host recorded the newest event this store holds as shipped by it
+    (`row`); None when it ships nothing here."""
     if row is None:
         return None
-    recorded = int(row[1])  # shipped before origins were kept: when it arrived
+    recorded = int(row.recorded_time_us)  # shipped before origins were kept: when it arrived
     with contextlib.suppress(TypeError, ValueError, KeyError):
-        recorded = int(orjson.loads(row[0])["recorded_us"])
+        recorded = int(orjson.loads(row.origin)["recorded_us"])
     return round(max(0.0, now - recorded / 1e6), 3)
 
 
-def _heartbeat(conn: Connection, host: str) -> tuple[AgentHeartbeat | None, int | None]:
-    """The host's newest heartbeat and its time (one look-up on (stream, seq))."""
-    row = conn.execute(
-        select(events.c.schema_version, events.c.event_time_us, events.c.payload)
-        .where(events.c.stream == agent_stream(host), events.c.type == HEARTBEAT)
-        .order_by(events.c.seq.desc())
-        .limit(1)
-    ).first()
-    if row is None:
+def _heartbeat(row: Any) -> tuple[AgentHeartbeat | None, int | None]:
+    """The host's newest heartbeat (`row`) and its time."""
+    if row is None or row.type != HEARTBEAT:
         return None, None
-    beat = load_payload(HEARTBEAT, int(row[0]), row[2])
-    return (beat, int(row[1])) if isinstance(beat, AgentHeartbeat) else (None, None)
+    beat = load_payload(HEARTBEAT, int(row.schema_version), row.payload)
+    return (beat, int(row.event_time_us)) if isinstance(beat, AgentHeartbeat) else (None, None)

@@ -21,6 +21,7 @@ from advisor.store.schema import (
     incidents,
     run_labels,
     runs,
+    stream_heads,
 )
 from advisor.store.store import read_payload
 from advisor.views.fold.keys import order_key
@@ -31,12 +32,23 @@ KERNEL_MARGIN_US: Final = 5_000_000  # the host's kernel lines this far around a
 
 
 def read_rows(
-    store: EventStore, table_name: str, *, unit: str | None = None, host: str | None = None
+    store: EventStore,
+    table_name: str,
+    *,
+    unit: str | None = None,
+    host: str | None = None,
+    between_us: tuple[int, int] | None = None,
+    status: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of a projection table in a stable order (runs and incidents in time order),
-    optionally for one unit / host. Incidents include `superseded` ones."""
+    optionally for one unit / host, (GPU samples) from one time to another, and (incidents,
+    actions) of one status. Incidents include `superseded` ones."""
     table = {t.name: t for t in PROJECTION_TABLES}[table_name]
     query = select(table)
+    if status is not None:
+        query = query.where(table.c.status == status)
+    if between_us is not None:
+        query = query.where(table.c.time_us.between(*between_us))
     if unit is not None and "unit" in table.c:
         query = query.where(table.c.unit == unit)
     if host is not None and "host" in table.c:
@@ -48,6 +60,7 @@ def read_rows(
         "actions": actions.c.proposed_seq,
         "run_labels": run_labels.c.seq,
         "fold_pending": fold_pending.c.stream,
+        "stream_heads": stream_heads.c.stream,
     }[table_name]
     with store.connect() as conn:
         rows = conn.execute(query.order_by(order, *table.primary_key)).all()

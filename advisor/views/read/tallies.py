@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import case, func, select
 
 from advisor.core.statuses import ActionStatus, IncidentStatus
-from advisor.store.schema import actions, events, incidents
+from advisor.store.schema import actions, incidents
 
 if TYPE_CHECKING:
     from advisor.store import EventStore
@@ -33,15 +33,13 @@ def proposal_latencies_us(store: EventStore) -> list[int]:
     time its line was written) to when its first step was proposed (the time the proposal
     was recorded), in microseconds (never below 0). A log ingested long after it was
     written counts all the time since: the metric is for a store kept by `watch`."""
-    a, i, e = actions.c, incidents.c, events.c
+    a, i = actions.c, incidents.c
+    first = func.min(a.proposed_recorded_us)
     query = (
-        select(i.opened_us, func.min(e.recorded_time_us))
-        .select_from(
-            actions.join(incidents, a.incident_id == i.incident_id).join(
-                events, e.seq == a.proposed_seq
-            )
-        )
+        select(i.opened_us, first)
+        .select_from(actions.join(incidents, a.incident_id == i.incident_id))
         .group_by(i.incident_id, i.opened_us)
+        .having(first.is_not(None))  # proposed before migration 0013, its event since retained
     )
     with store.connect() as conn:
         return [max(0, int(first) - int(opened)) for opened, first in conn.execute(query)]
