@@ -37,7 +37,6 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ sys.path.append(str(ROOT / "bench"))
 import console  # noqa: E402
 import figures  # noqa: E402
 from bench_events import journal_event  # noqa: E402
+from fleet import ACCESS, fresh_database  # noqa: E402
 
 from advisor.core.events import NewEvent  # noqa: E402
 from advisor.fleet.selection import Selection  # noqa: E402
@@ -64,33 +64,6 @@ PARTITION_BLOCK = 10_000_000  # a partition's seqs in a central store (migration
 TARGET_MS = {"advisor": 3_000, "console": 2_000}
 TEMPLATE_HOST = "tmplhost"
 UNITS = ("vllm-llama70b.service", "vllm-qwen32b.service")
-ACCESS = 'INFO:     10.20.{a}.{b}:{p} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-OOM = (
-    "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:671] torch.OutOfMemoryError: "
-    "CUDA out of memory. Tried to allocate 782.00 MiB. GPU 0 has a total capacity of 94.97 GiB "
-    "of which 411.62 MiB is free."
-)
-SAMPLER = (
-    "(Worker_TP0 pid=7) ERROR 12-01 10:00:00 [multiproc_executor.py:671] RuntimeError: CUDA out "
-    "of memory occurred when warming up sampler with 1024 dummy requests."
-)
-
-
-def _crash(unit: str, t: int, key: int) -> Iterator[NewEvent]:
-    """A crash in the sampler warm-up, a restart, a healthy start: one incident."""
-    lines = (
-        (True, f"Started {unit} - vLLM."),
-        (False, "INFO 12-01 10:00:00 [gpu_model_runner.py:1] Warming up sampler with 1024"),
-        (False, OOM),
-        (False, SAMPLER),
-        (True, f"{unit}: Main process exited, code=exited, status=1/FAILURE"),
-        (True, f"{unit}: Failed with result 'exit-code'."),
-        (True, f"{unit}: Scheduled restart job, restart counter is at 1."),
-        (True, f"Started {unit} - vLLM."),
-        (False, "INFO:     Application startup complete."),
-    )
-    for n, (by_systemd, message) in enumerate(lines):
-        yield journal_event(TEMPLATE_HOST, unit, t + n * 1_000_000, key + n, message, by_systemd)
 
 
 def _event(stream: str, t: int, source: str, key: int, payload: dict[str, Any]) -> NewEvent:
@@ -114,7 +87,8 @@ def host_day(start_us: int, args: argparse.Namespace) -> list[NewEvent]:
     every = DAY_US // args.crashes
     for n in range(args.crashes):
         key += 100
-        out.extend(_crash(UNITS[n % len(UNITS)], start_us + n * every + every // 2, key))
+        at = start_us + n * every + every // 2
+        out.extend(console.crash_cycle(TEMPLATE_HOST, UNITS[n % len(UNITS)], at, key))
     pid = 4242
     for t in range(0, DAY_US, args.gpu_every_s * 1_000_000):
         for gpu in range(8):
@@ -391,14 +365,15 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="central-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     base = args.db
-    url = base.rsplit("/", 1)[0] + "/advisor_scale"
+    name = f"advisor_scale_{args.hosts}x{args.days}"  # --reuse: the store these made
+    url = base.rsplit("/", 1)[0] + "/" + name
     if not args.reuse:
-        tmpl = _fresh_database(base, "advisor_scale_template")
+        tmpl = fresh_database(base, "advisor_scale_template")
         start_us = (int(time.time()) // 86_400 - args.days) * DAY_US
         started = time.perf_counter()
         build_template(tmpl, work, start_us, args)
         print(f"template host-day: {time.perf_counter() - started:.1f} s", flush=True)
-        url = _fresh_database(base, "advisor_scale")
+        url = fresh_database(base, name)
         open_store(url).close()
         _copy_template(tmpl, url)
         n = _count(url, "tmpl.events")
@@ -440,15 +415,6 @@ def _count(url: str, table: str) -> int:
         n = int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
     engine.dispose()
     return n
-
-
-def _fresh_database(base: str, name: str) -> str:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base.rsplit("/", 1)[0] + "/" + name
 
 
 if __name__ == "__main__":

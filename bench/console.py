@@ -70,7 +70,7 @@ SAMPLER = (
 )
 
 
-def _cycle(host: str, unit: str, t: int, key: int) -> Iterator[NewEvent]:
+def crash_cycle(host: str, unit: str, t: int, key: int) -> Iterator[NewEvent]:
     """One crash in the sampler warm-up, a restart, a healthy start: one incident."""
     lines = (
         (True, f"Started {unit} - bench."),
@@ -94,7 +94,7 @@ def _cycle(host: str, unit: str, t: int, key: int) -> Iterator[NewEvent]:
 def _events(incidents: int, hosts: int) -> Iterator[NewEvent]:
     for i in range(incidents):
         host, unit = f"node-{i % hosts:03d}", f"vllm-{i // hosts % 3}.service"
-        yield from _cycle(host, unit, T0 + i * 60_000_000, i)
+        yield from crash_cycle(host, unit, T0 + i * 60_000_000, i)
 
 
 def build(store: EventStore, incidents: int, hosts: int) -> float:

@@ -106,10 +106,10 @@ START_UP = [
 # -- 1. the host's cost per line --------------------------------------------------------------
 
 
-def _fresh_database(base: str, name: str) -> str:
+def fresh_database(base: str, name: str) -> str:
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
     return base.rsplit("/", 1)[0] + "/" + name
@@ -141,7 +141,7 @@ def host_cost(base: str, work: Path, journal_lines: int) -> dict[str, Any]:
     out: dict[str, Any] = {"lines": lines}
     for mode in ("all", "fleet"):
         name = f"advisor_fleet_bench_{mode}"
-        url = _fresh_database(base, name)
+        url = fresh_database(base, name)
         try:
             with open_store(url) as central, open_store(host_url) as host:
                 empty = _size(url)
@@ -421,7 +421,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def run_fleet(base: str, work: Path, fleet: Fleet) -> dict[str, Any]:
     name = f"advisor_fleet_bench_{fleet.hosts}"
-    url = _fresh_database(base, name)
+    url = fresh_database(base, name)
     try:
         template = work / "template.db"
         open_store(f"sqlite:///{template}").close()
@@ -545,7 +545,7 @@ def _hammer(
 
 def ceiling(base: str, hosts: int, seconds: float, workers: int) -> dict[str, float]:
     name = "advisor_fleet_bench_ceiling"
-    url = _fresh_database(base, name)
+    url = fresh_database(base, name)
     try:
         open_store(url).close()
         ctx = mp.get_context("spawn")
