@@ -1,7 +1,7 @@
-"""The fleet page's figures, from `advisor.reports.stats.stats`'s report: crashes by failure and by
-service as horizontal bars against a count axis from 0 (a count of 1 is a short bar, not the
-full width), and crashes per ISO week as a trend over every week from the first to the last
-(weeks without a crash drawn as 0)."""
+"""The fleet page's figures, from `advisor.reports.stats.stats`'s report: crashes by failure
+and by service as horizontal bars against a count axis from 0 (a count of 1 is a short bar,
+not the full width), and crashes per ISO week as a trend over every week from the first to
+the last (weeks without a crash drawn as 0)."""
 
 from __future__ import annotations
 

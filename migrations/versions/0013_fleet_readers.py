@@ -1,5 +1,5 @@
 """What the fleet's readers need at scale: each stream's newest events, kept by the fold
-(`stream_heads`), and on PostgreSQL an index DuckDB's filters on GPU samples can use
+(`stream_heads`), when each plan step was recorded, and the indexes the readers ask through
 
 `advisor hosts`, the console's hosts page and the per-host metrics read, for every host, its
 newest event, its newest heartbeat and its newest shipped event. They found them in `events`
