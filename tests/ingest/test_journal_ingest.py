@@ -324,7 +324,12 @@ def test_interrupted_ingest_says_so_and_resumes(
     argv = [sys.executable, str(paused), "ingest", "journal", "--file", str(path)]
     store = opener(sqlite_url)
     proc = subprocess.Popen(
-        [*argv, "--db", sqlite_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*argv, "--db", sqlite_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # Ctrl-C as a terminal delivers it: a process that inherits SIGINT ignored (as from a
+        # test runner that some earlier test left ignoring it) would never see the signal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while _stored(store) == 0:  # the first batch is committed: the ingester is waiting
