@@ -11,7 +11,7 @@ it first. Readers add the events the fold has not reached yet the same way
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
 from sqlalchemy import Connection, delete, select
 
@@ -19,8 +19,7 @@ from advisor.core.events import StoredEvent
 from advisor.core.heartbeat import HEARTBEAT
 from advisor.store.schema import stream_heads
 from advisor.store.store import SHIP_PREFIX
-
-IN: Final = 500  # streams in one IN (…)
+from advisor.views.fold.foldbase import IN
 
 
 class Head(NamedTuple):

@@ -34,7 +34,8 @@ from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
 from advisor.core.xids import HARDWARE
 from advisor.store.schema import events, incidents, sources
-from advisor.views.fold.heads import IN, Seen, load_heads, merge
+from advisor.views.fold.foldbase import IN
+from advisor.views.fold.heads import Seen, load_heads, merge
 from advisor.views.fold.projector import folded_through
 
 if TYPE_CHECKING:
