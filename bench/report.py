@@ -52,6 +52,7 @@ BENCHES = (
     Bench("startup", ("bench/startup.py",)),
     Bench("fleet", ("bench/fleet.py", "--seconds", "60"), ("--url", "{pg}")),
     Bench("central_scale", ("bench/central_scale.py", "--repeat", "3"), ("--db", "{pg}")),
+    Bench("fetch", ("bench/fetch.py",), ("--url", "{pg}")),
 )
 
 

@@ -276,6 +276,8 @@ def ship(
             "refilled from there (restored from an older backup?)",
             err=True,
         )
+    for note in [*report.fetch.declined, *([report.fetch.cannot] if report.fetch.cannot else [])]:
+        click.echo(safe_text(note), err=True)
     if as_json:
         echo_json({**asdict(report), "to": central, "store": adv.store.display_url})
         return
@@ -285,6 +287,12 @@ def ship(
         + f"{report.retries} retries) to {central}; local position "
         f"{report.last_seq}"
         + (f"; {report.heads} signed heads stored" if report.heads else "")
+        + (
+            f"; sent {report.fetch.events:,} kept events of {report.fetch.ranges} range(s) "
+            "the central store asked for"
+            if report.fetch.ranges
+            else ""
+        )
         + (
             ""
             if report.folded

@@ -52,6 +52,12 @@ COMMANDS: dict[str, Lazy] = {
         "listed at the end with their short ids (`--incident ID` shows one).",
     ),
     "export": Lazy("advisor.cli.analytics:export_group", "Export the history for other tools."),
+    "fetch": Lazy(
+        "advisor.cli.central:fetch",
+        "Bring a central post-mortem the lines the host kept (HOST/UNIT): the routine serving "
+        "lines of the incident's last ten minutes and the host's GPU samples there, asked of "
+        "the host's agent, checked against the hashes it shipped for them, and folded in.",
+    ),
     "fold": Lazy(
         "advisor.cli.central:fold",
         "Bring the projections up to date without diagnosing: the central store's fold (its "

@@ -152,10 +152,11 @@ def _print(result: Verification, collected: Collected | None) -> None:
             if h.unchecked
             else ""
         )
+        kept = f", and {h.kept} kept events fetched from it" if h.kept else ""
         if h.ok:
             click.echo(
                 f"host {h.host}: verified {h.checked} shipped events of its own "
-                f"chain (host seq 1–{h.last_seq}){unchecked}"
+                f"chain (host seq 1–{h.last_seq}){kept}{unchecked}"
             )
         else:
             click.echo(

@@ -19,12 +19,13 @@ Shipped, each as it is:
 Kept on the host: the engines' routine serving lines (`Engine.routine` in the engine
 registry: access logs of requests that succeeded, throughput lines, per-request
 bookkeeping), firewall log lines, and the GPU samples between the fleet's. Each run of kept
-events travels as one `ship.held` event (`LinesHeld`): the range of host seqs, how many each
-stream had, and the host's chain hash before the range — its origin holds the hash after
-it. The central store checks that the range follows what it holds and starts from the hash
-the chain had there; so each host's chain is still verified across a gap, its signed heads
-still name shipped hashes, and the kept events, fetched from the host later, can be checked
-against the range's two hashes.
+events (at most `HELD_MAX`) travels as one `ship.held` event (`LinesHeld`): the range of
+host seqs, how many each stream had, and the host's chain hash before the range — its
+origin holds the hash after it. The central store checks that the range follows what it
+holds and starts from the hash the chain had there; so each host's chain is still verified
+across a gap, its signed heads still name shipped hashes, and the kept events, fetched from
+the host when a central post-mortem needs them (`advisor.fleet.fetch`), are checked against
+the range's two hashes.
 
 The decision reads the stored payload text, not the parsed payload: the database cuts a log
 line's message to its first `HEAD_CHARS` characters (`EventStore.glance`), which are searched
@@ -50,12 +51,13 @@ from advisor.core.payloads import LinesHeld
 from advisor.store import EventStore
 from advisor.store.chain import RawEvent
 from advisor.store.glance import MESSAGE_KEY, Glance
-from advisor.store.integrity.held import HELD_TYPE
+from advisor.store.integrity.held import HELD_STREAM, HELD_TYPE
 
 __all__ = [
     "GPU_EVERY_S",
     "HEAD_CHARS",
     "HELD_EVERY_S",
+    "HELD_MAX",
     "HOST_ROUTINE",
     "MODES",
     "Selection",
@@ -64,9 +66,11 @@ __all__ = [
     "selection_for",
 ]
 
-HELD_STREAM: Final = "@held"  # HOST/@held: no unit name starts with "@"
 GPU_EVERY_S: Final = 60.0
 HELD_EVERY_S: Final = 60.0  # a run of kept events at the end waits at most this for company
+# A run of kept events is at most this long: a central store fetches a range in one piece
+# (`advisor.fleet.fetch`); at 200 lines a second, 25 s of them.
+HELD_MAX: Final = 5000
 # `ship --lines`: `fleet` ships what the fleet needs (above); `all` ships every event.
 MODES: Final = ("fleet", "all")
 # Routine lines of the host itself, not of an engine: the firewall's log of each packet.
@@ -100,6 +104,10 @@ class _Kept:
     def take(self, event: Glance) -> None:
         self.last = event
         self.streams[event.stream] = self.streams.get(event.stream, 0) + 1
+
+    @property
+    def events(self) -> int:
+        return self.last.seq - self.first.seq + 1
 
     def event(self, host: str) -> RawEvent:
         """The `ship.held` event standing for the run: keyed and chained as its last event."""
@@ -209,6 +217,9 @@ class Selection:
                 if run is None:
                     run = _Kept(event, prev, event, {})
                 run.take(event)
+                if run.events >= HELD_MAX:  # full: a range is fetched in one piece
+                    spans.append(run.event(host))
+                    run = None
             else:
                 if run is not None:
                     spans.append(run.event(host))

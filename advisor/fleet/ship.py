@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from typing import Final, NoReturn, TypeVar
@@ -43,6 +43,7 @@ from typing import Final, NoReturn, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from advisor.core.errors import AdvisorError, IntegrityError, StoreError
+from advisor.fleet.fetch import FetchReport, answer_requests
 from advisor.fleet.selection import Selection, next_batch
 from advisor.store import Checkpoint, EventStore
 from advisor.store.chain import GENESIS_HASH, RawEvent
@@ -81,6 +82,7 @@ class ShipReport:
     heads: int = 0  # signed heads stored centrally
     held: int = 0  # host events kept on the host (in `ship.held` digests, or pending)
     folded: bool = False  # ship folded the central projections (the caller may write them)
+    fetch: FetchReport = field(default_factory=FetchReport)  # kept ranges the central asked for
 
 
 def checkpoint_name(central_url: str) -> str:
@@ -101,16 +103,15 @@ def ship(
     selection: Selection | None = None,
     fold: bool = True,
 ) -> ShipReport:
-    """Ship every local event the central store does not hold yet; IntegrityError when the
-    central store holds something else for this host, StoreError when it stays unreachable
-    for `give_up_after_s` (None: keep trying). With `key` (the key at `key_path`), sign the
-    host's chain head after each batch and store it centrally (`store_label` names the
-    local store in the head) — and first make sure the central store takes heads signed with
-    it: PrerequisiteError, nothing shipped, when its binding for the host would refuse them.
-    `selection`: what the fleet needs (`advisor.fleet.selection`), else every event; `fold`
-    False: the owner's fold (`advisor fold`) folds the central store."""
-    report = ShipReport()
-    writer = writer_for(central)
+    """Ship every local event the central store does not hold yet, then answer its requests
+    for kept ranges (`advisor.fleet.fetch`); IntegrityError when it holds something else for
+    this host, StoreError when it stays unreachable for `give_up_after_s` (None: keep
+    trying). With `key` (at `key_path`), sign the host's chain head after each batch and
+    store it centrally (`store_label` names the local store in it) — first making sure the
+    central store takes heads signed with it: PrerequisiteError, nothing shipped, when the
+    host's binding would refuse them. `selection`: what the fleet needs, else every event;
+    `fold` False: the owner's fold (`advisor fold`) folds the central store."""
+    report, writer = ShipReport(), writer_for(central)
 
     def retrying(attempt: Callable[[], T]) -> T:
         return _retrying(attempt, report, give_up_after_s, sleep, central.display_url)
@@ -142,6 +143,7 @@ def ship(
         if len(chunk) < batch:
             break  # the last of the store's events: no need to ask for more
     report.held = 0 if selection is None else selection.kept
+    report.fetch = answer_requests(local, writer, host, retrying)
     if position.seq != bookmark and position.seq == report.central_seq:
         local.append_prepared([], Checkpoint(name, {"seq": position.seq}))  # nothing sent: moved
     report.last_seq = position.seq
@@ -324,6 +326,7 @@ def ship_forever(
     interval_s: float = 5.0,
     on_error: Callable[[str], None] | None = None,
     on_shipped: Callable[[ShipReport], None] | None = None,
+    on_note: Callable[[str], None] = lambda _words: None,
     key: HostKey | None = None,
     store_label: str = "",
     key_path: str = "",
@@ -332,9 +335,10 @@ def ship_forever(
     """`watch --ship-to`: ship every `interval_s` until `stop` is set. Whatever fails — the
     central store unreachable, a refusal, an integrity error, a bug — is reported through
     `on_error` (an unchanged error at most once a minute) and tried again next round: the
-    host goes on diagnosing and remediating on its own meanwhile."""
+    host goes on diagnosing and remediating on its own meanwhile. `on_note` hears what it
+    sent a central store that asked for kept ranges, or why not (once, until that changes)."""
     central: EventStore | None = None
-    last_error, last_error_at = "", 0.0
+    last_error, last_error_at, cannot = "", 0.0, None
     while not stop.is_set():
         try:
             if central is None:
@@ -350,6 +354,9 @@ def ship_forever(
                 key_path=key_path,
                 selection=selection,
             )
+            for words in report.fetch.words(said=cannot):
+                on_note(words)
+            cannot = report.fetch.cannot
             if on_shipped is not None:
                 on_shipped(report)
             last_error = ""

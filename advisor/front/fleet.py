@@ -1,7 +1,7 @@
 """The front door's long-running and fleet operations: install this host's agent, ship this
-host's events to a central store, retain a central store's old partitions, watch (the daemon a
-host runs), and the demo. Each delegates to advisor.fleet, advisor.pipeline.daemon and
-advisor.demo."""
+host's events to a central store, fetch the lines a host kept for a central post-mortem,
+retain a central store's old partitions, watch (the daemon a host runs), and the demo. Each
+delegates to advisor.fleet, advisor.pipeline.daemon and advisor.demo."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor.front.base import Front
+from advisor.front.base import Front, human
 
 if TYPE_CHECKING:
     from advisor.demo.simulated import DemoResult
+    from advisor.fleet.fetch import Asked
     from advisor.fleet.install import Report
     from advisor.fleet.retention import Retained
     from advisor.fleet.ship import ShipReport
@@ -89,6 +90,25 @@ class Fleet(Front):
         finally:
             central.close()
         return report, central.display_url
+
+    def fetch(self, service: str, incident_id: str | None, wait_s: float, last_s: float) -> Asked:
+        """Ask SERVICE's host (HOST/UNIT in a central store) for the lines it kept in the
+        last `last_s` seconds (0: all) of the runs of SERVICE's latest incident (or of
+        `incident_id`), and its GPU samples there; wait up to `wait_s` for its shipper's
+        answers, then fold what came, where this connection may (advisor.fleet.fetch)."""
+        from advisor.fleet.fetch import ask_for, wait_answered
+        from advisor.reports.keptlines import window
+        from advisor.reports.postmortem import incident_runs
+        from advisor.store.integrity.central import may_fold
+        from advisor.views.fold.projector import Projector
+
+        incident, runs = incident_runs(self.store, service, incident_id)
+        asked = ask_for(self.store, incident.host, incident.unit, window(runs, last_s), human())
+        if asked.waiting and wait_s > 0:
+            asked = wait_answered(self.store, asked, wait_s)
+        if asked.fetched and may_fold(self.store):
+            Projector(self.store).catch_up()
+        return asked
 
     def retainable(self, before_us: int) -> list[Partition]:
         """The central store's partitions whose events were all recorded before `before_us`."""

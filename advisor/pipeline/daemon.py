@@ -307,14 +307,14 @@ def start_shipper(
                 stop,
                 on_error=on_error,
                 on_shipped=on_shipped,
+                on_note=lambda words: say(f"shipping: {safe_text(words)}"),
                 key=load_key(place.key),
                 store_label=store_label(local.url) or "",
                 key_path=str(place.key),
                 selection=selection,
             )
         except BaseException as e:
-            message = f"{type(e).__name__}: {e}"
-            died.append(message)
+            died.append(message := f"{type(e).__name__}: {e}")
             say(f"shipping stopped: {safe_text(message)}")
             notifier.notify(f"STATUS=shipping to {where} stopped: {safe_text(message)}")
             return

@@ -10,6 +10,7 @@ __all__ = [
     "contract",
     "html",
     "incident_charts",
+    "keptlines",
     "postmortem",
     "render",
     "sandbox",

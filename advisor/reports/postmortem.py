@@ -21,6 +21,7 @@ from advisor.parsing.lines import line_from_payload
 from advisor.parsing.parsed import parse
 from advisor.reports import timeline
 from advisor.reports.gpufaults import report_faults
+from advisor.reports.keptlines import kept_section
 from advisor.reports.timeline import LIFECYCLE_WORDS, TimelineEntry
 from advisor.reports.writeup import OtherIncident, ReportIncident, SimilarIncident
 from advisor.reports.writeup import render_text as render_text  # the text form of `build`
@@ -135,6 +136,16 @@ def _incident(store: EventStore, service: str, incident_id: str | None) -> _Chos
         [i for i in incidents if i.host == chosen.host],
         [r for r in actions if r.host == chosen.host],
     )
+
+
+def incident_runs(
+    store: EventStore, service: str, incident_id: str | None = None
+) -> tuple[IncidentView, list[RunView]]:
+    """The incident SERVICE's post-mortem is about (as `build` chooses it) and its runs."""
+    incident = _incident(store, service, incident_id).incident
+    runs = unit_runs(store, incident.unit, incident.host)
+    ids = [r.run_id for r in runs]
+    return incident, runs[ids.index(incident.first_run_id) : ids.index(incident.last_run_id) + 1]
 
 
 def _named(service: str, incidents: list[IncidentView], incident_id: str) -> IncidentView:
@@ -261,6 +272,7 @@ def build(
             for g, v in sorted(gpus.items())
         },
         "gpu_faults": faults,
+        "kept": kept_section(store, incident, runs[first : last + 1]),
         "similar": _similar(store, incident),
         "others": _others(chosen),
         "operator": _operator(store, incident.incident_id),

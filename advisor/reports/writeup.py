@@ -15,6 +15,7 @@ from typing import Any, Final, TypedDict
 
 from advisor.core.statuses import IncidentStatus
 from advisor.reports.gpufaults import fault_lines
+from advisor.reports.keptlines import kept_lines
 from advisor.reports.render import (
     clip,
     markdown_code,
@@ -25,6 +26,7 @@ from advisor.reports.render import (
 
 EVIDENCE_CHARS: Final = 300  # an evidence line is cut (at a word) after this many characters
 GPU_TITLE: Final = "GPU memory (used / total, over the incident)"
+KEPT_TITLE: Final = "Lines kept on the host"
 FAULTS_TITLE: Final = "GPU faults (linked to this incident)"
 
 
@@ -108,6 +110,8 @@ def _sections(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
     if report["facts"]:
         sections.append(("Facts", [f"{k}: {v}" for k, v in sorted(report["facts"].items())]))
     sections.append(("Plan", plan_lines(report["plan"])))
+    if report.get("kept"):
+        sections.append((KEPT_TITLE, kept_lines(report["kept"])))
     if report["gpu_memory"]:
         sections.append((GPU_TITLE, _gpu_lines(report)))
     if report.get("gpu_faults"):
@@ -248,6 +252,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         *_list_or_none(_markdown_plan(report["plan"])),
     ]
+    if report.get("kept"):
+        out += ["", f"## {KEPT_TITLE}", "", markdown_code_block(kept_lines(report["kept"]))]
     if report["gpu_memory"]:
         out += ["", f"## {GPU_TITLE}", "", markdown_code_block(_gpu_lines(report))]
     if report.get("gpu_faults"):

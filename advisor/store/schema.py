@@ -221,6 +221,23 @@ stream_heads = Table(
     Column("shipper", Text),
 )
 
+# migration 0014: a central store's requests for ranges of events a host kept
+# (`advisor.fleet.fetch`): the range's closing host seq (`held_key`, the key of its
+# `ship.held` event) and first seq; the host answers through its shipper (`answered_us`, how
+# many events it sent, or why it could not).
+fetch_requests = Table(
+    "fetch_requests",
+    metadata,
+    Column("host", Text, primary_key=True),
+    Column("held_key", BigInteger, primary_key=True, autoincrement=False),
+    Column("first_seq", BigInteger, nullable=False),
+    Column("requested_us", BigInteger, nullable=False),
+    Column("requested_by", Text, nullable=False),
+    Column("answered_us", BigInteger),
+    Column("fetched", Integer),
+    Column("note", Text),
+)
+
 PROJECTION_TABLES = (
     runs,
     incidents,

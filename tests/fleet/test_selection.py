@@ -423,7 +423,7 @@ def test_migration_0012_makes_advisor_ship_take_ranges_and_its_downgrade_undoes_
         writer_for(central).ship(HOST, [digest], at)
     engine = create_engine(pg_url)
     try:
-        assert upgrade_schema(engine) == "0013"
+        assert upgrade_schema(engine) == "0014"
     finally:
         engine.dispose()
     assert writer_for(central).ship(HOST, [digest], at) == (1, 0)

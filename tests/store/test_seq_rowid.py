@@ -67,7 +67,7 @@ def test_seq_is_the_rowid_and_an_upgraded_store_keeps_its_events(sqlite_url: str
 
     engine = create_engine(sqlite_url)
     try:
-        assert upgrade(engine) == "0013"
+        assert upgrade(engine) == "0014"
     finally:
         engine.dispose()
     assert _shape(sqlite_url) == ("INTEGER", INDEXES, TRIGGERS)

@@ -189,7 +189,7 @@ def test_reopening_does_not_migrate_again_and_status_counts(store_url: str, open
     store.close()
     again = opener(store_url)
     st = status(again)
-    assert st.revision == st.head_revision == "0013"
+    assert st.revision == st.head_revision == "0014"
     assert st.events == 9 and st.by_type == {"log.recorded": 9}
     assert st.by_stream == {"h/u0": 3, "h/u1": 3, "h/u2": 3}
 

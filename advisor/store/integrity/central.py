@@ -25,6 +25,7 @@ from advisor.store.chain import GENESIS_HASH, RawEvent
 from advisor.store.engine import first_line
 from advisor.store.integrity.heads import SignedHead
 from advisor.store.integrity.held import HELD_TYPE, range_fault
+from advisor.store.integrity.kept import decline, kept_call, take_kept
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import PROJECTION_TABLES, events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
@@ -212,6 +213,14 @@ class Writer:
         """Store a signed head of the host's chain: 1 when stored, 0 when not."""
         return 0
 
+    def ship_kept(self, host: str, held_key: int, got: Sequence[RawEvent], note: str) -> int:
+        """Send the events of a range the host kept, the one ending at `held_key` (none:
+        `note` says why not; `advisor.store.integrity.kept`); how many were appended."""
+        if not got:
+            decline(self.central, host, held_key, note)
+            return 0
+        return take_kept(self.central, host, held_key, got)
+
 
 class ServerWriter(Writer):
     """PostgreSQL: through the owner's `advisor_ship` and `advisor_ship_head`."""
@@ -258,6 +267,9 @@ class ServerWriter(Writer):
             ).scalar_one(),
         )
         return int(bool(stored))
+
+    def ship_kept(self, host: str, held_key: int, got: Sequence[RawEvent], note: str) -> int:
+        return self._call(host, lambda conn: kept_call(conn, host, held_key, got, note))[0]
 
     def _call(self, host: str, work: Callable[[Connection], T]) -> T:
         try:

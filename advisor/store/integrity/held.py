@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from advisor.core.payloads import LinesHeld
 
 HELD_TYPE: Final[str] = LinesHeld.model_fields["type"].default
+HELD_STREAM: Final = "@held"  # HOST/@held: no unit name starts with "@"
 
 
 @dataclass(frozen=True)

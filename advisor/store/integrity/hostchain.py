@@ -3,7 +3,7 @@ shipped (`advisor verify`), and compared with the heads the host signed and ship
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 from sqlalchemy import func, select, text
@@ -12,6 +12,13 @@ from advisor.core.payloads import ChainAnchor
 from advisor.store.chain import GENESIS_HASH, RawEvent, event_hash
 from advisor.store.integrity.heads import HeadFinding, SignedHead, compare_heads
 from advisor.store.integrity.held import HELD_TYPE, range_fault
+from advisor.store.integrity.kept import (
+    fetched_any,
+    fetched_keys,
+    held_ranges,
+    kept_events,
+    kept_fault,
+)
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
@@ -31,6 +38,7 @@ class HostChainReport:
     # Shipped before events carried their origin (and the first after those, whose link to
     # them cannot be recomputed): the chain is checked from there on.
     unchecked: int = 0
+    kept: int = 0  # kept events fetched from the host, checked against their ranges
 
     @property
     def ok(self) -> bool:
@@ -104,7 +112,24 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
                 event.key, event.key, "hash mismatch: the host's content or chain was altered"
             )
         prev, expected, checked = h, event.key + 1, checked + 1
-    return HostChainReport(host, checked, expected - 1, unchecked=unchecked)
+    return _with_fetched(store, HostChainReport(host, checked, expected - 1, unchecked=unchecked))
+
+
+def _with_fetched(store: EventStore, report: HostChainReport) -> HostChainReport:
+    """`report` with the kept ranges fetched from its host checked, each against the two
+    hashes its `ship.held` event holds: how many events were, or the first fault."""
+    if not report.ok or not fetched_any(store, report.host):
+        return report
+    ranges = held_ranges(store, report.host)
+    fetched = fetched_keys(store, report.host, [r.key for r in ranges])
+    checked = 0
+    for kept in (r for r in ranges if r.key in fetched):
+        wrong = kept_fault(kept, kept_events(store, report.host, kept))
+        if wrong is not None:
+            reason = f"a kept range fetched from the host is not what it kept: {wrong[1]}"
+            return replace(report, first_bad_seq=wrong[0], reason=reason, kept=checked)
+        checked += kept.events
+    return replace(report, kept=checked)
 
 
 def _origin(text_: str) -> tuple[bytes, int, int, str] | None:

@@ -5,7 +5,8 @@ What `advisor hosts` needs of every host is there in one small table, where it u
 `events` stream by stream (on a central store, on every partition). A head is a function of
 the set of events folded, merged by seq (`merge`): the newest by seq wins, whichever fold saw
 it first. Readers add the events the fold has not reached yet the same way
-(`advisor.views.read.hosts`), so what they show does not wait for the next fold.
+(`advisor.views.read.hosts`), so what they show does not wait for the next fold. A host's
+kept events fetched later (source `kept:HOST`, `advisor.fleet.fetch`) are old: no head.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import Connection, delete, select
 
 from advisor.core.events import StoredEvent
 from advisor.core.heartbeat import HEARTBEAT
+from advisor.store.integrity.kept import KEPT_PREFIX
 from advisor.store.schema import stream_heads
 from advisor.store.store import SHIP_PREFIX
 from advisor.views.fold.foldbase import IN
@@ -45,6 +47,8 @@ class Seen(NamedTuple):
 def merge(heads: dict[str, Head], seen: Iterable[Seen]) -> None:
     """Take `seen` into `heads` (by stream), the newest by seq winning each field."""
     for e in seen:
+        if e.source.startswith(KEPT_PREFIX):  # a host's kept event fetched later: not news
+            continue
         old = heads.get(e.stream)
         newest = old is None or e.seq > old.seq
         beat = e.type == HEARTBEAT and (old is None or old.beat_seq is None or e.seq > old.beat_seq)
