@@ -24,7 +24,6 @@ PostgreSQL (`--url`; dropped after):
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -36,7 +35,15 @@ sys.path.insert(0, str(ROOT))
 
 try:
     from bench import figures
-    from bench.fleet import ACCESS, THROUGHPUT, _drop_database, _line, _postgres_cpu, fresh_database
+    from bench.fleet import (
+        ACCESS,
+        THROUGHPUT,
+        _drop_database,
+        _line,
+        _postgres_cpu,
+        add_url,
+        fresh_database,
+    )
 except ImportError:  # run as a script: python bench/fetch.py
     import figures  # type: ignore[no-redef]
     from fleet import (  # type: ignore[no-redef]
@@ -45,6 +52,7 @@ except ImportError:  # run as a script: python bench/fetch.py
         _drop_database,
         _line,
         _postgres_cpu,
+        add_url,
         fresh_database,
     )
 
@@ -62,6 +70,7 @@ from ingest.journal_sources import ingest_json_file  # noqa: E402
 
 # ten minutes of a server logging ~170 lines a second, asked, sent, checked and folded
 INCIDENT_TARGET_S = 30.0
+IDLE_ROUNDS = 200
 SEED = ROOT / "tests" / "fixtures" / "seed-minimax-m25.journal.jsonl"
 
 
@@ -148,6 +157,10 @@ def run(base: str, work: Path, lines: int) -> dict[str, Any]:
             out["incident"] = (service, len(asked.ranges), asked.lines(fetched=False), *one)
             out["incident_s"] = cpu.spent()[2]
             out["incident_parts"] = (asked_s, answered_s - asked_s, out["incident_s"] - answered_s)
+            idle = Cpu()  # a round with nothing asked: what every round of every host pays
+            for _ in range(IDLE_ROUNDS):
+                answer_requests(host, writer_for(central), name, lambda attempt: attempt())
+            out["idle_round"] = [x / IDLE_ROUNDS for x in idle.spent()]
             started = time.monotonic()
             report = build(central, service, newest.incident_id)
             out["explain_s"] = time.monotonic() - started
@@ -162,13 +175,7 @@ def run(base: str, work: Path, lines: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--url",
-        default=os.environ.get(
-            "ADVISOR_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-        ),
-        help="a database of the PostgreSQL server to use (the bench makes its own beside it)",
-    )
+    add_url(parser)
     parser.add_argument(
         "--lines", type=int, default=100_000, help="routine lines the server logged before it died"
     )
@@ -200,6 +207,11 @@ def main() -> None:
         f"({fetched / max(wall_f, 1e-9):,.0f} events/s), {host_f / max(1, fetched) * 1e6:.1f} "
         f"µs of host CPU and {server_f / max(1, fetched) * 1e6:.1f} µs of PostgreSQL CPU an "
         f"event — {per_fetched / per_all:.2f}× a line shipped as it is"
+    )
+    idle_host, idle_server, idle_wall = r["idle_round"]
+    print(
+        f"  a round with nothing asked (every host, every round): {idle_wall * 1e3:.2f} ms, "
+        f"{idle_host * 1e3:.2f} ms of host CPU and {idle_server * 1e3:.2f} ms of PostgreSQL CPU"
     )
     if args.report:
         figures.emit(

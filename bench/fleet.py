@@ -565,8 +565,8 @@ def ceiling(base: str, hosts: int, seconds: float, workers: int) -> dict[str, fl
     return {"rounds_s": len(calls) / seconds, "p50": _pct(calls, 50), "p99": _pct(calls, 99)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_url(parser: argparse.ArgumentParser) -> None:
+    """`--url`: the PostgreSQL server a bench makes its databases on."""
     parser.add_argument(
         "--url",
         default=os.environ.get(
@@ -574,6 +574,11 @@ def main() -> None:
         ),
         help="a database of the PostgreSQL server to use (the bench makes its own beside it)",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_url(parser)
     parser.add_argument("--hosts", default="10,100,1000")
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--interval", type=float, default=5.0)

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from advisor.cli.common import advisor_for, db_option, echo_json, json_option, seconds
+from advisor.cli.common import (
+    advisor_for,
+    db_option,
+    echo_json,
+    incident_option,
+    json_option,
+    seconds,
+)
 from advisor.core.timefmt import format_us
 from advisor.reports.render import safe_text
 
@@ -86,11 +93,7 @@ NOT_YET_EXIT = 75  # EX_TEMPFAIL: the host has not answered yet; run the command
 
 @click.command()
 @click.argument("service")
-@click.option(
-    "--incident",
-    "incident_id",
-    help="This incident instead of the latest (its id, or a prefix of it or of its short id).",
-)
+@incident_option
 @click.option(
     "--wait",
     "wait_s",
@@ -120,8 +123,10 @@ def fetch(
 ) -> None:
     """Bring a central post-mortem the lines the host kept (HOST/UNIT): the routine serving
     lines of the incident's last ten minutes and the host's GPU samples there, asked of the
-    host's agent, checked against the hashes it shipped for them, and folded in. Exit 75 when the
-    host has not answered within --wait (run it again later), 1 when it could not send some.
+    host's agent, checked against the hashes it shipped for them, and folded in.
+
+    Exit 75 when the host has not answered within --wait (run it again later), 1 when it
+    could not send some (why, on stderr).
 
     \b
     Examples:

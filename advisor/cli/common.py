@@ -120,6 +120,11 @@ root_option = click.option(
     show_default=True,
     help="Folder for the unit drop-ins advisor writes.",
 )
+incident_option = click.option(
+    "--incident",
+    "incident_id",
+    help="This incident instead of the latest (its id, or a prefix of it or of its short id).",
+)
 gpus_option = click.option(
     "--gpus-from",
     "gpus_from",

@@ -14,6 +14,7 @@ from advisor.cli.common import (
     db_option,
     echo_json,
     emit,
+    incident_option,
     json_option,
 )
 from advisor.core.ids import short_id
@@ -151,11 +152,7 @@ def rebuild(as_json: bool, db_url: str | None) -> None:
 
 @click.command()
 @click.argument("service")
-@click.option(
-    "--incident",
-    "incident_id",
-    help="This incident instead of the latest (its id, or a prefix of it or of its short id).",
-)
+@incident_option
 @click.option(
     "--format",
     "fmt",

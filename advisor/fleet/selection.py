@@ -143,11 +143,14 @@ class Selection:
     round, until it is `held_every_s` old (then `due` gives its digest): a host that only
     serves sends one digest a minute, not one a round. It also remembers, per GPU, when it
     last shipped a sample and which processes it had (a new `Selection` ships the next
-    sample of each GPU)."""
+    sample of each GPU), as of the last batch the central store took (`confirm`)."""
 
     gpu_every_s: float = GPU_EVERY_S
     held_every_s: float = HELD_EVERY_S
     shipped_gpu: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    # `shipped_gpu` as of the last batch the central store took (`confirm`): a round that
+    # failed is judged again from it (`resume`), not from samples that never arrived
+    confirmed_gpu: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     pending: _Kept | None = None
     kept: int = 0  # events kept since the last `resume`
 
@@ -173,11 +176,16 @@ class Selection:
         store's hash there `hash_`): after the pending run when it starts right there, else
         at `seq` (the pending run is dropped: the central store is elsewhere)."""
         self.kept = 0
+        self.shipped_gpu = dict(self.confirmed_gpu)
         run = self.pending
         if run is not None and run.first.seq == seq + 1 and run.from_hash == hash_:
             return run.last.seq, run.last.hash
         self.pending = None
         return seq, hash_
+
+    def confirm(self) -> None:
+        """The central store took the batch `pick` made (and `due`'s digest, if any)."""
+        self.confirmed_gpu = dict(self.shipped_gpu)
 
     def pick(
         self,

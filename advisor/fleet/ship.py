@@ -84,6 +84,11 @@ class ShipReport:
     folded: bool = False  # ship folded the central projections (the caller may write them)
     fetch: FetchReport = field(default_factory=FetchReport)  # kept ranges the central asked for
 
+    def count(self, appended: int, duplicates: int) -> None:
+        """Count one batch the central store took."""
+        self.shipped += appended
+        self.duplicates += duplicates
+
 
 def checkpoint_name(central_url: str) -> str:
     return f"ship:{redact(central_url)}"
@@ -132,9 +137,9 @@ def ship(
         if chunk:
             after, before = chunk[-1].seq, chunk[-1].hash
         if sent:
-            appended, duplicates = retrying(partial(writer.ship, host, sent, position))
-            report.shipped += appended
-            report.duplicates += duplicates
+            report.count(*retrying(partial(writer.ship, host, sent, position)))
+            if selection is not None:
+                selection.confirm()  # the central store holds what it judged by now
             position = Position(sent[-1].seq, sent[-1].hash)
             local.append_prepared([], Checkpoint(name, {"seq": position.seq}))
             if key is not None and writer.keeps_heads:

@@ -83,18 +83,3 @@ def _message(payload: str) -> str:
         return str(body.get("message") or "")
     except (orjson.JSONDecodeError, AttributeError):
         return ""
-
-
-def kept_lines(kept: KeptSection) -> list[str]:
-    """The section in words, a line each (the fetched lines' text as stored: the caller
-    makes it safe for where it goes)."""
-    out: list[str] = []
-    if kept["on_host"]:
-        out.append(
-            f"{kept['on_host']:,} routine lines of the last {kept['last_s'] / 60:g} minutes "
-            f"before the end are on {kept['host']} only: {kept['command']} brings them here"
-        )
-    if kept["fetched"]:
-        out.append(f"{kept['fetched']:,} fetched from {kept['host']}; the last before the end:")
-        out += [f"  {line['time']}  #{line['seq']}  {line['text']}" for line in kept["last_lines"]]
-    return out

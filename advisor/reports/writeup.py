@@ -15,7 +15,6 @@ from typing import Any, Final, TypedDict
 
 from advisor.core.statuses import IncidentStatus
 from advisor.reports.gpufaults import fault_lines
-from advisor.reports.keptlines import kept_lines
 from advisor.reports.render import (
     clip,
     markdown_code,
@@ -146,6 +145,22 @@ def _similar_lines(report: dict[str, Any]) -> list[str]:
         f"{s['short_id']}  {s['opened']}  {s['unit']}  {s['runs']} run(s), {s['status']}"
         for s in similar
     ]
+
+
+def kept_lines(kept: dict[str, Any]) -> list[str]:
+    """The post-mortem's lines kept on the host (`advisor.reports.keptlines`) in words, a
+    line each (the fetched lines' text as stored: the caller makes it safe for where it
+    goes)."""
+    out: list[str] = []
+    if kept["on_host"]:
+        out.append(
+            f"{kept['on_host']:,} routine lines of the last {kept['last_s'] / 60:g} minutes "
+            f"before the end are on {kept['host']} only: {kept['command']} brings them here"
+        )
+    if kept["fetched"]:
+        out.append(f"{kept['fetched']:,} fetched from {kept['host']}; the last before the end:")
+        out += [f"  {line['time']}  #{line['seq']}  {line['text']}" for line in kept["last_lines"]]
+    return out
 
 
 def operator_words(report: dict[str, Any]) -> str | None:

@@ -28,6 +28,10 @@ Revises: 0013
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -40,6 +44,30 @@ APPEND_LOCK_ID = 0x616476_617070  # advisor.store.store.APPEND_LOCK_ID
 MAX_RANGE = 100_000  # events in one advisor_ship_kept call (a kept range is at most 5,000)
 NOTE_CHARS = 500
 
+
+def _migration_0009() -> ModuleType:
+    path = Path(__file__).with_name("0009_central_ship.py")
+    spec = importlib.util.spec_from_file_location("advisor_migration_0009", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _between(text: str, start: str, end: str) -> str:
+    """`text` from `start` up to `end`, each found once."""
+    if text.count(start) != 1 or text.count(end) != 1:
+        raise RuntimeError(f"migration 0014: expected once in 0009's advisor_ship: {start!r}")
+    return text[text.index(start) : text.index(end)]
+
+
+# advisor_ship's checks of its arrays (one value per event in each, none NULL), as migration
+# 0009 made them (a migration's text never changes): advisor_ship_kept takes the same arrays
+ARRAY_CHECKS = _between(
+    _migration_0009().SHIP,
+    "  IF COALESCE(cardinality(p_streams), 0) <> n",
+    "  PERFORM pg_advisory_xact_lock(",
+)
 KEPT_SIGNATURE = (
     "text, bigint, text, bigint[], text[], text[], integer[], bigint[], bigint[], text[], "
     "bigint[], text[], bytea[]"
@@ -101,24 +129,7 @@ BEGIN
     RAISE EXCEPTION 'at most {MAX_RANGE:,} events a call, not %', n
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  IF COALESCE(cardinality(p_streams), 0) <> n OR COALESCE(cardinality(p_types), 0) <> n
-     OR COALESCE(cardinality(p_versions), 0) <> n OR COALESCE(cardinality(p_times), 0) <> n
-     OR COALESCE(cardinality(p_recorded), 0) <> n OR COALESCE(cardinality(p_sources), 0) <> n
-     OR COALESCE(cardinality(p_source_keys), 0) <> n
-     OR COALESCE(cardinality(p_payloads), 0) <> n OR COALESCE(cardinality(p_hashes), 0) <> n
-  THEN
-    RAISE EXCEPTION 'one value per event in every array' USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  IF array_position(p_keys, NULL) IS NOT NULL OR array_position(p_streams, NULL) IS NOT NULL
-     OR array_position(p_types, NULL) IS NOT NULL OR array_position(p_versions, NULL) IS NOT NULL
-     OR array_position(p_times, NULL) IS NOT NULL OR array_position(p_recorded, NULL) IS NOT NULL
-     OR array_position(p_sources, NULL) IS NOT NULL
-     OR array_position(p_source_keys, NULL) IS NOT NULL
-     OR array_position(p_payloads, NULL) IS NOT NULL OR array_position(p_hashes, NULL) IS NOT NULL
-  THEN
-    RAISE EXCEPTION 'no value may be NULL' USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  FOR i IN 1 .. n LOOP  -- the range, whole, in the host's chain
+{ARRAY_CHECKS}  FOR i IN 1 .. n LOOP  -- the range, whole, in the host's chain
     k := p_keys[i];
     IF k <> first_ + i - 1 OR k > p_held THEN
       RAISE EXCEPTION 'host % seq % is not the next of its kept range %..%', host_, k, first_,

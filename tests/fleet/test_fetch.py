@@ -78,6 +78,18 @@ def _serving_host(tmp_path: Path, seed_journal: Path) -> EventStore:
     return host
 
 
+def _shipped(
+    tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore]
+) -> tuple[EventStore, str, EventStore]:
+    """The serving host, shipped with the fleet selection to a SQLite central store: the
+    host's store, the central store's URL and the central store."""
+    host = _serving_host(tmp_path, seed_journal)
+    url = f"sqlite:///{tmp_path / 'central.db'}"
+    central = opener(url)
+    ship(host, central, HOST, selection=Selection(held_every_s=0))
+    return host, url, central
+
+
 def _cli(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
@@ -247,10 +259,7 @@ def test_the_central_store_takes_only_the_events_the_host_kept(
 def test_a_host_that_no_longer_has_a_range_says_why(
     tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore]
 ) -> None:
-    host = _serving_host(tmp_path, seed_journal)
-    url = f"sqlite:///{tmp_path / 'central.db'}"
-    central = opener(url)
-    ship(host, central, HOST, selection=Selection(held_every_s=0))
+    host, url, central = _shipped(tmp_path, seed_journal, opener)
     assert _cli("fetch", SERVICE, "--wait", "0", "--db", url).exit_code == 75
     restored = opener(f"sqlite:///{tmp_path / 'restored.db'}")  # a host store without them
     report = answer_requests(restored, writer_for(central), HOST, lambda attempt: attempt())
@@ -344,10 +353,7 @@ def test_a_hosts_own_role_answers_and_may_only_read_the_requests(
 def test_the_console_incident_page_says_what_is_on_the_host_and_shows_what_came(
     tmp_path: Path, seed_journal: Path, opener: Callable[[str], EventStore]
 ) -> None:
-    host = _serving_host(tmp_path, seed_journal)
-    url = f"sqlite:///{tmp_path / 'central.db'}"
-    central = opener(url)
-    ship(host, central, HOST, selection=Selection(held_every_s=0))
+    host, url, central = _shipped(tmp_path, seed_journal, opener)
     incident, _ = incident_runs(central, SERVICE)
     page = "/incident/" + urllib.parse.quote(incident.incident_id)
     with served(url) as base:
@@ -374,10 +380,7 @@ def test_advisor_fetch_waits_for_the_agent_that_answers_on_its_round(
     """`advisor fetch` as a process asks and waits; the host's `watch --ship-to` loop
     (`ship_forever`) answers on its next round and says so; the fetch then returns 0 with
     every line here."""
-    host = _serving_host(tmp_path, seed_journal)
-    url = f"sqlite:///{tmp_path / 'central.db'}"
-    central = opener(url)
-    ship(host, central, HOST, selection=Selection(held_every_s=0))
+    host, url, central = _shipped(tmp_path, seed_journal, opener)
     proc = subprocess.Popen(
         advisor_argv("fetch", SERVICE, "--wait", "60", "--json", "--db", url),
         stdout=subprocess.PIPE,

@@ -16,13 +16,18 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from advisor.cli.main import cli
-from advisor.core.errors import IntegrityError
+from advisor.core.errors import IntegrityError, StoreError
 from advisor.core.events import NewEvent
 from advisor.fleet.selection import Selection, routine_line
 from advisor.fleet.ship import checkpoint_name, ship
 from advisor.store import Checkpoint, EventStore, open_store
 from advisor.store.chain import GENESIS_HASH, RawEvent
-from advisor.store.integrity.central import Position, central_position, writer_for
+from advisor.store.integrity.central import (
+    DirectWriter,
+    Position,
+    central_position,
+    writer_for,
+)
 from advisor.store.integrity.heads import HostKey
 from advisor.store.integrity.held import HELD_TYPE
 from advisor.store.integrity.hostchain import central_head_findings, verify_host
@@ -498,3 +503,33 @@ def test_retention_keeps_a_fleet_shipped_chain_checkable(
     assert verify_host(central, f"ship:{HOST}").ok
     assert json.loads(CliRunner().invoke(cli, ["verify", "--json", "--db", pg_url]).output)["ok"]
     host.close()
+
+
+def test_a_failed_round_judges_the_gpu_samples_again_from_what_arrived(
+    tmp_path: Path, seed_journal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The selection remembers the GPU samples it shipped, as of the batches the central
+    store took: a batch refused (or lost) is judged again next round, so its samples ship
+    then instead of being taken as shipped."""
+    host = _busy_host(tmp_path, seed_journal)
+    central = open_store(f"sqlite:///{tmp_path / 'central.db'}")
+    real, calls = DirectWriter.ship, []
+
+    def refuse_the_second(self: DirectWriter, *args: object) -> tuple[int, int]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StoreError("the central store refused the batch")
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DirectWriter, "ship", refuse_the_second)
+    selection = Selection(held_every_s=0)
+    try:
+        with pytest.raises(StoreError, match="refused the batch"):
+            ship(host, central, HOST, batch=97, selection=selection)
+        ship(host, central, HOST, batch=97, selection=selection)
+        shipped = {k for k, type_, _, _ in _central_rows(central) if type_ != HELD_TYPE}
+        assert shipped == _expected_shipped(host)
+        assert verify_host(central, f"ship:{HOST}").ok
+    finally:
+        central.close()
+        host.close()
