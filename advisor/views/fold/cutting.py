@@ -14,7 +14,7 @@ from advisor.core.events import StoredEvent, load_payload
 from advisor.core.payloads import LogRecorded
 from advisor.parsing.runfold import starts_new_run
 from advisor.store.schema import events, fold_pending, runs
-from advisor.views.fold.foldbase import IN, PAGE, FoldBase, parsed_line
+from advisor.views.fold.foldbase import IN, PAGE, FoldBase, Unparsed, parsed_line
 from advisor.views.fold.keys import cut_into_runs, order_key, run_id_of
 from advisor.views.fold.logpages import log_event, log_query, log_rows
 from advisor.views.fold.runrow import RunRow
@@ -42,7 +42,10 @@ class RunCutting(FoldBase):
             if self.sink is not None and rest == "kernel":  # runs are judged with these
                 self._hand_kernel(host, event, p)
             return
-        self.lines.setdefault(event.stream, []).append(_line(event, p))
+        key = order_key(event.time_us, p)
+        self.lines.setdefault(event.stream, []).append(
+            Unparsed(key, event.seq, event.time_us, event, p)
+        )
 
     def _hand_kernel(self, host: str, event: StoredEvent, p: LogRecorded) -> None:
         """A kernel line to the sink; one that cannot be parsed is left out (a run judged
@@ -75,7 +78,7 @@ class RunCutting(FoldBase):
             if mark is None and (latest is None or first.key >= latest.last_key):
                 run = latest
                 for line in lines:
-                    run = self._take(stream, run, line)
+                    run = self._take(stream, run, _line(line.event, line.payload))
                 self.current[stream] = run
             elif mark is None:
                 self.marks[stream] = (first.key, first.time_us, last.key)

@@ -15,7 +15,7 @@ from advisor.parsing.parsed import Parsed, parse
 from advisor.store.schema import runs
 from advisor.views.fold.keys import config_key
 from advisor.views.fold.runrow import RunRow
-from advisor.views.fold.sink import Line, LineSink
+from advisor.views.fold.sink import LineSink
 
 PAGE: Final = 2000  # rows a re-derivation reads at a time
 IN: Final = 500  # ids in one IN (…)
@@ -30,6 +30,18 @@ class Loaded(NamedTuple):
     content: str
     incidence: tuple[Any, ...] | None
     incident_id: str | None
+
+
+class Unparsed(NamedTuple):
+    """A chunk's log line at its place in its stream's order, not parsed yet: a line that
+    lands before its stream's last folded line is only marked (re-derived, and parsed, at the
+    end of the catch-up), so it is parsed once, not twice."""
+
+    key: str
+    seq: int
+    time_us: int
+    event: StoredEvent
+    payload: LogRecorded
 
 
 def parsed_line(seq: int, time_us: int, p: LogRecorded) -> Parsed:
@@ -78,7 +90,7 @@ class FoldBase:
         self.fresh: set[str] = set()  # runs cut in this chunk
         self.deleted: set[str] = set()  # stored runs a re-derivation dropped
         self.loaded: dict[str, Loaded] = {}  # run_id → the stored run as found
-        self.lines: dict[str, list[Line]] = {}  # stream → this chunk's log lines
+        self.lines: dict[str, list[Unparsed]] = {}  # stream → this chunk's log lines
         self.marks: dict[str, tuple[str, int, str]] = {}  # stream → fold_pending, changed
         self.labels: dict[tuple[str, str], dict[str, Any]] = {}  # this chunk's run.classified
         self.named: set[str] = set()  # runs those name
