@@ -159,7 +159,10 @@ def kept_lines(kept: dict[str, Any]) -> list[str]:
         )
     if kept["fetched"]:
         out.append(f"{kept['fetched']:,} fetched from {kept['host']}; the last before the end:")
-        out += [f"  {line['time']}  #{line['seq']}  {line['text']}" for line in kept["last_lines"]]
+        out += [
+            f"  {line['time']}  #{line['seq']}  {clip(line['text'], EVIDENCE_CHARS)}"
+            for line in kept["last_lines"]
+        ]
     return out
 
 

@@ -4,13 +4,14 @@ and only as the events the host kept.
 A host keeps its routine lines (`advisor.fleet.selection`); each run of them stands in the
 central store as a `ship.held` event: the range's first and last host seq, the host's chain
 hash before it (payload) and after it (origin). The owner asks for a range in
-`fetch_requests` (`ask`); the host's shipper answers (`advisor.fleet.fetch`). The central
-store takes the range's events only when they are every host seq of it, in order, each
-extending the host's chain from the range's starting hash, the last ending at its closing
-hash (`range_fault`) — the hash the host committed to when it shipped the range, which its
-signed heads name. They are stored with source `kept:HOST` and the host seq as key, so a
-range fetched twice is a duplicate. In PostgreSQL `advisor_ship_kept` (migration 0014) makes
-the checks and the append itself; another store (SQLite: development, tests) gets them here.
+`fetch_requests` (`advisor.store.integrity.fetchrequests`); the host's shipper answers
+(`advisor.fleet.fetch`). The central store takes the range's events only when they are every
+host seq of it, in order, each extending the host's chain from the range's starting hash,
+the last ending at its closing hash (`kept_fault`) — the hash the host committed to when it
+shipped the range, which a head it signed there names. They are stored with source
+`kept:HOST` and the host seq as key, so a range fetched twice is a duplicate. In PostgreSQL
+`advisor_ship_kept` (migration 0014) makes the checks and the append itself; another store
+(SQLite: development, tests) gets them here.
 """
 
 from __future__ import annotations
