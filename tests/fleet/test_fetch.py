@@ -22,7 +22,6 @@ from sqlalchemy import text
 
 from advisor.cli.main import cli
 from advisor.core.errors import IntegrityError
-from advisor.core.events import NewEvent
 from advisor.fleet import selection as selection_module
 from advisor.fleet.fetch import FetchReport, answer_requests
 from advisor.fleet.selection import Selection
@@ -38,13 +37,11 @@ from advisor.store.integrity.kept import kept_ranges
 from tests.conftest import advisor_argv, seed_on_host
 from tests.console.serving import served
 from tests.fleet.test_central_roles import shipper_role
+from tests.fleet.test_selection import HOST, OK, UNIT, _line
 from tests.fleet.test_ship import _tamper
 from tests.waiting import wait
 
-HOST = "gpu-node-07"
-UNIT = "vllm-minimax-m25.service"
 SERVICE = f"{HOST}/{UNIT}"
-OK = 'INFO:     10.0.0.{i}:4{i} - "POST /v1/completions HTTP/1.1" 200 OK'
 SERVED = 300
 
 
@@ -57,21 +54,7 @@ def _serving_host(tmp_path: Path, seed_journal: Path) -> EventStore:
     step = (end - start) // (SERVED + 2)
     host.append(
         [
-            NewEvent.model_validate(
-                {
-                    "stream": SERVICE,
-                    "time_us": start + (i + 1) * step,
-                    "source": "traffic",
-                    "key": i,
-                    "payload": {
-                        "type": "log.recorded",
-                        "origin": "journald",
-                        "host": HOST,
-                        "unit": UNIT,
-                        "message": OK.format(i=i),
-                    },
-                }
-            )
+            _line(i, OK.format(i=i)).model_copy(update={"time_us": start + (i + 1) * step})
             for i in range(SERVED)
         ]
     )
