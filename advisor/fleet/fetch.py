@@ -183,10 +183,8 @@ def ask_for(central: EventStore, host: str, unit: str, window: tuple[int, int], 
     ranges = needed(kept_ranges(central, host, *window), host, stream)
     fetched = fetched_keys(central, host, [r.key for r in ranges])
     missing = [r for r in ranges if r.key not in fetched]
-    added = ask(central, host, missing, by, time.time_ns() // 1000) if missing else 0
-    return Asked(
-        host, stream, ranges, fetched, answers(central, host, [r.key for r in missing]), added
-    )
+    added, asked = ask(central, host, missing, by, time.time_ns() // 1000) if missing else (0, {})
+    return Asked(host, stream, ranges, fetched, asked, added)
 
 
 def wait_answered(

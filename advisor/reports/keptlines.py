@@ -8,14 +8,15 @@ A host's own store holds every line and no kept range: there the section is abse
 
 from __future__ import annotations
 
-from typing import Any, Final, TypedDict
+from typing import Final, TypedDict
 
-import orjson
-
+from advisor.core.events import StoredEvent
 from advisor.core.ids import short_id
+from advisor.core.payloads import LogRecorded
 from advisor.core.timefmt import format_us
 from advisor.store import EventStore
-from advisor.store.integrity.kept import fetched_keys, kept_ranges, last_kept_lines
+from advisor.store.integrity.kept import fetched_keys, kept_ranges
+from advisor.views.read.reading import fetched_lines
 from advisor.views.read.rows import IncidentView, RunView
 
 LAST_LINES: Final = 10
@@ -71,15 +72,12 @@ def kept_section(
         last_s=LAST_S,
         command=f"advisor fetch {stream} --incident {short_id(incident.incident_id)}",
         last_lines=[
-            KeptLine(time=format_us(t), seq=seq, text=_message(payload))
-            for seq, t, payload in last_kept_lines(store, host, stream, span, LAST_LINES)
+            KeptLine(time=format_us(e.time_us), seq=e.key, text=_message(e))
+            for e in fetched_lines(store, host, stream, span, LAST_LINES)
         ],
     )
 
 
-def _message(payload: str) -> str:
-    try:
-        body: Any = orjson.loads(payload)
-        return str(body.get("message") or "")
-    except (orjson.JSONDecodeError, AttributeError):
-        return ""
+def _message(event: StoredEvent) -> str:
+    p = event.payload
+    return (p.message or "") if isinstance(p, LogRecorded) else ""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
@@ -24,7 +24,16 @@ SQLITE_WAL_CHECKPOINT_PAGES = 16384
 
 
 T = TypeVar("T")
+K = TypeVar("K", int, str)
 BUSY_RETRIES = 8
+IN_CHUNK: Final = 500  # values in one SQL `IN (...)` list
+
+
+def in_parts(values: Iterable[K]) -> Iterator[list[K]]:
+    """`values`, each once and sorted, in lists short enough for one SQL `IN (...)`."""
+    unique = sorted(set(values))
+    for i in range(0, len(unique), IN_CHUNK):
+        yield unique[i : i + IN_CHUNK]
 
 
 def is_busy(e: OperationalError) -> bool:

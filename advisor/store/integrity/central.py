@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from advisor.core.errors import IntegrityError, StoreError
 from advisor.core.events import Prepared
 from advisor.store.chain import GENESIS_HASH, RawEvent
-from advisor.store.engine import first_line
+from advisor.store.engine import first_line, in_parts
 from advisor.store.integrity.heads import SignedHead
 from advisor.store.integrity.held import HELD_TYPE, range_fault
 from advisor.store.integrity.kept import decline, kept_call, take_kept
@@ -31,7 +31,6 @@ from advisor.store.schema import PROJECTION_TABLES, events, sources
 from advisor.store.store import SHIP_PREFIX, EventStore
 
 T = TypeVar("T")
-_IN_CHUNK = 500
 
 _SHIP_SQL = text(
     "SELECT appended, duplicates, last_key, last_seq FROM advisor_ship(:host, "
@@ -132,8 +131,7 @@ def central_events(central: EventStore, host: str, keys: Sequence[int]) -> dict[
         sid = conn.execute(select(sources.c.id).where(sources.c.name == source)).scalar()
         if sid is None:
             return found
-        unique = sorted(set(keys))
-        for i in range(0, len(unique), _IN_CHUNK):
+        for part in in_parts(keys):
             for r in conn.execute(
                 select(
                     events.c.idem_key,
@@ -145,7 +143,7 @@ def central_events(central: EventStore, host: str, keys: Sequence[int]) -> dict[
                     events.c.payload,
                 )
                 .where(events.c.source_id == sid)
-                .where(events.c.idem_key.in_(unique[i : i + _IN_CHUNK]))
+                .where(events.c.idem_key.in_(part))
             ):
                 k = int(r[0])
                 found[k] = Shipped(_origin_hash(r[1], host, k), (r[2], r[3], r[4], r[5], r[6]))

@@ -8,13 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.exc import ProgrammingError
 
 from advisor.core.errors import StoreError
-from advisor.store.engine import first_line
+from advisor.store.engine import first_line, in_parts
 from advisor.store.schema import fetch_requests
 from advisor.store.store import EventStore
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from advisor.store.integrity.kept import Kept
 
 __all__ = ["Answer", "Request", "RequestsUnreadable", "answered", "answers", "ask", "open_requests"]
-
-_IN: Final = 500
 
 
 @dataclass(frozen=True)
@@ -44,15 +42,19 @@ class Answer:
     note: str | None
 
 
-def ask(central: EventStore, host: str, ranges: Sequence[Kept], by: str, now_us: int) -> int:
-    """Ask `host` for these ranges (one request each, unless one is there already); how many
-    requests were added. The owner's: a shipping role may only read the requests."""
+def ask(
+    central: EventStore, host: str, ranges: Sequence[Kept], by: str, now_us: int
+) -> tuple[int, dict[int, Answer]]:
+    """Ask `host` for these ranges (one request each, unless one is there already): how many
+    requests were added, and every one of these ranges' requests as it stands. The owner's:
+    a shipping role may only read the requests."""
     added = 0
     with central.begin() as conn:
         there = _answers(conn, host, [r.key for r in ranges])
         for r in ranges:
             if r.key in there:
                 continue
+            there[r.key] = Answer(r.key, None, None, None)
             conn.execute(
                 insert(fetch_requests).values(
                     host=host,
@@ -63,7 +65,7 @@ def ask(central: EventStore, host: str, ranges: Sequence[Kept], by: str, now_us:
                 )
             )
             added += 1
-    return added
+    return added, there
 
 
 def answers(central: EventStore, host: str, keys: Sequence[int]) -> dict[int, Answer]:
@@ -74,8 +76,7 @@ def answers(central: EventStore, host: str, keys: Sequence[int]) -> dict[int, An
 
 def _answers(conn: Connection, host: str, keys: Sequence[int]) -> dict[int, Answer]:
     found: dict[int, Answer] = {}
-    unique = sorted(set(keys))
-    for i in range(0, len(unique), _IN):
+    for part in in_parts(keys):
         for row in conn.execute(
             select(
                 fetch_requests.c.held_key,
@@ -85,7 +86,7 @@ def _answers(conn: Connection, host: str, keys: Sequence[int]) -> dict[int, Answ
             ).where(
                 and_(
                     fetch_requests.c.host == host,
-                    fetch_requests.c.held_key.in_(unique[i : i + _IN]),
+                    fetch_requests.c.held_key.in_(part),
                 )
             )
         ):

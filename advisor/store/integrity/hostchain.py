@@ -15,9 +15,9 @@ from advisor.store.integrity.held import HELD_TYPE, range_fault
 from advisor.store.integrity.kept import (
     fetched_any,
     fetched_keys,
-    held_ranges,
     kept_events,
     kept_fault,
+    kept_of,
 )
 from advisor.store.integrity.retained import anchors
 from advisor.store.schema import events, sources
@@ -67,6 +67,7 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
     started = anchor is not None
     if anchor is not None:  # its older events were retained
         prev, expected = bytes.fromhex(anchor.hash), anchor.seq + 1
+    held: list[RawEvent] = []  # its kept ranges, to check those fetched against
 
     def bad(key: int, first_bad: int, reason: str) -> HostChainReport:
         return HostChainReport(host, checked, key, first_bad, reason, unchecked)
@@ -103,6 +104,7 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
                     else f"host event {expected} was not shipped",
                 )
             prev, expected = claimed, event.key + 1
+            held.append(event)
             continue
         if event.key != expected:
             return bad(event.key, expected, f"host event {expected} was not shipped")
@@ -112,15 +114,20 @@ def verify_host(store: EventStore, source: str) -> HostChainReport:
                 event.key, event.key, "hash mismatch: the host's content or chain was altered"
             )
         prev, expected, checked = h, event.key + 1, checked + 1
-    return _with_fetched(store, HostChainReport(host, checked, expected - 1, unchecked=unchecked))
+    report = HostChainReport(host, checked, expected - 1, unchecked=unchecked)
+    return _with_fetched(store, report, held)
 
 
-def _with_fetched(store: EventStore, report: HostChainReport) -> HostChainReport:
+def _with_fetched(
+    store: EventStore, report: HostChainReport, held: list[RawEvent]
+) -> HostChainReport:
     """`report` with the kept ranges fetched from its host checked, each against the two
-    hashes its `ship.held` event holds: how many events were, or the first fault."""
+    hashes its `ship.held` event (of `held`, met in the walk) holds: how many events were,
+    or the first fault."""
     if not report.ok or not fetched_any(store, report.host):
         return report
-    ranges = held_ranges(store, report.host)
+    found = (kept_of(e.payload, e.key, e.origin) for e in held)
+    ranges = [r for r in found if r is not None]
     fetched = fetched_keys(store, report.host, [r.key for r in ranges])
     checked = 0
     for kept in (r for r in ranges if r.key in fetched):

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, Select, select, text
 
 from advisor.core.errors import IntegrityError
 from advisor.core.events import Prepared
 from advisor.store.chain import RawEvent
+from advisor.store.engine import in_parts
 from advisor.store.integrity.fetchrequests import answered
 from advisor.store.integrity.held import HELD_STREAM, HELD_TYPE, HeldRange, held_range
 from advisor.store.schema import events, sources
@@ -39,13 +40,11 @@ __all__ = [
     "decline",
     "fetched_any",
     "fetched_keys",
-    "held_ranges",
     "kept_call",
     "kept_events",
     "kept_fault",
     "kept_of",
     "kept_ranges",
-    "last_kept_lines",
     "take_kept",
 ]
 
@@ -55,7 +54,6 @@ NOTE_CHARS: Final = 500  # migration 0014's bound on a host's reason
 # at most this much later (a run of kept events waits at most a minute for company, and a
 # host catching up after a long silence closes one every 5,000 events).
 SLACK_US: Final = 3_600_000_000
-_IN: Final = 500
 _KEPT_SQL = text(
     "SELECT appended, duplicates FROM advisor_ship_kept(:host, :held, :note, "
     "CAST(:keys AS bigint[]), CAST(:streams AS text[]), CAST(:types AS text[]), "
@@ -100,6 +98,16 @@ def kept_of(payload: str, key: int, origin: str | None) -> Kept | None:
     return Kept(held, closing, body["first_time_us"], body["last_time_us"], body["streams"])
 
 
+def _held_events(host: str) -> Select[Any]:
+    """`host`'s `ship.held` events (key, payload, origin): the ranges it kept."""
+    return (
+        select(events.c.idem_key, events.c.payload, events.c.origin)
+        .join(sources, sources.c.id == events.c.source_id)
+        .where(events.c.type == HELD_TYPE)
+        .where(sources.c.name == f"{SHIP_PREFIX}{host}")
+    )
+
+
 def kept_ranges(
     central: EventStore, host: str, from_us: int, to_us: int, *, slack_us: int = SLACK_US
 ) -> list[Kept]:
@@ -110,13 +118,10 @@ def kept_ranges(
     found: list[Kept] = []
     with central.connect() as conn:
         rows = conn.execute(
-            select(events.c.idem_key, events.c.payload, events.c.origin)
-            .join(sources, sources.c.id == events.c.source_id)
+            _held_events(host)
             .where(events.c.stream == f"{host}/{HELD_STREAM}")
             .where(events.c.event_time_us >= from_us)
             .where(events.c.event_time_us <= to_us + slack_us)
-            .where(events.c.type == HELD_TYPE)
-            .where(sources.c.name == f"{SHIP_PREFIX}{host}")
             .order_by(events.c.event_time_us, events.c.seq)
         )
         for key, payload, origin in rows:
@@ -124,20 +129,6 @@ def kept_ranges(
             if kept is not None and kept.first_time_us <= to_us and kept.last_time_us >= from_us:
                 found.append(kept)
     return found
-
-
-def held_ranges(central: EventStore, host: str) -> list[Kept]:
-    """Every range `host` kept that the central store holds a `ship.held` event of."""
-    with central.connect() as conn:
-        rows = conn.execute(
-            select(events.c.idem_key, events.c.payload, events.c.origin)
-            .join(sources, sources.c.id == events.c.source_id)
-            .where(sources.c.name == f"{SHIP_PREFIX}{host}")
-            .where(events.c.type == HELD_TYPE)
-            .order_by(events.c.idem_key)
-        )
-        found = [kept_of(payload, int(key), origin) for key, payload, origin in rows]
-    return [k for k in found if k is not None]
 
 
 def fetched_any(central: EventStore, host: str) -> bool:
@@ -157,14 +148,13 @@ def fetched_keys(central: EventStore, host: str, keys: Sequence[int]) -> set[int
         ).scalar()
         if sid is None:
             return held
-        unique = sorted(set(keys))
-        for i in range(0, len(unique), _IN):
+        for part in in_parts(keys):
             held.update(
                 int(k)
                 for k in conn.execute(
                     select(events.c.idem_key)
                     .where(events.c.source_id == sid)
-                    .where(events.c.idem_key.in_(unique[i : i + _IN]))
+                    .where(events.c.idem_key.in_(part))
                 ).scalars()
             )
     return held
@@ -204,25 +194,6 @@ def kept_events(central: EventStore, host: str, kept: Kept) -> list[RawEvent]:
     return got
 
 
-def last_kept_lines(
-    central: EventStore, host: str, stream: str, window: tuple[int, int], n: int
-) -> list[tuple[int, int, str]]:
-    """The last `n` log lines of `stream` fetched from `host` within the window, oldest
-    first: (host seq, time µs, payload)."""
-    with central.connect() as conn:
-        rows = conn.execute(
-            select(events.c.idem_key, events.c.event_time_us, events.c.payload)
-            .join(sources, sources.c.id == events.c.source_id)
-            .where(events.c.stream == stream)
-            .where(events.c.event_time_us.between(*window))
-            .where(events.c.type == "log.recorded")
-            .where(sources.c.name == f"{KEPT_PREFIX}{host}")
-            .order_by(events.c.event_time_us.desc(), events.c.idem_key.desc())
-            .limit(n)
-        ).all()
-    return [(int(k), int(t), p) for k, t, p in reversed(rows)]
-
-
 def kept_fault(kept: Kept, got: Sequence[RawEvent]) -> tuple[int, str] | None:
     """None when `got` are the range's events: every host seq of it in order, each
     extending the host's chain from the range's starting hash, the last at its closing hash;
@@ -244,14 +215,8 @@ def kept_fault(kept: Kept, got: Sequence[RawEvent]) -> tuple[int, str] | None:
 
 def _held(central: EventStore, host: str, held_key: int) -> Kept:
     with central.connect() as conn:
-        row = conn.execute(
-            select(events.c.payload, events.c.origin)
-            .join(sources, sources.c.id == events.c.source_id)
-            .where(sources.c.name == f"{SHIP_PREFIX}{host}")
-            .where(events.c.idem_key == held_key)
-            .where(events.c.type == HELD_TYPE)
-        ).first()
-    kept = None if row is None else kept_of(row[0], held_key, row[1])
+        row = conn.execute(_held_events(host).where(events.c.idem_key == held_key)).first()
+    kept = None if row is None else kept_of(row[1], held_key, row[2])
     if kept is None:
         raise IntegrityError(
             f"host {host} kept no range ending at its seq {held_key} here",

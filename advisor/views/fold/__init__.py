@@ -5,7 +5,6 @@ and the keys, log pages and skipped-event records the fold is made of, and the l
 hands a diagnoser as it cuts them (`sink`). Nothing here imports `advisor.views.read`."""
 
 __all__ = [
-    "foldbase",
     "heads",
     "incidents",
     "keys",

@@ -33,8 +33,8 @@ from advisor.core.payloads import GpuFault
 from advisor.core.statuses import IncidentStatus
 from advisor.core.taxonomy import GPU_HARDWARE_FAULT
 from advisor.core.xids import HARDWARE
+from advisor.store.engine import in_parts
 from advisor.store.schema import events, incidents, sources
-from advisor.views.fold.foldbase import IN
 from advisor.views.fold.heads import Seen, load_heads, merge
 from advisor.views.fold.projector import folded_through
 
@@ -204,8 +204,7 @@ def _heads_by_host(conn: Connection) -> dict[str, _HostHeads]:
 def _events_at(conn: Connection, seqs: list[int]) -> dict[int, Any]:
     """The events (rows) of these seqs (an event retention has taken is not there)."""
     found: dict[int, Any] = {}
-    unique = sorted(set(seqs))
-    for i in range(0, len(unique), IN):
+    for part in in_parts(seqs):
         rows = conn.execute(
             select(
                 events.c.seq,
@@ -215,7 +214,7 @@ def _events_at(conn: Connection, seqs: list[int]) -> dict[int, Any]:
                 events.c.recorded_time_us,
                 events.c.payload,
                 events.c.origin,
-            ).where(events.c.seq.in_(unique[i : i + IN]))
+            ).where(events.c.seq.in_(part))
         )
         found.update((int(r.seq), r) for r in rows)
     return found

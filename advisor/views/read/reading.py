@@ -1,4 +1,5 @@
-"""Reading the projections back: a table's rows, a run's own log lines."""
+"""Reading the projections back: a table's rows, a run's own log lines, the lines fetched
+from a host."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from advisor.core.events import StoredEvent
 from advisor.core.payloads import LogRecorded
 from advisor.parsing.lines import LogLine, line_from_payload
 from advisor.store import EventFilter, EventStore
+from advisor.store.integrity.kept import KEPT_PREFIX
 from advisor.store.schema import (
     PROJECTION_TABLES,
     actions,
@@ -21,6 +23,7 @@ from advisor.store.schema import (
     incidents,
     run_labels,
     runs,
+    sources,
     stream_heads,
 )
 from advisor.store.store import read_payload
@@ -90,6 +93,28 @@ def run_log_events(store: EventStore, run: RunView) -> Iterator[StoredEvent]:
                 yield log_event(row, run.stream, p)
 
     return in_line_order(rows())
+
+
+def fetched_lines(
+    store: EventStore, host: str, stream: str, window: tuple[int, int], n: int
+) -> list[StoredEvent]:
+    """The last `n` log lines of `stream` fetched from `host` (`advisor fetch`: source
+    `kept:HOST`, keyed by the host's seq) between the window's two times, oldest first; a
+    line whose payload cannot be read is left out."""
+    with store.connect() as conn:
+        rows = conn.execute(
+            log_query(stream)
+            .where(sources.c.name == f"{KEPT_PREFIX}{host}")
+            .where(events.c.event_time_us.between(*window))
+            .order_by(events.c.event_time_us.desc(), events.c.seq.desc())
+            .limit(n)
+        ).all()
+    lines = []
+    for row in reversed(rows):
+        p = read_payload(row.seq, "log.recorded", row.schema_version, row.payload, tolerant=True)
+        if isinstance(p, LogRecorded):
+            lines.append(log_event(row, stream, p))
+    return lines
 
 
 def in_line_order(lines: Iterable[StoredEvent]) -> Iterator[StoredEvent]:
