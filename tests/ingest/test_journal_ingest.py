@@ -284,10 +284,13 @@ def test_two_ingesters_on_one_store(tmp_path: Path, store_url: str, opener: Open
     assert verify(store).ok
 
 
-# The real CLI, except that once its first batch of events is committed it waits for a signal.
+# The real CLI, except that once its first batch of events is committed it waits for SIGINT.
+# SIGINT is blocked from the start (in every thread, which inherit the mask), so a SIGINT sent
+# at any moment stays pending until `sigwait` takes it: no race, no polling. It then ends the
+# run as Python's own SIGINT handler would, with a KeyboardInterrupt.
 PAUSE_AFTER_FIRST_BATCH = """
+import signal
 import sys
-import time
 
 from advisor.cli.main import main
 from advisor.store.store import EventStore
@@ -299,11 +302,12 @@ def _append_then_wait(self, *args, **kwargs):
     result = _append(self, *args, **kwargs)
     if result.appended:
         EventStore.append_prepared = _append
-        while True:  # until SIGINT (not signal.pause(): a signal that lands just before the
-            time.sleep(0.01)  # pause() call would be taken and the pause never end)
+        signal.sigwait({signal.SIGINT})
+        raise KeyboardInterrupt
     return result
 
 
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 EventStore.append_prepared = _append_then_wait
 sys.argv[0] = "advisor"
 main()
